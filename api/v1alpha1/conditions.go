@@ -1,0 +1,95 @@
+package v1alpha1
+
+// Condition types and reasons of Dockyard's kinds. Every reason says what Dockyard is waiting
+// for or what failed, so a user reading `kubectl describe` knows what to do next; docs/api.md
+// lists them with the action each one calls for.
+
+// Reasons of the Ready summary condition on both kinds.
+const (
+	// ReadyReason: every condition the summary covers is true.
+	ReadyReason = "Ready"
+	// NotReadyReason is used only when no summarized condition gives a more specific reason.
+	NotReadyReason = "NotReady"
+	// ReadyUnknownReason: a summarized condition is unknown.
+	ReadyUnknownReason = "ReadyUnknown"
+	// DeletingReason: the object is being deleted.
+	DeletingReason = "Deleting"
+)
+
+// DockyardCluster conditions.
+const (
+	// LoadBalancerAvailableCondition is true when the load balancer container runs and serves
+	// the control plane endpoint.
+	LoadBalancerAvailableCondition = "LoadBalancerAvailable"
+
+	// LoadBalancerAvailableReason: the load balancer runs and its address is the endpoint.
+	LoadBalancerAvailableReason = "LoadBalancerAvailable"
+	// WaitingForOwnerClusterReason: no Cluster owns the DockyardCluster yet.
+	WaitingForOwnerClusterReason = "WaitingForOwnerCluster"
+	// NetworkFailedReason: the container network could not be created or inspected.
+	NetworkFailedReason = "NetworkFailed"
+	// LoadBalancerImageFailedReason: the load balancer image is missing and could not be pulled.
+	LoadBalancerImageFailedReason = "LoadBalancerImageFailed"
+	// LoadBalancerConfigFailedReason: the haproxy configuration could not be rendered, written,
+	// verified or reloaded (for example a broken custom template).
+	LoadBalancerConfigFailedReason = "LoadBalancerConfigFailed"
+	// LoadBalancerFailedReason: the load balancer container could not be created or started.
+	LoadBalancerFailedReason = "LoadBalancerFailed"
+	// LoadBalancerStartingReason: the container was created but does not run yet.
+	LoadBalancerStartingReason = "LoadBalancerStarting"
+)
+
+// DockyardMachine conditions.
+const (
+	// ContainerProvisionedCondition is true when the node container runs with systemd and
+	// containerd up and the requested images preloaded.
+	ContainerProvisionedCondition = "ContainerProvisioned"
+
+	// ContainerProvisionedReason: the node container runs.
+	ContainerProvisionedReason = "ContainerProvisioned"
+	// WaitingForOwnerMachineReason: no Machine owns the DockyardMachine yet.
+	WaitingForOwnerMachineReason = "WaitingForOwnerMachine"
+	// WaitingForClusterReason: the Cluster named by the cluster.x-k8s.io/cluster-name label
+	// does not exist (or the label is missing).
+	WaitingForClusterReason = "WaitingForCluster"
+	// WaitingForClusterInfrastructureReason: the Cluster's infrastructure is not provisioned yet.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	// WaitingForControlPlaneInitializedReason: a worker waits for the control plane to be
+	// initialized before its bootstrap data can exist.
+	WaitingForControlPlaneInitializedReason = "WaitingForControlPlaneInitialized"
+	// WaitingForBootstrapDataReason: the Machine has no bootstrap data secret yet.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+	// ImageFailedReason: the node image is missing and could not be pulled.
+	ImageFailedReason = "ImageFailed"
+	// ContainerFailedReason: the node container could not be created or started.
+	ContainerFailedReason = "ContainerFailed"
+	// ContainerStartingReason: the container runs but systemd or containerd is not up yet.
+	ContainerStartingReason = "ContainerStarting"
+	// PreloadFailedReason: an image of spec.preLoadImages could not be loaded into the node.
+	PreloadFailedReason = "PreloadFailed"
+	// ContainerStoppedReason: the node container stopped outside Dockyard's control. It is not
+	// restarted; a MachineHealthCheck can remediate the Machine.
+	ContainerStoppedReason = "ContainerStopped"
+	// ContainerNotFoundReason: the node container vanished outside Dockyard's control. It is not
+	// recreated; a MachineHealthCheck can remediate the Machine.
+	ContainerNotFoundReason = "ContainerNotFound"
+
+	// BootstrapSucceededCondition is true when the bootstrap data ran to completion in the node.
+	BootstrapSucceededCondition = "BootstrapSucceeded"
+
+	// BootstrapSucceededReason: every bootstrap command exited 0.
+	BootstrapSucceededReason = "BootstrapSucceeded"
+	// WaitingForContainerReason: the bootstrap data waits for the node container.
+	WaitingForContainerReason = "WaitingForContainer"
+	// BootstrapDataInvalidReason: the bootstrap data secret cannot be read or translated.
+	BootstrapDataInvalidReason = "BootstrapDataInvalid"
+	// BootstrapRunningReason: the bootstrap commands are running in the node.
+	BootstrapRunningReason = "BootstrapRunning"
+	// BootstrapFailedReason: a bootstrap command failed; the message shows it and its output.
+	BootstrapFailedReason = "BootstrapFailed"
+	// BootstrapTimedOutReason: the bootstrap commands ran longer than spec.bootstrapTimeout.
+	BootstrapTimedOutReason = "BootstrapTimedOut"
+	// BootstrapInterruptedReason: the node restarted while its bootstrap commands ran; they are
+	// not started again because kubeadm must not run twice.
+	BootstrapInterruptedReason = "BootstrapInterrupted"
+)

@@ -1,0 +1,153 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+const (
+	// ClusterFinalizer lets the DockyardCluster reconciler remove the load balancer and the
+	// network it created before the object goes away.
+	ClusterFinalizer = "dockyardcluster.infrastructure.cluster.x-k8s.io"
+
+	// DefaultAPIServerPort is the port the API server of the workload cluster, and the load
+	// balancer in front of it, listen on.
+	DefaultAPIServerPort int32 = 6443
+)
+
+// DockyardClusterSpec is the desired state of a DockyardCluster.
+type DockyardClusterSpec struct {
+	// controlPlaneEndpoint is where the workload cluster's API server is reached. Dockyard fills
+	// the host with the load balancer's address; the port defaults to 6443.
+	// +optional
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// failureDomains are copied to status.failureDomains for Cluster API to spread machines
+	// over. On a single container engine they are labels only: every node runs on the same host.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+
+	// loadBalancer configures the haproxy container in front of the control plane.
+	// +optional
+	LoadBalancer LoadBalancerSpec `json:"loadBalancer,omitempty,omitzero"`
+
+	// network is the container network the cluster's nodes and load balancer are attached to.
+	// +optional
+	Network NetworkSpec `json:"network,omitempty,omitzero"`
+}
+
+// LoadBalancerSpec configures the load balancer container of a cluster.
+type LoadBalancerSpec struct {
+	// image is the haproxy image of the load balancer container. Defaulted by the webhook to the
+	// manager's --load-balancer-image. The image must read /usr/local/etc/haproxy/haproxy.cfg
+	// and reload it on SIGHUP (kindest/haproxy and Dockyard's own image both do).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// configTemplateRef names a ConfigMap in the cluster's namespace whose "value" key holds a
+	// Go template for haproxy.cfg, used instead of Dockyard's default. See docs/api.md for the
+	// data the template receives.
+	// +optional
+	ConfigTemplateRef *ConfigMapReference `json:"configTemplateRef,omitempty"`
+}
+
+// ConfigMapReference names a ConfigMap in the same namespace.
+type ConfigMapReference struct {
+	// name of the ConfigMap.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// NetworkSpec selects the container network of a cluster.
+type NetworkSpec struct {
+	// name of the container network. When empty, Dockyard uses a network of its own named
+	// "dockyard-<namespace>-<cluster>". A network that does not exist is created (and removed
+	// with the cluster); an existing one is used as it is and never removed.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`
+	Name string `json:"name,omitempty"`
+}
+
+// DockyardClusterStatus is the observed state of a DockyardCluster.
+type DockyardClusterStatus struct {
+	// conditions of the DockyardCluster: Ready, LoadBalancerAvailable, Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// initialization reports when the cluster infrastructure was provisioned.
+	// +optional
+	Initialization DockyardClusterInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// failureDomains available to the cluster's machines.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+}
+
+// DockyardClusterInitializationStatus is part of the Cluster API v1beta2 contract.
+// +kubebuilder:validation:MinProperties=1
+type DockyardClusterInitializationStatus struct {
+	// provisioned is true once the load balancer serves the control plane endpoint.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=dockyardclusters,scope=Namespaced,categories=cluster-api;dockyard,shortName=dyc
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster this DockyardCluster belongs to"
+// +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.controlPlaneEndpoint.host",description="Control plane endpoint host"
+// +kubebuilder:printcolumn:name="Port",type="integer",JSONPath=".spec.controlPlaneEndpoint.port",description="Control plane endpoint port",priority=1
+// +kubebuilder:printcolumn:name="Provisioned",type="boolean",JSONPath=".status.initialization.provisioned",description="Load balancer serves the endpoint"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Ready condition"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Ready condition reason",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// DockyardCluster is the infrastructure of a Cluster API cluster whose nodes are containers:
+// a container network and a haproxy load balancer in front of the control plane.
+type DockyardCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +optional
+	Spec DockyardClusterSpec `json:"spec,omitempty,omitzero"`
+
+	// status is the observed state.
+	// +optional
+	Status DockyardClusterStatus `json:"status,omitempty,omitzero"`
+}
+
+// GetConditions returns the conditions of the DockyardCluster.
+func (c *DockyardCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions sets the conditions of the DockyardCluster.
+func (c *DockyardCluster) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}
+
+// +kubebuilder:object:root=true
+
+// DockyardClusterList is a list of DockyardClusters.
+type DockyardClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DockyardCluster `json:"items"`
+}

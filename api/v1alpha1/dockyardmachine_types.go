@@ -1,0 +1,165 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+const (
+	// MachineFinalizer lets the DockyardMachine reconciler remove the node container, its
+	// volumes and its load balancer entry before the object goes away.
+	MachineFinalizer = "dockyardmachine.infrastructure.cluster.x-k8s.io"
+
+	// ProviderIDPrefix starts every providerID Dockyard sets; the container name follows.
+	ProviderIDPrefix = "dockyard:////"
+)
+
+// DockyardMachineSpec is the desired state of a DockyardMachine.
+type DockyardMachineSpec struct {
+	// providerID is "dockyard:////<container name>", set by Dockyard once the node container
+	// exists, and set on the workload cluster's Node too.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID,omitempty"`
+
+	// image is the node image. When empty, Dockyard uses the manager's node image repository
+	// (kindest/node unless --node-image-repository says otherwise) tagged with the Machine's
+	// Kubernetes version. Immutable.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// preLoadImages are images on the container engine that are copied into the node's
+	// containerd before the bootstrap data runs, so the node never pulls them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	PreLoadImages []string `json:"preLoadImages,omitempty"`
+
+	// extraMounts are host paths bind-mounted into the node container.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	ExtraMounts []Mount `json:"extraMounts,omitempty"`
+
+	// bootstrapTimeout bounds how long the bootstrap data may run in the node before the
+	// machine is reported as failed. Defaults to 5m.
+	// +optional
+	BootstrapTimeout *metav1.Duration `json:"bootstrapTimeout,omitempty"`
+
+	// resources limit the cpu and memory of the node container.
+	// +optional
+	Resources NodeResources `json:"resources,omitempty,omitzero"`
+}
+
+// Mount is a host path bind-mounted into the node container.
+type Mount struct {
+	// hostPath is the absolute path on the container engine's host.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	HostPath string `json:"hostPath"`
+
+	// containerPath is the absolute path inside the node container.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	ContainerPath string `json:"containerPath"`
+
+	// readOnly mounts the path read-only.
+	// +optional
+	ReadOnly bool `json:"readOnly,omitempty"`
+}
+
+// NodeResources are the limits of a node container.
+type NodeResources struct {
+	// cpu is the number of CPUs the node container may use, e.g. "1.5" or "500m".
+	// +optional
+	CPU *resource.Quantity `json:"cpu,omitempty"`
+
+	// memory is the memory limit of the node container, e.g. "2Gi".
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// DockyardMachineStatus is the observed state of a DockyardMachine.
+type DockyardMachineStatus struct {
+	// conditions of the DockyardMachine: Ready, ContainerProvisioned, BootstrapSucceeded, Paused.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// initialization reports when the machine's infrastructure was provisioned.
+	// +optional
+	Initialization DockyardMachineInitializationStatus `json:"initialization,omitempty,omitzero"`
+
+	// addresses of the node container: Hostname, InternalIP and ExternalIP.
+	// +optional
+	Addresses clusterv1.MachineAddresses `json:"addresses,omitempty"`
+
+	// failureDomain the machine runs in: the Machine's spec.failureDomain.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	FailureDomain string `json:"failureDomain,omitempty"`
+}
+
+// DockyardMachineInitializationStatus is part of the Cluster API v1beta2 contract.
+// +kubebuilder:validation:MinProperties=1
+type DockyardMachineInitializationStatus struct {
+	// provisioned is true once the node container runs and its bootstrap data succeeded.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=dockyardmachines,scope=Namespaced,categories=cluster-api;dockyard,shortName=dym
+// +kubebuilder:storageversion
+// +kubebuilder:subresource:status
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster this DockyardMachine belongs to"
+// +kubebuilder:printcolumn:name="Machine",type="string",JSONPath=".metadata.ownerReferences[?(@.kind==\"Machine\")].name",description="Machine that owns this DockyardMachine"
+// +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",description="Provider ID of the node container"
+// +kubebuilder:printcolumn:name="Provisioned",type="boolean",JSONPath=".status.initialization.provisioned",description="Node container runs and bootstrap succeeded"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="Ready condition"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Ready condition reason",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// DockyardMachine is the infrastructure of a Cluster API Machine: a node container.
+type DockyardMachine struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +optional
+	Spec DockyardMachineSpec `json:"spec,omitempty,omitzero"`
+
+	// status is the observed state.
+	// +optional
+	Status DockyardMachineStatus `json:"status,omitempty,omitzero"`
+}
+
+// GetConditions returns the conditions of the DockyardMachine.
+func (m *DockyardMachine) GetConditions() []metav1.Condition { return m.Status.Conditions }
+
+// SetConditions sets the conditions of the DockyardMachine.
+func (m *DockyardMachine) SetConditions(conditions []metav1.Condition) {
+	m.Status.Conditions = conditions
+}
+
+// +kubebuilder:object:root=true
+
+// DockyardMachineList is a list of DockyardMachines.
+type DockyardMachineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []DockyardMachine `json:"items"`
+}
