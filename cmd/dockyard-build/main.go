@@ -1,0 +1,99 @@
+// Command dockyard-build builds what Dockyard needs without a container registry: the
+// kube-apiserver and etcd binaries of the envtest suites, and (see images.go) the node,
+// load balancer and CNI images. Everything is cached under --cache, keyed by version.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/gobuild"
+)
+
+const usage = `usage: dockyard-build <command> [flags]
+
+commands:
+  envtest   build kube-apiserver and etcd for envtest into --dir (KUBEBUILDER_ASSETS)
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "envtest":
+		err = runEnvtest(ctx, os.Args[2:])
+	default:
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dockyard-build %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func defaultCache() string {
+	if d := os.Getenv("DOCKYARD_CACHE"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "dockyard")
+}
+
+// runEnvtest builds kube-apiserver and etcd and links them into one directory, the layout
+// controller-runtime's envtest expects in KUBEBUILDER_ASSETS.
+func runEnvtest(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("envtest", flag.ExitOnError)
+	cache := fs.String("cache", defaultCache(), "cache directory")
+	k8sVersion := fs.String("kubernetes-version", "v1.34.4", "Kubernetes version of kube-apiserver")
+	etcdVersion := fs.String("etcd-version", "v3.6.5", "etcd version")
+	dir := fs.String("dir", "", "directory to link the binaries into (required)")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		return errors.New("--dir is required")
+	}
+
+	b := &gobuild.Builder{CacheDir: filepath.Join(*cache, "build"), Log: os.Stderr}
+	k8s, err := gobuild.Kubernetes(*k8sVersion, "kube-apiserver", "kubectl")
+	if err != nil {
+		return err
+	}
+	etcd, err := gobuild.Etcd(*etcdVersion)
+	if err != nil {
+		return err
+	}
+	links := map[string]string{}
+	for _, build := range []gobuild.Build{k8s, etcd} {
+		binDir, err := b.Run(ctx, build)
+		if err != nil {
+			return err
+		}
+		for _, bin := range build.Binaries {
+			links[bin.Name] = filepath.Join(binDir, bin.Name)
+		}
+	}
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		return errors.Wrapf(err, "creating %s", *dir)
+	}
+	for name, target := range links {
+		link := filepath.Join(*dir, name)
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			return errors.Wrapf(err, "linking %s", link)
+		}
+	}
+	fmt.Println(*dir)
+	return nil
+}

@@ -1,0 +1,207 @@
+// Package gobuild builds Go commands from modules on the Go module proxy into a cache keyed by
+// module and version, through a small wrapper module, for commands that cannot simply be
+// `go install`ed (k8s.io/kubernetes replaces its staging modules with local paths; etcd and
+// Cluster API need a main or a replace of their own).
+package gobuild
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pkg/errors"
+)
+
+// Build describes one wrapper module and the commands built from it.
+type Build struct {
+	// Name and Version key the cache directory: <cache>/<Name>-<Version>.
+	Name    string
+	Version string
+	// Require lists module path → version the wrapper module requires.
+	Require map[string]string
+	// Replace lists module path → version pinned with a replace directive.
+	Replace map[string]string
+	// Binaries are built into <dir>/bin.
+	Binaries []Binary
+}
+
+// Binary is one command built from the wrapper module.
+type Binary struct {
+	// Name of the file in bin/.
+	Name string
+	// Package is the import path of the main package. Ignored when MainSource is set.
+	Package string
+	// MainSource, when set, is the source of a main package written into the wrapper module
+	// (for modules that export a Main function but whose own main cannot be built).
+	MainSource string
+	// LDFlags are passed to the linker in addition to "-s -w".
+	LDFlags []string
+}
+
+// Builder runs builds into a cache directory.
+type Builder struct {
+	// CacheDir holds one directory per build.
+	CacheDir string
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+	// GoCommand is the go tool to run; "go" when empty.
+	GoCommand string
+}
+
+// Dir returns the directory of a build: its binaries are in Dir()/bin.
+func (b *Builder) Dir(build Build) string {
+	return filepath.Join(b.CacheDir, build.Name+"-"+build.Version)
+}
+
+// BinDir returns the directory the build's binaries are written to.
+func (b *Builder) BinDir(build Build) string {
+	return filepath.Join(b.Dir(build), "bin")
+}
+
+// Run builds every binary of the build that is not in the cache yet and returns the bin
+// directory. A binary is written under a temporary name and renamed, so an interrupted build
+// never leaves a truncated binary behind.
+func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
+	binDir := b.BinDir(build)
+	var missing []Binary
+	for _, bin := range build.Binaries {
+		if _, err := os.Stat(filepath.Join(binDir, bin.Name)); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	if len(missing) == 0 {
+		return binDir, nil
+	}
+
+	srcDir := filepath.Join(b.Dir(build), "src")
+	if err := b.prepareModule(ctx, srcDir, build); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", errors.Wrapf(err, "creating %s", binDir)
+	}
+	for _, bin := range missing {
+		start := time.Now()
+		b.logf("building %s %s (%s)", bin.Name, build.Version, bin.target())
+		tmp := filepath.Join(binDir, "."+bin.Name+".tmp")
+		ldflags := append([]string{"-s", "-w"}, bin.LDFlags...)
+		args := []string{"build", "-trimpath", "-ldflags", strings.Join(ldflags, " "), "-o", tmp, bin.target()}
+		if err := b.goCmd(ctx, srcDir, args...); err != nil {
+			_ = os.Remove(tmp)
+			return "", errors.Wrapf(err, "building %s from %s %s", bin.Name, build.Name, build.Version)
+		}
+		if err := os.Rename(tmp, filepath.Join(binDir, bin.Name)); err != nil {
+			return "", errors.Wrapf(err, "installing %s", bin.Name)
+		}
+		b.logf("built %s in %s", bin.Name, time.Since(start).Round(time.Second))
+	}
+	return binDir, nil
+}
+
+func (bin Binary) target() string {
+	if bin.MainSource != "" {
+		return "./cmd/" + bin.Name
+	}
+	return bin.Package
+}
+
+// prepareModule writes the wrapper module and resolves its dependencies. It is rewritten on
+// every run that has something to build: cheap, and it picks up changes to the build.
+func (b *Builder) prepareModule(ctx context.Context, dir string, build Build) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Wrapf(err, "creating %s", dir)
+	}
+	var gomod bytes.Buffer
+	fmt.Fprintf(&gomod, "module dockyard.local/build/%s\n\ngo 1.26\n\n", build.Name)
+	for _, path := range sortedKeys(build.Require) {
+		fmt.Fprintf(&gomod, "require %s %s\n", path, build.Require[path])
+	}
+	for _, path := range sortedKeys(build.Replace) {
+		fmt.Fprintf(&gomod, "replace %s => %s %s\n", path, path, build.Replace[path])
+	}
+
+	// A tools file imports every package built, so `go mod tidy` resolves all of them.
+	var tools bytes.Buffer
+	tools.WriteString("//go:build tools\n\npackage tools\n\nimport (\n")
+	for _, bin := range build.Binaries {
+		if bin.MainSource != "" {
+			mainDir := filepath.Join(dir, "cmd", bin.Name)
+			if err := os.MkdirAll(mainDir, 0o755); err != nil {
+				return errors.Wrapf(err, "creating %s", mainDir)
+			}
+			if err := os.WriteFile(filepath.Join(mainDir, "main.go"), []byte(bin.MainSource), 0o644); err != nil {
+				return errors.Wrap(err, "writing main package")
+			}
+			continue
+		}
+		fmt.Fprintf(&tools, "\t_ %q\n", bin.Package)
+	}
+	tools.WriteString(")\n")
+
+	// The inputs of `go mod tidy`: when they did not change, the resolved module is reused.
+	key := append(append([]byte{}, gomod.Bytes()...), tools.Bytes()...)
+	current, _ := os.ReadFile(filepath.Join(dir, "inputs"))
+	if bytes.Equal(current, key) {
+		if _, err := os.Stat(filepath.Join(dir, "go.sum")); err == nil {
+			return nil
+		}
+	}
+	for name, content := range map[string][]byte{"go.mod": gomod.Bytes(), "tools.go": tools.Bytes()} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			return errors.Wrapf(err, "writing %s", name)
+		}
+	}
+	b.logf("resolving modules for %s %s", build.Name, build.Version)
+	if err := b.goCmd(ctx, dir, "mod", "tidy"); err != nil {
+		return errors.Wrapf(err, "resolving modules of %s %s", build.Name, build.Version)
+	}
+	// Remember the input only after tidy succeeded.
+	return errors.Wrap(os.WriteFile(filepath.Join(dir, "inputs"), key, 0o644), "recording module inputs")
+}
+
+func (b *Builder) goCmd(ctx context.Context, dir string, args ...string) error {
+	goTool := b.GoCommand
+	if goTool == "" {
+		goTool = "go"
+	}
+	cmd := exec.CommandContext(ctx, goTool, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return errors.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
+	}
+	return nil
+}
+
+func (b *Builder) logf(format string, args ...any) {
+	if b.Log != nil {
+		fmt.Fprintf(b.Log, format+"\n", args...)
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
