@@ -1,0 +1,74 @@
+package webhooks
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-dockyardcluster,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters,versions=v1alpha1,name=default.dockyardcluster.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+// +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-dockyardcluster,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters,versions=v1alpha1,name=validation.dockyardcluster.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
+
+// DockyardCluster defaults and validates DockyardClusters.
+type DockyardCluster struct {
+	// DefaultLoadBalancerImage is written to spec.loadBalancer.image when it is empty.
+	DefaultLoadBalancerImage string
+}
+
+// SetupWebhookWithManager registers the webhooks with the manager's webhook server.
+func (w *DockyardCluster) SetupWebhookWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &infrav1.DockyardCluster{}).
+		WithDefaulter(w).
+		WithValidator(w).
+		Complete()
+}
+
+var (
+	_ admission.Defaulter[*infrav1.DockyardCluster] = &DockyardCluster{}
+	_ admission.Validator[*infrav1.DockyardCluster] = &DockyardCluster{}
+)
+
+// Default sets the API server port and the load balancer image.
+func (w *DockyardCluster) Default(_ context.Context, c *infrav1.DockyardCluster) error {
+	defaultClusterSpec(&c.Spec, w.DefaultLoadBalancerImage)
+	return nil
+}
+
+// ValidateCreate validates a new DockyardCluster.
+func (w *DockyardCluster) ValidateCreate(_ context.Context, c *infrav1.DockyardCluster) (admission.Warnings, error) {
+	return nil, invalidIfAny(c.Name, "DockyardCluster", validateClusterSpec(&c.Spec, field.NewPath("spec")))
+}
+
+// ValidateUpdate validates a change to a DockyardCluster.
+func (w *DockyardCluster) ValidateUpdate(_ context.Context, oldC, newC *infrav1.DockyardCluster) (admission.Warnings, error) {
+	allErrs := validateClusterSpec(&newC.Spec, field.NewPath("spec"))
+	allErrs = append(allErrs, validateClusterUpdate(&oldC.Spec, &newC.Spec, field.NewPath("spec"))...)
+	return nil, invalidIfAny(newC.Name, "DockyardCluster", allErrs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *DockyardCluster) ValidateDelete(context.Context, *infrav1.DockyardCluster) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func defaultClusterSpec(spec *infrav1.DockyardClusterSpec, lbImage string) {
+	if spec.ControlPlaneEndpoint.Port == 0 {
+		spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
+	}
+	if spec.LoadBalancer.Image == "" {
+		spec.LoadBalancer.Image = lbImage
+	}
+}
+
+// invalidIfAny turns field errors into the Invalid status error the API server returns.
+func invalidIfAny(name, kind string, allErrs field.ErrorList) error {
+	if len(allErrs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(infrav1.GroupVersion.WithKind(kind).GroupKind(), name, allErrs)
+}

@@ -1,0 +1,133 @@
+package webhooks
+
+import (
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+)
+
+var (
+	// minNodeCPU is the smallest CPU limit a container engine accepts (Docker: 0.01 CPUs).
+	minNodeCPU = resource.MustParse("10m")
+	// minNodeMemory is the smallest memory limit a node can boot with: systemd, containerd and
+	// kubelet together need about 180Mi on a worker.
+	minNodeMemory = resource.MustParse("256Mi")
+
+	// reservedContainerPaths are mounted by Dockyard itself in every node container.
+	reservedContainerPaths = sets.New("/", "/var", "/run", "/tmp", "/lib/modules")
+)
+
+// validateClusterSpec checks a DockyardCluster spec (also inside a template).
+func validateClusterSpec(spec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+
+	seen := sets.New[string]()
+	for i, fd := range spec.FailureDomains {
+		p := fldPath.Child("failureDomains").Index(i).Child("name")
+		if seen.Has(fd.Name) {
+			allErrs = append(allErrs, field.Duplicate(p, fd.Name))
+		}
+		seen.Insert(fd.Name)
+	}
+
+	if spec.LoadBalancer.Image != "" {
+		allErrs = append(allErrs, validateImageRef(spec.LoadBalancer.Image, fldPath.Child("loadBalancer", "image"))...)
+	}
+	return allErrs
+}
+
+// validateClusterUpdate checks the fields of a DockyardCluster that may not change.
+func validateClusterUpdate(oldSpec, newSpec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	oldEP, newEP := oldSpec.ControlPlaneEndpoint, newSpec.ControlPlaneEndpoint
+	if oldEP.Host != "" && oldEP != newEP {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("controlPlaneEndpoint"),
+			fmt.Sprintf("is immutable once set (was %s:%d): the workload cluster's certificates name it", oldEP.Host, oldEP.Port)))
+	}
+	if oldSpec.Network.Name != newSpec.Network.Name {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("network", "name"),
+			"is immutable: the cluster's containers are attached to the network it named"))
+	}
+	return allErrs
+}
+
+// validateMachineSpec checks a DockyardMachine spec (also inside a template).
+func validateMachineSpec(spec *infrav1.DockyardMachineSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+
+	if spec.Image != "" {
+		allErrs = append(allErrs, validateImageRef(spec.Image, fldPath.Child("image"))...)
+	}
+	for i, img := range spec.PreLoadImages {
+		allErrs = append(allErrs, validateImageRef(img, fldPath.Child("preLoadImages").Index(i))...)
+	}
+
+	containerPaths := sets.New[string]()
+	for i, m := range spec.ExtraMounts {
+		p := fldPath.Child("extraMounts").Index(i)
+		allErrs = append(allErrs, validateAbsolutePath(m.HostPath, p.Child("hostPath"))...)
+		allErrs = append(allErrs, validateAbsolutePath(m.ContainerPath, p.Child("containerPath"))...)
+		clean := path.Clean(m.ContainerPath)
+		if reservedContainerPaths.Has(clean) {
+			allErrs = append(allErrs, field.Invalid(p.Child("containerPath"), m.ContainerPath,
+				"is mounted by Dockyard in every node container; choose another path"))
+		}
+		if containerPaths.Has(clean) {
+			allErrs = append(allErrs, field.Duplicate(p.Child("containerPath"), m.ContainerPath))
+		}
+		containerPaths.Insert(clean)
+	}
+
+	if spec.BootstrapTimeout != nil && spec.BootstrapTimeout.Duration <= 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("bootstrapTimeout"), spec.BootstrapTimeout.Duration.String(),
+			"must be greater than zero"))
+	}
+	if spec.BootstrapTimeout != nil && spec.BootstrapTimeout.Duration > 0 && spec.BootstrapTimeout.Duration < 30*time.Second {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("bootstrapTimeout"), spec.BootstrapTimeout.Duration.String(),
+			"must be at least 30s: kubeadm alone takes longer"))
+	}
+
+	if q := spec.Resources.CPU; q != nil && q.Cmp(minNodeCPU) < 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("resources", "cpu"), q.String(),
+			fmt.Sprintf("must be at least %s", minNodeCPU.String())))
+	}
+	if q := spec.Resources.Memory; q != nil && q.Cmp(minNodeMemory) < 0 {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("resources", "memory"), q.String(),
+			fmt.Sprintf("must be at least %s: a node runs systemd, containerd and kubelet", minNodeMemory.String())))
+	}
+	return allErrs
+}
+
+// validateMachineUpdate checks the fields of a DockyardMachine that may not change.
+func validateMachineUpdate(oldSpec, newSpec *infrav1.DockyardMachineSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if oldSpec.Image != newSpec.Image {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("image"),
+			"is immutable: the node container was created from it; roll out a new machine instead"))
+	}
+	if oldSpec.ProviderID != "" && oldSpec.ProviderID != newSpec.ProviderID {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("providerID"), "is immutable once set"))
+	}
+	return allErrs
+}
+
+func validateImageRef(ref string, fldPath *field.Path) field.ErrorList {
+	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+		return field.ErrorList{field.Invalid(fldPath, ref, fmt.Sprintf("is not a valid image reference: %v", err))}
+	}
+	return nil
+}
+
+func validateAbsolutePath(p string, fldPath *field.Path) field.ErrorList {
+	if !path.IsAbs(p) {
+		return field.ErrorList{field.Invalid(fldPath, p, "must be an absolute path")}
+	}
+	return nil
+}

@@ -1,0 +1,342 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/test/envtest"
+)
+
+const testLBImage = "localhost/dockyard/haproxy:test"
+
+var env *envtest.Environment
+
+func TestMain(m *testing.M) {
+	ctx := context.Background()
+	var err error
+	env, err = envtest.Start(ctx, envtest.Options{
+		Setup: func(_ context.Context, mgr ctrl.Manager) error {
+			return SetupWithManager(mgr, Options{DefaultLoadBalancerImage: testLBImage})
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the test environment: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the test environment: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns, err := env.CreateNamespace(context.Background(), "webhooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// expectRejected asserts that the API server rejected a request as invalid and that the
+// message names every given field path.
+func expectRejected(t *testing.T, err error, fields ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("expected the API server to reject the object (fields %v), but it was accepted", fields)
+	}
+	if !apierrors.IsInvalid(err) && !apierrors.IsForbidden(err) && !apierrors.IsBadRequest(err) {
+		t.Fatalf("expected an Invalid error naming %v, got: %v", fields, err)
+	}
+	for _, f := range fields {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("rejection message does not name %q:\n%v", f, err)
+		}
+	}
+}
+
+func validMachineSpec() infrav1.DockyardMachineSpec {
+	cpu, mem := resource.MustParse("1500m"), resource.MustParse("2Gi")
+	return infrav1.DockyardMachineSpec{
+		Image:            "localhost/dockyard/node:v1.34.4",
+		PreLoadImages:    []string{"localhost/dockyard/flannel:v0.28.4", "registry.k8s.io/pause:3.10.1"},
+		ExtraMounts:      []infrav1.Mount{{HostPath: "/var/run/docker.sock", ContainerPath: "/var/run/docker.sock", ReadOnly: true}},
+		BootstrapTimeout: &metav1.Duration{Duration: 10 * time.Minute},
+		Resources:        infrav1.NodeResources{CPU: &cpu, Memory: &mem},
+	}
+}
+
+func validClusterSpec() infrav1.DockyardClusterSpec {
+	return infrav1.DockyardClusterSpec{
+		FailureDomains: []clusterv1.FailureDomain{
+			{Name: "fd1", ControlPlane: ptrTo(true), Attributes: map[string]string{"rack": "a"}},
+			{Name: "fd2"},
+		},
+		LoadBalancer: infrav1.LoadBalancerSpec{ConfigTemplateRef: &infrav1.ConfigMapReference{Name: "my-haproxy"}},
+		Network:      infrav1.NetworkSpec{Name: "my-net"},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestEveryKindAcceptsAValidSample(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+
+	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: ns}, Spec: validClusterSpec()}
+	dct := &infrav1.DockyardClusterTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ct1", Namespace: ns},
+		Spec: infrav1.DockyardClusterTemplateSpec{Template: infrav1.DockyardClusterTemplateResource{
+			ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"team": "a"}},
+			Spec:       validClusterSpec(),
+		}}}
+	dm := &infrav1.DockyardMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: ns}, Spec: validMachineSpec()}
+	dmt := &infrav1.DockyardMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "mt1", Namespace: ns},
+		Spec: infrav1.DockyardMachineTemplateSpec{Template: infrav1.DockyardMachineTemplateResource{Spec: validMachineSpec()}}}
+
+	for _, obj := range []client.Object{dc, dct, dm, dmt} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("creating a valid %T: %v", obj, err)
+		}
+	}
+
+	// The defaulting webhooks filled the endpoint port and the load balancer image.
+	if dc.Spec.ControlPlaneEndpoint.Port != infrav1.DefaultAPIServerPort || dc.Spec.LoadBalancer.Image != testLBImage {
+		t.Errorf("DockyardCluster defaults: got port %d image %q", dc.Spec.ControlPlaneEndpoint.Port, dc.Spec.LoadBalancer.Image)
+	}
+	if got := dct.Spec.Template.Spec; got.ControlPlaneEndpoint.Port != infrav1.DefaultAPIServerPort || got.LoadBalancer.Image != testLBImage {
+		t.Errorf("DockyardClusterTemplate defaults: got port %d image %q", got.ControlPlaneEndpoint.Port, got.LoadBalancer.Image)
+	}
+
+	// Status fields of the contract are accepted through the status subresource.
+	dc.Status = infrav1.DockyardClusterStatus{
+		Initialization: infrav1.DockyardClusterInitializationStatus{Provisioned: ptrTo(true)},
+		FailureDomains: dc.Spec.FailureDomains,
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: infrav1.ReadyReason,
+			LastTransitionTime: metav1.Now()}},
+	}
+	if err := env.Client.Status().Update(ctx, dc); err != nil {
+		t.Fatalf("updating DockyardCluster status: %v", err)
+	}
+	dm.Status = infrav1.DockyardMachineStatus{
+		Initialization: infrav1.DockyardMachineInitializationStatus{Provisioned: ptrTo(true)},
+		Addresses:      clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: "c1-m1"}, {Type: clusterv1.MachineInternalIP, Address: "192.0.2.10"}},
+		FailureDomain:  "fd1",
+	}
+	if err := env.Client.Status().Update(ctx, dm); err != nil {
+		t.Fatalf("updating DockyardMachine status: %v", err)
+	}
+	// The providerID can be set once.
+	dm.Spec.ProviderID = infrav1.ProviderIDPrefix + "c1-m1"
+	if err := env.Client.Update(ctx, dm); err != nil {
+		t.Fatalf("setting providerID: %v", err)
+	}
+}
+
+func TestDockyardClusterRejectsInvalidSpecs(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	tests := []struct {
+		name   string
+		mutate func(*infrav1.DockyardClusterSpec)
+		fields []string
+	}{
+		{"duplicate failure domain names", func(s *infrav1.DockyardClusterSpec) {
+			s.FailureDomains = append(s.FailureDomains, clusterv1.FailureDomain{Name: "fd1"})
+		}, []string{"spec.failureDomains[2]"}},
+		{"invalid load balancer image", func(s *infrav1.DockyardClusterSpec) {
+			s.LoadBalancer.Image = "Not An Image"
+		}, []string{"spec.loadBalancer.image"}},
+		{"invalid network name", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Name = "-bad name"
+		}, []string{"spec.network.name"}},
+		{"endpoint port out of range", func(s *infrav1.DockyardClusterSpec) {
+			s.ControlPlaneEndpoint.Port = 70000
+		}, []string{"spec.controlPlaneEndpoint.port"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := validClusterSpec()
+			tt.mutate(&spec)
+			obj := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bad-%d", i), Namespace: ns}, Spec: spec}
+			expectRejected(t, env.Client.Create(ctx, obj), tt.fields...)
+		})
+	}
+}
+
+func TestDockyardClusterImmutableFields(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}, Spec: validClusterSpec()}
+	if err := env.Client.Create(ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	// Dockyard fills the endpoint host once; that is allowed.
+	dc.Spec.ControlPlaneEndpoint.Host = "192.0.2.10"
+	if err := env.Client.Update(ctx, dc); err != nil {
+		t.Fatalf("setting the endpoint host: %v", err)
+	}
+
+	moved := dc.DeepCopy()
+	moved.Spec.ControlPlaneEndpoint.Host = "192.0.2.11"
+	expectRejected(t, env.Client.Update(ctx, moved), "spec.controlPlaneEndpoint", "immutable")
+
+	renet := dc.DeepCopy()
+	renet.Spec.Network.Name = "other-net"
+	expectRejected(t, env.Client.Update(ctx, renet), "spec.network.name", "immutable")
+}
+
+func TestDockyardMachineRejectsInvalidSpecs(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	tests := []struct {
+		name   string
+		mutate func(*infrav1.DockyardMachineSpec)
+		fields []string
+	}{
+		{"relative host path", func(s *infrav1.DockyardMachineSpec) {
+			s.ExtraMounts[0].HostPath = "var/run/docker.sock"
+		}, []string{"spec.extraMounts[0].hostPath", "absolute"}},
+		{"relative container path", func(s *infrav1.DockyardMachineSpec) {
+			s.ExtraMounts[0].ContainerPath = "data"
+		}, []string{"spec.extraMounts[0].containerPath", "absolute"}},
+		{"duplicate container path", func(s *infrav1.DockyardMachineSpec) {
+			s.ExtraMounts = append(s.ExtraMounts, infrav1.Mount{HostPath: "/tmp/x", ContainerPath: "/var/run/docker.sock/"})
+		}, []string{"spec.extraMounts[1].containerPath", "Duplicate"}},
+		{"reserved container path", func(s *infrav1.DockyardMachineSpec) {
+			s.ExtraMounts[0].ContainerPath = "/var"
+		}, []string{"spec.extraMounts[0].containerPath", "mounted by Dockyard"}},
+		{"cpu too small", func(s *infrav1.DockyardMachineSpec) {
+			q := resource.MustParse("1m")
+			s.Resources.CPU = &q
+		}, []string{"spec.resources.cpu"}},
+		{"memory too small", func(s *infrav1.DockyardMachineSpec) {
+			q := resource.MustParse("100Mi")
+			s.Resources.Memory = &q
+		}, []string{"spec.resources.memory"}},
+		{"invalid image", func(s *infrav1.DockyardMachineSpec) {
+			s.Image = "dockyard/Node:v1.34.4"
+		}, []string{"spec.image"}},
+		{"invalid preload image", func(s *infrav1.DockyardMachineSpec) {
+			s.PreLoadImages[1] = "bad image"
+		}, []string{"spec.preLoadImages[1]"}},
+		{"bootstrap timeout too short", func(s *infrav1.DockyardMachineSpec) {
+			s.BootstrapTimeout = &metav1.Duration{Duration: 5 * time.Second}
+		}, []string{"spec.bootstrapTimeout"}},
+		{"negative bootstrap timeout", func(s *infrav1.DockyardMachineSpec) {
+			s.BootstrapTimeout = &metav1.Duration{Duration: -time.Minute}
+		}, []string{"spec.bootstrapTimeout"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := validMachineSpec()
+			tt.mutate(&spec)
+			obj := &infrav1.DockyardMachine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bad-%d", i), Namespace: ns}, Spec: spec}
+			expectRejected(t, env.Client.Create(ctx, obj), tt.fields...)
+		})
+	}
+}
+
+// An unparsable quantity cannot be built with the Go types; send it as unstructured.
+func TestDockyardMachineRejectsMalformedQuantity(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": infrav1.GroupVersion.String(),
+		"kind":       "DockyardMachine",
+		"metadata":   map[string]any{"name": "bad-quantity", "namespace": ns},
+		"spec":       map[string]any{"resources": map[string]any{"memory": "2 gigs"}},
+	}}
+	expectRejected(t, env.Client.Create(ctx, u), "spec.resources.memory")
+}
+
+func TestDockyardMachineImmutableFields(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dm := &infrav1.DockyardMachine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: ns}, Spec: validMachineSpec()}
+	if err := env.Client.Create(ctx, dm); err != nil {
+		t.Fatal(err)
+	}
+	reimage := dm.DeepCopy()
+	reimage.Spec.Image = "localhost/dockyard/node:v1.34.5"
+	expectRejected(t, env.Client.Update(ctx, reimage), "spec.image", "immutable")
+
+	dm.Spec.ProviderID = infrav1.ProviderIDPrefix + "m"
+	if err := env.Client.Update(ctx, dm); err != nil {
+		t.Fatalf("setting providerID the first time: %v", err)
+	}
+	reid := dm.DeepCopy()
+	reid.Spec.ProviderID = infrav1.ProviderIDPrefix + "other"
+	expectRejected(t, env.Client.Update(ctx, reid), "spec.providerID", "immutable")
+}
+
+func TestTemplatesAreImmutableExceptTopologyDryRun(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dmt := &infrav1.DockyardMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "mt", Namespace: ns},
+		Spec: infrav1.DockyardMachineTemplateSpec{Template: infrav1.DockyardMachineTemplateResource{Spec: validMachineSpec()}}}
+	dct := &infrav1.DockyardClusterTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ct", Namespace: ns},
+		Spec: infrav1.DockyardClusterTemplateSpec{Template: infrav1.DockyardClusterTemplateResource{Spec: validClusterSpec()}}}
+	for _, obj := range []client.Object{dmt, dct} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	changedMachine := dmt.DeepCopy()
+	changedMachine.Spec.Template.Spec.PreLoadImages = []string{"registry.k8s.io/pause:3.10.1"}
+	changedCluster := dct.DeepCopy()
+	changedCluster.Spec.Template.Spec.Network.Name = "another"
+
+	for _, obj := range []client.Object{changedMachine, changedCluster} {
+		t.Run(fmt.Sprintf("%T", obj), func(t *testing.T) {
+			expectRejected(t, env.Client.Update(ctx, obj.DeepCopyObject().(client.Object)), "spec.template.spec", "immutable")
+			// A plain dry-run is still rejected...
+			expectRejected(t, env.Client.Update(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll), "spec.template.spec")
+			// ...but the topology controller's dry-run (marked by its annotation) is tolerated.
+			dry := obj.DeepCopyObject().(client.Object)
+			dry.SetAnnotations(map[string]string{clusterv1.TopologyDryRunAnnotation: ""})
+			if err := env.Client.Update(ctx, dry, client.DryRunAll); err != nil {
+				t.Fatalf("topology dry-run rejected: %v", err)
+			}
+		})
+	}
+}
+
+func TestTemplatesRejectInvalidSpecs(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	mspec := validMachineSpec()
+	mspec.ExtraMounts[0].HostPath = "relative"
+	dmt := &infrav1.DockyardMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "mt", Namespace: ns},
+		Spec: infrav1.DockyardMachineTemplateSpec{Template: infrav1.DockyardMachineTemplateResource{Spec: mspec}}}
+	expectRejected(t, env.Client.Create(ctx, dmt), "spec.template.spec.extraMounts[0].hostPath")
+
+	cspec := validClusterSpec()
+	cspec.LoadBalancer.Image = "Bad Image"
+	dct := &infrav1.DockyardClusterTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ct", Namespace: ns},
+		Spec: infrav1.DockyardClusterTemplateSpec{Template: infrav1.DockyardClusterTemplateResource{Spec: cspec}}}
+	expectRejected(t, env.Client.Create(ctx, dct), "spec.template.spec.loadBalancer.image")
+
+	badMeta := &infrav1.DockyardMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "mt2", Namespace: ns},
+		Spec: infrav1.DockyardMachineTemplateSpec{Template: infrav1.DockyardMachineTemplateResource{
+			ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"bad key!": "x"}},
+			Spec:       validMachineSpec(),
+		}}}
+	expectRejected(t, env.Client.Create(ctx, badMeta), "spec.template.metadata.labels")
+}
