@@ -1,0 +1,523 @@
+// Package docker implements container.Runtime on a Docker engine through the Docker Go SDK
+// (the moby client). It honours DOCKER_HOST and the other DOCKER_* variables and negotiates
+// the API version with the engine; it never runs the docker CLI.
+package docker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	dockercontainer "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// Runtime is a container.Runtime backed by a Docker engine.
+type Runtime struct {
+	client *client.Client
+}
+
+var _ container.Runtime = &Runtime{}
+
+// New connects to the engine named by the DOCKER_* environment variables (the local socket
+// when DOCKER_HOST is unset).
+func New() (*Runtime, error) {
+	c, err := client.New(client.FromEnv)
+	if err != nil {
+		return nil, errors.Wrap(err, "creating Docker client")
+	}
+	return &Runtime{client: c}, nil
+}
+
+// Close releases the client's connections.
+func (r *Runtime) Close() error { return r.client.Close() }
+
+// wrap adds context to an engine error and marks "not found" errors with container.ErrNotFound.
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	msg := fmt.Sprintf(format, args...)
+	if cerrdefs.IsNotFound(err) {
+		return errors.Wrapf(container.ErrNotFound, "%s: %v", msg, err)
+	}
+	return errors.Wrap(err, msg)
+}
+
+// Info describes the engine.
+func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
+	res, err := r.client.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return container.EngineInfo{}, wrap(err, "reading Docker engine info")
+	}
+	return container.EngineInfo{
+		Name:            "docker",
+		Version:         res.Info.ServerVersion,
+		CgroupVersion:   res.Info.CgroupVersion,
+		CgroupDriver:    res.Info.CgroupDriver,
+		OperatingSystem: res.Info.OperatingSystem,
+	}, nil
+}
+
+// CreateContainer creates a container from a spec.
+func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerSpec) error {
+	cfg := &dockercontainer.Config{
+		Hostname:     spec.Hostname,
+		Image:        spec.Image,
+		Entrypoint:   spec.Entrypoint,
+		Cmd:          spec.Cmd,
+		Env:          spec.Env,
+		Labels:       spec.Labels,
+		Tty:          spec.Tty,
+		StopSignal:   spec.StopSignal,
+		ExposedPorts: network.PortSet{},
+	}
+	hc := &dockercontainer.HostConfig{
+		NetworkMode:   dockercontainer.NetworkMode(spec.Network),
+		PortBindings:  network.PortMap{},
+		RestartPolicy: dockercontainer.RestartPolicy{Name: dockercontainer.RestartPolicyMode(spec.RestartPolicy)},
+		Privileged:    spec.Security.Privileged,
+		CapAdd:        spec.Security.CapAdd,
+		CapDrop:       spec.Security.CapDrop,
+		Tmpfs:         map[string]string{},
+		Resources: dockercontainer.Resources{
+			NanoCPUs:          spec.Resources.NanoCPUs,
+			Memory:            spec.Resources.MemoryBytes,
+			DeviceCgroupRules: spec.Security.DeviceCgroupRules,
+		},
+	}
+	if hc.RestartPolicy.Name == "" {
+		hc.RestartPolicy.Name = dockercontainer.RestartPolicyDisabled
+	}
+	if spec.Security.PrivateCgroupNamespace {
+		hc.CgroupnsMode = dockercontainer.CgroupnsModePrivate
+	}
+	if spec.Security.Unconfined {
+		hc.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined"}
+		// The Go SDK equivalent of --security-opt systempaths=unconfined: nothing masked or
+		// read-only under /proc and /sys (kube-proxy writes /proc/sys).
+		hc.MaskedPaths = []string{}
+		hc.ReadonlyPaths = []string{}
+	}
+	for _, m := range spec.Mounts {
+		switch m.Type {
+		case container.MountTmpfs:
+			hc.Tmpfs[m.Target] = ""
+		case container.MountVolume:
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		case container.MountBind:
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		default:
+			return errors.Errorf("container %s: unknown mount type %q", spec.Name, m.Type)
+		}
+	}
+	for _, p := range spec.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		port, err := network.ParsePort(fmt.Sprintf("%d/%s", p.ContainerPort, proto))
+		if err != nil {
+			return errors.Wrapf(err, "container %s: port %d", spec.Name, p.ContainerPort)
+		}
+		binding := network.PortBinding{}
+		if p.HostIP != "" {
+			ip, err := netip.ParseAddr(p.HostIP)
+			if err != nil {
+				return errors.Wrapf(err, "container %s: host IP %q", spec.Name, p.HostIP)
+			}
+			binding.HostIP = ip
+		}
+		if p.HostPort != 0 {
+			binding.HostPort = strconv.Itoa(p.HostPort)
+		}
+		cfg.ExposedPorts[port] = struct{}{}
+		hc.PortBindings[port] = append(hc.PortBindings[port], binding)
+	}
+	var netCfg *network.NetworkingConfig
+	if spec.Network != "" {
+		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			spec.Network: {Aliases: spec.NetworkAliases},
+		}}
+	}
+	_, err := r.client.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: spec.Name, Config: cfg, HostConfig: hc, NetworkingConfig: netCfg,
+	})
+	return wrap(err, "creating container %s", spec.Name)
+}
+
+// StartContainer starts a container.
+func (r *Runtime) StartContainer(ctx context.Context, name string) error {
+	_, err := r.client.ContainerStart(ctx, name, client.ContainerStartOptions{})
+	return wrap(err, "starting container %s", name)
+}
+
+// InspectContainer returns the state of a container.
+func (r *Runtime) InspectContainer(ctx context.Context, name string) (*container.Container, error) {
+	res, err := r.client.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, wrap(err, "inspecting container %s", name)
+	}
+	in := res.Container
+	c := &container.Container{
+		ID:       in.ID,
+		Name:     strings.TrimPrefix(in.Name, "/"),
+		Networks: map[string]container.Endpoint{},
+	}
+	if in.Config != nil {
+		c.Image = in.Config.Image
+		c.Labels = in.Config.Labels
+	}
+	if in.State != nil {
+		c.State = string(in.State.Status)
+		c.Running = in.State.Running
+		c.ExitCode = in.State.ExitCode
+		if t, err := time.Parse(time.RFC3339Nano, in.State.StartedAt); err == nil {
+			c.StartedAt = t
+		}
+	}
+	if in.NetworkSettings != nil {
+		for name, ep := range in.NetworkSettings.Networks {
+			c.Networks[name] = endpoint(ep)
+		}
+		c.Ports = portMappings(in.NetworkSettings.Ports)
+	}
+	return c, nil
+}
+
+func endpoint(ep *network.EndpointSettings) container.Endpoint {
+	if ep == nil {
+		return container.Endpoint{}
+	}
+	var e container.Endpoint
+	if ep.IPAddress.IsValid() {
+		e.IPv4 = ep.IPAddress.String()
+	}
+	if ep.GlobalIPv6Address.IsValid() {
+		e.IPv6 = ep.GlobalIPv6Address.String()
+	}
+	return e
+}
+
+func portMappings(pm network.PortMap) []container.PortMapping {
+	var out []container.PortMapping
+	for port, bindings := range pm {
+		for _, b := range bindings {
+			hostPort, _ := strconv.Atoi(b.HostPort)
+			m := container.PortMapping{ContainerPort: int(port.Num()), Protocol: string(port.Proto()), HostPort: hostPort}
+			if b.HostIP.IsValid() {
+				m.HostIP = b.HostIP.String()
+			}
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ContainerPort != out[j].ContainerPort {
+			return out[i].ContainerPort < out[j].ContainerPort
+		}
+		return out[i].HostIP < out[j].HostIP
+	})
+	return out
+}
+
+func labelFilters(labels map[string]string) client.Filters {
+	f := client.Filters{}
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	return f
+}
+
+// ListContainers returns every container carrying the labels.
+func (r *Runtime) ListContainers(ctx context.Context, labels map[string]string) ([]container.Container, error) {
+	res, err := r.client.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilters(labels)})
+	if err != nil {
+		return nil, wrap(err, "listing containers")
+	}
+	out := make([]container.Container, 0, len(res.Items))
+	for _, s := range res.Items {
+		c := container.Container{
+			ID:       s.ID,
+			Image:    s.Image,
+			Labels:   s.Labels,
+			State:    string(s.State),
+			Running:  s.State == dockercontainer.StateRunning,
+			Networks: map[string]container.Endpoint{},
+		}
+		if len(s.Names) > 0 {
+			c.Name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		if s.NetworkSettings != nil {
+			for name, ep := range s.NetworkSettings.Networks {
+				c.Networks[name] = endpoint(ep)
+			}
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// SignalContainer sends a signal to a container's main process.
+func (r *Runtime) SignalContainer(ctx context.Context, name, signal string) error {
+	_, err := r.client.ContainerKill(ctx, name, client.ContainerKillOptions{Signal: signal})
+	return wrap(err, "sending %s to container %s", signal, name)
+}
+
+// RemoveContainer force-removes a container and its anonymous volumes.
+func (r *Runtime) RemoveContainer(ctx context.Context, name string) error {
+	_, err := r.client.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return wrap(err, "removing container %s", name)
+}
+
+// Exec runs a command in a container, streaming stdin and collecting its output.
+func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOptions) (int, error) {
+	created, err := r.client.ExecCreate(ctx, name, client.ExecCreateOptions{
+		User:         opts.User,
+		Env:          opts.Env,
+		Cmd:          opts.Cmd,
+		AttachStdin:  opts.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return -1, wrap(err, "creating exec in container %s", name)
+	}
+	attached, err := r.client.ExecAttach(ctx, created.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return -1, wrap(err, "attaching to exec in container %s", name)
+	}
+	defer attached.Close()
+
+	// Close the connection when the context ends, so a stuck command cannot hold the caller.
+	stop := context.AfterFunc(ctx, func() { attached.Close() })
+	defer stop()
+
+	stdinErr := make(chan error, 1)
+	if opts.Stdin != nil {
+		go func() {
+			_, err := io.Copy(attached.Conn, opts.Stdin)
+			if cerr := attached.CloseWrite(); err == nil {
+				err = cerr
+			}
+			stdinErr <- err
+		}()
+	} else {
+		stdinErr <- nil
+	}
+	stdout, stderr := opts.Stdout, opts.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	if _, err := stdcopy.StdCopy(stdout, stderr, attached.Reader); err != nil {
+		if ctx.Err() != nil {
+			return -1, errors.Wrapf(ctx.Err(), "exec in container %s", name)
+		}
+		return -1, errors.Wrapf(err, "reading exec output from container %s", name)
+	}
+	if err := <-stdinErr; err != nil {
+		return -1, errors.Wrapf(err, "streaming stdin to container %s", name)
+	}
+	// The output stream ends a moment before the engine records the exit code.
+	for {
+		res, err := r.client.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return -1, wrap(err, "inspecting exec in container %s", name)
+		}
+		if !res.Running {
+			return res.ExitCode, nil
+		}
+		select {
+		case <-ctx.Done():
+			return -1, errors.Wrapf(ctx.Err(), "exec in container %s", name)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// CopyToContainer extracts a tar stream into a directory of a container.
+func (r *Runtime) CopyToContainer(ctx context.Context, name, dir string, tarStream io.Reader) error {
+	_, err := r.client.CopyToContainer(ctx, name, client.CopyToContainerOptions{DestinationPath: dir, Content: tarStream})
+	return wrap(err, "copying into %s:%s", name, dir)
+}
+
+// CopyFromContainer returns a tar stream of a path in a container.
+func (r *Runtime) CopyFromContainer(ctx context.Context, name, path string) (io.ReadCloser, error) {
+	res, err := r.client.CopyFromContainer(ctx, name, client.CopyFromContainerOptions{SourcePath: path})
+	if err != nil {
+		return nil, wrap(err, "copying %s:%s", name, path)
+	}
+	return res.Content, nil
+}
+
+// ContainerLogs returns the last lines of a container's output.
+func (r *Runtime) ContainerLogs(ctx context.Context, name string, tailLines int) (string, error) {
+	res, err := r.client.ContainerLogs(ctx, name, client.ContainerLogsOptions{
+		ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(tailLines),
+	})
+	if err != nil {
+		return "", wrap(err, "reading logs of container %s", name)
+	}
+	defer res.Close()
+	raw, err := io.ReadAll(res)
+	if err != nil {
+		return "", errors.Wrapf(err, "reading logs of container %s", name)
+	}
+	// Containers without a terminal multiplex stdout and stderr; try to demultiplex and fall
+	// back to the raw bytes (terminal output is not multiplexed).
+	var out strings.Builder
+	if _, err := stdcopy.StdCopy(&out, &out, strings.NewReader(string(raw))); err == nil {
+		return out.String(), nil
+	}
+	return string(raw), nil
+}
+
+// CreateNetwork creates a bridge network.
+func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
+	opts := client.NetworkCreateOptions{Driver: "bridge", Labels: spec.Labels}
+	if spec.EnableIPv6 {
+		v6 := true
+		opts.EnableIPv6 = &v6
+	}
+	_, err := r.client.NetworkCreate(ctx, spec.Name, opts)
+	return wrap(err, "creating network %s", spec.Name)
+}
+
+// InspectNetwork returns a network.
+func (r *Runtime) InspectNetwork(ctx context.Context, name string) (*container.Network, error) {
+	res, err := r.client.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if err != nil {
+		return nil, wrap(err, "inspecting network %s", name)
+	}
+	n := toNetwork(res.Network.Network)
+	for _, ep := range res.Network.Containers {
+		n.Containers = append(n.Containers, ep.Name)
+	}
+	sort.Strings(n.Containers)
+	return &n, nil
+}
+
+func toNetwork(in network.Network) container.Network {
+	n := container.Network{ID: in.ID, Name: in.Name, Labels: in.Labels}
+	for _, c := range in.IPAM.Config {
+		if c.Subnet.IsValid() {
+			n.Subnets = append(n.Subnets, c.Subnet.String())
+		}
+		if c.Gateway.IsValid() {
+			n.Gateways = append(n.Gateways, c.Gateway.String())
+		}
+	}
+	return n
+}
+
+// ListNetworks returns the networks carrying the labels.
+func (r *Runtime) ListNetworks(ctx context.Context, labels map[string]string) ([]container.Network, error) {
+	res, err := r.client.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilters(labels)})
+	if err != nil {
+		return nil, wrap(err, "listing networks")
+	}
+	out := make([]container.Network, 0, len(res.Items))
+	for _, s := range res.Items {
+		out = append(out, toNetwork(s.Network))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// RemoveNetwork removes a network.
+func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
+	_, err := r.client.NetworkRemove(ctx, name, client.NetworkRemoveOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return wrap(err, "removing network %s", name)
+}
+
+// CreateVolume creates a named volume.
+func (r *Runtime) CreateVolume(ctx context.Context, spec container.VolumeSpec) error {
+	_, err := r.client.VolumeCreate(ctx, client.VolumeCreateOptions{Name: spec.Name, Labels: spec.Labels})
+	return wrap(err, "creating volume %s", spec.Name)
+}
+
+// ListVolumes returns the volumes carrying the labels.
+func (r *Runtime) ListVolumes(ctx context.Context, labels map[string]string) ([]container.Volume, error) {
+	res, err := r.client.VolumeList(ctx, client.VolumeListOptions{Filters: labelFilters(labels)})
+	if err != nil {
+		return nil, wrap(err, "listing volumes")
+	}
+	out := make([]container.Volume, 0, len(res.Items))
+	for _, v := range res.Items {
+		out = append(out, container.Volume{Name: v.Name, Labels: v.Labels})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// RemoveVolume removes a volume.
+func (r *Runtime) RemoveVolume(ctx context.Context, name string) error {
+	_, err := r.client.VolumeRemove(ctx, name, client.VolumeRemoveOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return wrap(err, "removing volume %s", name)
+}
+
+// ImageExists reports whether the engine has an image.
+func (r *Runtime) ImageExists(ctx context.Context, ref string) (bool, error) {
+	_, err := r.client.ImageInspect(ctx, ref)
+	if cerrdefs.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrap(err, "inspecting image %s", ref)
+	}
+	return true, nil
+}
+
+// PullImage pulls an image and waits until the pull completes.
+func (r *Runtime) PullImage(ctx context.Context, ref string) error {
+	res, err := r.client.ImagePull(ctx, ref, client.ImagePullOptions{})
+	if err != nil {
+		return wrap(err, "pulling image %s", ref)
+	}
+	defer res.Close()
+	return wrap(res.Wait(ctx), "pulling image %s", ref)
+}
+
+// SaveImages returns a docker-save tar stream of images.
+func (r *Runtime) SaveImages(ctx context.Context, refs []string) (io.ReadCloser, error) {
+	res, err := r.client.ImageSave(ctx, refs)
+	if err != nil {
+		return nil, wrap(err, "saving images %s", strings.Join(refs, ", "))
+	}
+	return res, nil
+}
+
+// LoadImages loads a docker-save tar stream.
+func (r *Runtime) LoadImages(ctx context.Context, tarStream io.Reader) error {
+	res, err := r.client.ImageLoad(ctx, tarStream, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return wrap(err, "loading images")
+	}
+	defer res.Close()
+	_, err = io.Copy(io.Discard, res)
+	return errors.Wrap(err, "loading images")
+}

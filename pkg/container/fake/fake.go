@@ -1,0 +1,568 @@
+// Package fake is an in-memory container.Runtime for unit tests and benchmarks: containers
+// with labels, states, addresses and a file tree, networks, volumes and images, with hooks to
+// inject failures and to simulate the commands run in containers.
+package fake
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// ExecFunc simulates a command run in a container. It gets the container (locked: it may read
+// and change Files) and returns the exit code.
+type ExecFunc func(ctx context.Context, c *Container, opts container.ExecOptions) (int, error)
+
+// Container is a simulated container.
+type Container struct {
+	Spec  container.ContainerSpec
+	State container.Container
+	// Files maps absolute paths to contents; directories are implied.
+	Files map[string][]byte
+	// Signals received, in order.
+	Signals []string
+	// Data is free for ExecFuncs to keep simulated state in.
+	Data map[string]any
+}
+
+// Runtime is an in-memory container.Runtime. The zero value is not usable; call New.
+type Runtime struct {
+	mu         sync.Mutex
+	containers map[string]*Container
+	networks   map[string]*container.Network
+	volumes    map[string]*container.Volume
+	images     map[string]bool
+	nextIP     int
+	nextID     int
+
+	// Exec simulates commands; nil means every command succeeds silently.
+	ExecHandler ExecFunc
+	// Pullable images can be pulled; pulling any other image fails like a missing registry.
+	Pullable map[string]bool
+	// StartHook, when set, runs before a container starts; an error fails the start.
+	StartHook func(spec container.ContainerSpec) error
+	// Calls counts calls by method name.
+	Calls map[string]int
+}
+
+var _ container.Runtime = &Runtime{}
+
+// New returns an empty engine that has the given images.
+func New(images ...string) *Runtime {
+	r := &Runtime{
+		containers: map[string]*Container{},
+		networks:   map[string]*container.Network{},
+		volumes:    map[string]*container.Volume{},
+		images:     map[string]bool{},
+		Pullable:   map[string]bool{},
+		Calls:      map[string]int{},
+	}
+	for _, img := range images {
+		r.images[img] = true
+	}
+	return r
+}
+
+func (r *Runtime) count(method string) { r.Calls[method]++ }
+
+func notFound(kind, name string) error {
+	return errors.Wrapf(container.ErrNotFound, "%s %s", kind, name)
+}
+
+// Info describes the fake engine.
+func (r *Runtime) Info(context.Context) (container.EngineInfo, error) {
+	return container.EngineInfo{Name: "fake", Version: "0", CgroupVersion: "1", CgroupDriver: "cgroupfs"}, nil
+}
+
+// CreateContainer records a container in state "created".
+func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpec) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("CreateContainer")
+	if _, ok := r.containers[spec.Name]; ok {
+		return errors.Errorf("creating container %s: Conflict. The container name is already in use", spec.Name)
+	}
+	if !r.images[spec.Image] {
+		return notFound("image", spec.Image)
+	}
+	if spec.Network != "" {
+		if _, ok := r.networks[spec.Network]; !ok {
+			return notFound("network", spec.Network)
+		}
+	}
+	for _, m := range spec.Mounts {
+		if m.Type == container.MountVolume {
+			if _, ok := r.volumes[m.Source]; !ok {
+				// Engines create named volumes on demand; so does the fake, unlabelled.
+				r.volumes[m.Source] = &container.Volume{Name: m.Source}
+			}
+		}
+	}
+	r.nextID++
+	labels := map[string]string{}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	r.containers[spec.Name] = &Container{
+		Spec: spec,
+		State: container.Container{
+			ID: fmt.Sprintf("%012d", r.nextID), Name: spec.Name, Image: spec.Image, Labels: labels,
+			State: "created", Networks: map[string]container.Endpoint{},
+		},
+		Files: map[string][]byte{},
+		Data:  map[string]any{},
+	}
+	return nil
+}
+
+// StartContainer starts a container and gives it an address on its network.
+func (r *Runtime) StartContainer(_ context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("StartContainer")
+	c, ok := r.containers[name]
+	if !ok {
+		return notFound("container", name)
+	}
+	if r.StartHook != nil {
+		if err := r.StartHook(c.Spec); err != nil {
+			c.State.State, c.State.Running, c.State.ExitCode = "created", false, 128
+			return errors.Wrapf(err, "starting container %s", name)
+		}
+	}
+	c.State.State, c.State.Running, c.State.ExitCode = "running", true, 0
+	c.State.StartedAt = time.Now()
+	if c.Spec.Network != "" {
+		if _, ok := c.State.Networks[c.Spec.Network]; !ok {
+			r.nextIP++
+			c.State.Networks[c.Spec.Network] = container.Endpoint{
+				IPv4: fmt.Sprintf("172.30.%d.%d", r.nextIP/250, r.nextIP%250+2),
+			}
+		}
+	}
+	c.State.Ports = nil
+	for i, p := range c.Spec.Ports {
+		p.HostPort = 30000 + r.nextID*10 + i
+		c.State.Ports = append(c.State.Ports, p)
+	}
+	return nil
+}
+
+// StopContainer simulates a container stopping outside Dockyard (a crash or `docker stop`).
+func (r *Runtime) StopContainer(name string, exitCode int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.containers[name]; ok {
+		c.State.State, c.State.Running, c.State.ExitCode = "exited", false, exitCode
+	}
+}
+
+// InspectContainer returns a copy of a container's state.
+func (r *Runtime) InspectContainer(_ context.Context, name string) (*container.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("InspectContainer")
+	c, ok := r.containers[name]
+	if !ok {
+		return nil, notFound("container", name)
+	}
+	st := copyState(c.State)
+	return &st, nil
+}
+
+func copyState(in container.Container) container.Container {
+	out := in
+	out.Labels = map[string]string{}
+	for k, v := range in.Labels {
+		out.Labels[k] = v
+	}
+	out.Networks = map[string]container.Endpoint{}
+	for k, v := range in.Networks {
+		out.Networks[k] = v
+	}
+	out.Ports = append([]container.PortMapping(nil), in.Ports...)
+	return out
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ListContainers returns copies of the containers carrying the labels.
+func (r *Runtime) ListContainers(_ context.Context, labels map[string]string) ([]container.Container, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("ListContainers")
+	var out []container.Container
+	for _, c := range r.containers {
+		if hasLabels(c.State.Labels, labels) {
+			out = append(out, copyState(c.State))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// SignalContainer records a signal.
+func (r *Runtime) SignalContainer(_ context.Context, name, signal string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("SignalContainer")
+	c, ok := r.containers[name]
+	if !ok {
+		return notFound("container", name)
+	}
+	if !c.State.Running {
+		return errors.Errorf("container %s is not running", name)
+	}
+	c.Signals = append(c.Signals, signal)
+	return nil
+}
+
+// RemoveContainer removes a container and its anonymous (unlabelled) volumes.
+func (r *Runtime) RemoveContainer(_ context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("RemoveContainer")
+	delete(r.containers, name)
+	return nil
+}
+
+// SetExec sets the command simulator.
+func (r *Runtime) SetExec(f ExecFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ExecHandler = f
+}
+
+// Exec runs the command simulator on a running container.
+func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOptions) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("Exec")
+	c, ok := r.containers[name]
+	if !ok {
+		return -1, notFound("container", name)
+	}
+	if !c.State.Running {
+		return -1, errors.Errorf("exec in container %s: container is not running", name)
+	}
+	if r.ExecHandler == nil {
+		if opts.Stdin != nil {
+			_, _ = io.Copy(io.Discard, opts.Stdin)
+		}
+		return 0, nil
+	}
+	return r.ExecHandler(ctx, c, opts)
+}
+
+// CopyToContainer extracts a tar stream into a container's file tree.
+func (r *Runtime) CopyToContainer(_ context.Context, name, dir string, tarStream io.Reader) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("CopyToContainer")
+	c, ok := r.containers[name]
+	if !ok {
+		return notFound("container", name)
+	}
+	return ExtractTar(c.Files, dir, tarStream)
+}
+
+// ExtractTar writes the regular files of a tar stream into a file tree under dir.
+func ExtractTar(files map[string][]byte, dir string, tarStream io.Reader) error {
+	tr := tar.NewReader(tarStream)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return errors.Wrap(err, "reading tar stream")
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		content, err := io.ReadAll(tr)
+		if err != nil {
+			return errors.Wrap(err, "reading tar stream")
+		}
+		files[path.Join(dir, hdr.Name)] = content
+	}
+}
+
+// CopyFromContainer returns a tar stream holding one file.
+func (r *Runtime) CopyFromContainer(_ context.Context, name, file string) (io.ReadCloser, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("CopyFromContainer")
+	c, ok := r.containers[name]
+	if !ok {
+		return nil, notFound("container", name)
+	}
+	content, ok := c.Files[file]
+	if !ok {
+		return nil, notFound("file", name+":"+file)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: path.Base(file), Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
+	_, _ = tw.Write(content)
+	_ = tw.Close()
+	return io.NopCloser(&buf), nil
+}
+
+// ContainerLogs returns a fixed line.
+func (r *Runtime) ContainerLogs(_ context.Context, name string, _ int) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.containers[name]; !ok {
+		return "", notFound("container", name)
+	}
+	return "fake logs of " + name + "\n", nil
+}
+
+// CreateNetwork records a network with a made-up subnet.
+func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("CreateNetwork")
+	if _, ok := r.networks[spec.Name]; ok {
+		return errors.Errorf("network with name %s already exists", spec.Name)
+	}
+	r.networks[spec.Name] = &container.Network{
+		ID: spec.Name + "-id", Name: spec.Name, Labels: spec.Labels,
+		Subnets: []string{"172.30.0.0/16"}, Gateways: []string{"172.30.0.1"},
+	}
+	return nil
+}
+
+// InspectNetwork returns a network with the running containers attached to it.
+func (r *Runtime) InspectNetwork(_ context.Context, name string) (*container.Network, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("InspectNetwork")
+	n, ok := r.networks[name]
+	if !ok {
+		return nil, notFound("network", name)
+	}
+	out := *n
+	out.Containers = r.attached(name)
+	return &out, nil
+}
+
+func (r *Runtime) attached(network string) []string {
+	var names []string
+	for _, c := range r.containers {
+		if c.Spec.Network == network {
+			names = append(names, c.Spec.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ListNetworks returns the networks carrying the labels.
+func (r *Runtime) ListNetworks(_ context.Context, labels map[string]string) ([]container.Network, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []container.Network
+	for _, n := range r.networks {
+		if hasLabels(n.Labels, labels) {
+			out = append(out, *n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// RemoveNetwork removes a network that no container uses.
+func (r *Runtime) RemoveNetwork(_ context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("RemoveNetwork")
+	if used := r.attached(name); len(used) > 0 {
+		return errors.Errorf("network %s has active endpoints: %v", name, used)
+	}
+	delete(r.networks, name)
+	return nil
+}
+
+// CreateVolume records a volume.
+func (r *Runtime) CreateVolume(_ context.Context, spec container.VolumeSpec) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("CreateVolume")
+	r.volumes[spec.Name] = &container.Volume{Name: spec.Name, Labels: spec.Labels}
+	return nil
+}
+
+// ListVolumes returns the volumes carrying the labels.
+func (r *Runtime) ListVolumes(_ context.Context, labels map[string]string) ([]container.Volume, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []container.Volume
+	for _, v := range r.volumes {
+		if hasLabels(v.Labels, labels) {
+			out = append(out, *v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// RemoveVolume removes a volume no container mounts.
+func (r *Runtime) RemoveVolume(_ context.Context, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("RemoveVolume")
+	for _, c := range r.containers {
+		for _, m := range c.Spec.Mounts {
+			if m.Type == container.MountVolume && m.Source == name {
+				return errors.Errorf("volume %s is in use by %s", name, c.Spec.Name)
+			}
+		}
+	}
+	delete(r.volumes, name)
+	return nil
+}
+
+// ImageExists reports whether the fake engine has an image.
+func (r *Runtime) ImageExists(_ context.Context, ref string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.images[ref], nil
+}
+
+// PullImage succeeds for Pullable images only.
+func (r *Runtime) PullImage(_ context.Context, ref string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("PullImage")
+	if !r.Pullable[ref] {
+		return errors.Errorf("pulling image %s: dial tcp: lookup registry: no such host", ref)
+	}
+	r.images[ref] = true
+	return nil
+}
+
+// savedImages is the content of a fake image archive.
+type savedImages struct {
+	Images []string `json:"images"`
+}
+
+// SaveImages returns an archive naming the images.
+func (r *Runtime) SaveImages(_ context.Context, refs []string) (io.ReadCloser, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ref := range refs {
+		if !r.images[ref] {
+			return nil, notFound("image", ref)
+		}
+	}
+	b, _ := json.Marshal(savedImages{Images: refs})
+	return io.NopCloser(bytes.NewReader(b)), nil
+}
+
+// ImagesInArchive lists the images of an archive made by SaveImages.
+func ImagesInArchive(r io.Reader) ([]string, error) {
+	var s savedImages
+	if err := json.NewDecoder(r).Decode(&s); err != nil {
+		return nil, errors.Wrap(err, "reading fake image archive")
+	}
+	return s.Images, nil
+}
+
+// LoadImages adds the images of an archive made by SaveImages.
+func (r *Runtime) LoadImages(_ context.Context, tarStream io.Reader) error {
+	imgs, err := ImagesInArchive(tarStream)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, img := range imgs {
+		r.images[img] = true
+	}
+	return nil
+}
+
+// ContainerNames lists the names of all containers, sorted.
+func (r *Runtime) ContainerNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	for n := range r.containers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// VolumeNames lists the names of all volumes, sorted.
+func (r *Runtime) VolumeNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	for n := range r.volumes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NetworkNames lists the names of all networks, sorted.
+func (r *Runtime) NetworkNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	for n := range r.networks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// WithContainer runs f on a container while holding the engine's lock.
+func (r *Runtime) WithContainer(name string, f func(c *Container)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.containers[name]
+	if ok {
+		f(c)
+	}
+	return ok
+}
+
+// CallCount returns how often a method was called.
+func (r *Runtime) CallCount(method string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.Calls[method]
+}
+
+// HasPrefix reports whether any file path in the tree starts with prefix.
+func (c *Container) HasPrefix(prefix string) bool {
+	for p := range c.Files {
+		if strings.HasPrefix(p, prefix) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,231 @@
+// Package container is the small interface Dockyard needs from a container engine, with
+// engine-neutral types. Implementations live in sub-packages (docker on the Docker Go SDK, fake
+// for unit tests); Podman and containerd implementations can be added beside them without
+// touching the controllers.
+package container
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/pkg/errors"
+)
+
+// ErrNotFound is wrapped by every implementation when a container, network, volume or image
+// does not exist. Test with IsNotFound.
+var ErrNotFound = errors.New("not found")
+
+// IsNotFound reports whether err says the object does not exist.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// Runtime is what Dockyard needs from a container engine. Names identify containers, networks
+// and volumes; labels find everything Dockyard created.
+type Runtime interface {
+	// Info describes the engine.
+	Info(ctx context.Context) (EngineInfo, error)
+
+	// CreateContainer creates (but does not start) a container.
+	CreateContainer(ctx context.Context, spec ContainerSpec) error
+	// StartContainer starts a created or stopped container.
+	StartContainer(ctx context.Context, name string) error
+	// InspectContainer returns the container's state; ErrNotFound when it does not exist.
+	InspectContainer(ctx context.Context, name string) (*Container, error)
+	// ListContainers returns every container, running or not, carrying all the given labels.
+	ListContainers(ctx context.Context, labels map[string]string) ([]Container, error)
+	// SignalContainer sends a signal such as "SIGHUP" to the container's main process.
+	SignalContainer(ctx context.Context, name, signal string) error
+	// RemoveContainer stops and removes a container with its anonymous volumes. Removing a
+	// container that does not exist is not an error.
+	RemoveContainer(ctx context.Context, name string) error
+	// Exec runs a command in a running container and returns its exit code; a non-zero exit
+	// code is not an error. Stdin, when set, is streamed to the command and closed at EOF, so
+	// secrets never appear in the command line.
+	Exec(ctx context.Context, name string, opts ExecOptions) (int, error)
+	// CopyToContainer extracts a tar stream into a directory of the container.
+	CopyToContainer(ctx context.Context, name, dir string, tarStream io.Reader) error
+	// CopyFromContainer returns a tar stream of a path in the container.
+	CopyFromContainer(ctx context.Context, name, path string) (io.ReadCloser, error)
+	// ContainerLogs returns the last lines of the container's output.
+	ContainerLogs(ctx context.Context, name string, tailLines int) (string, error)
+
+	// CreateNetwork creates a bridge network.
+	CreateNetwork(ctx context.Context, spec NetworkSpec) error
+	// InspectNetwork returns a network; ErrNotFound when it does not exist.
+	InspectNetwork(ctx context.Context, name string) (*Network, error)
+	// ListNetworks returns the networks carrying all the given labels.
+	ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error)
+	// RemoveNetwork removes a network; removing one that does not exist is not an error.
+	RemoveNetwork(ctx context.Context, name string) error
+
+	// CreateVolume creates a named volume.
+	CreateVolume(ctx context.Context, spec VolumeSpec) error
+	// ListVolumes returns the volumes carrying all the given labels.
+	ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error)
+	// RemoveVolume removes a volume; removing one that does not exist is not an error.
+	RemoveVolume(ctx context.Context, name string) error
+
+	// ImageExists reports whether the engine has the image locally.
+	ImageExists(ctx context.Context, ref string) (bool, error)
+	// PullImage pulls an image from its registry.
+	PullImage(ctx context.Context, ref string) error
+	// SaveImages returns a tar stream (docker save / OCI layout) of images.
+	SaveImages(ctx context.Context, refs []string) (io.ReadCloser, error)
+	// LoadImages loads a tar stream produced by SaveImages (or docker save).
+	LoadImages(ctx context.Context, tarStream io.Reader) error
+}
+
+// EngineInfo describes a container engine.
+type EngineInfo struct {
+	// Name of the engine implementation, e.g. "docker".
+	Name string
+	// Version of the engine.
+	Version string
+	// CgroupVersion is "1" or "2".
+	CgroupVersion string
+	// CgroupDriver is "cgroupfs" or "systemd".
+	CgroupDriver string
+	// OperatingSystem of the engine's host.
+	OperatingSystem string
+}
+
+// ContainerSpec describes a container to create.
+type ContainerSpec struct {
+	Name     string
+	Hostname string
+	Image    string
+	// Entrypoint and Cmd override the image's when set.
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	Labels     map[string]string
+	// Network is the network the container is attached to, reachable by its name and Aliases.
+	Network        string
+	NetworkAliases []string
+	Ports          []PortMapping
+	Mounts         []Mount
+	// Tty allocates a terminal (systemd logs its boot to it).
+	Tty        bool
+	StopSignal string
+	// RestartPolicy is "no", "on-failure", "always" or "unless-stopped"; empty means "no".
+	RestartPolicy string
+	Security      SecuritySpec
+	Resources     Resources
+}
+
+// SecuritySpec is the privilege of a container.
+type SecuritySpec struct {
+	// Privileged grants every capability and device.
+	Privileged bool
+	// CapAdd and CapDrop adjust capabilities when not privileged; "ALL" is allowed in CapAdd.
+	CapAdd  []string
+	CapDrop []string
+	// DeviceCgroupRules allow device access, e.g. "a *:* rwm".
+	DeviceCgroupRules []string
+	// Unconfined disables seccomp and AppArmor confinement and the masked /proc and /sys paths.
+	Unconfined bool
+	// PrivateCgroupNamespace gives the container its own cgroup namespace.
+	PrivateCgroupNamespace bool
+}
+
+// Resources limit a container. Zero means no limit.
+type Resources struct {
+	NanoCPUs    int64
+	MemoryBytes int64
+}
+
+// MountType is the kind of a mount.
+type MountType string
+
+// Mount types.
+const (
+	MountBind   MountType = "bind"
+	MountVolume MountType = "volume"
+	MountTmpfs  MountType = "tmpfs"
+)
+
+// Mount is a filesystem mounted into a container.
+type Mount struct {
+	Type MountType
+	// Source is the host path (bind) or volume name (volume); unused for tmpfs.
+	Source   string
+	Target   string
+	ReadOnly bool
+}
+
+// PortMapping publishes a container port on the host.
+type PortMapping struct {
+	ContainerPort int
+	// Protocol is "tcp" (default) or "udp".
+	Protocol string
+	// HostIP to bind, e.g. "127.0.0.1"; empty binds every address.
+	HostIP string
+	// HostPort on the host; 0 lets the engine choose.
+	HostPort int
+}
+
+// Container is the observed state of a container.
+type Container struct {
+	ID     string
+	Name   string
+	Image  string
+	Labels map[string]string
+	// State is the engine's state word: "created", "running", "exited", ...
+	State     string
+	Running   bool
+	ExitCode  int
+	StartedAt time.Time
+	// Networks maps network name to the container's endpoint on it.
+	Networks map[string]Endpoint
+	// Ports are the published ports with the host ports the engine chose.
+	Ports []PortMapping
+}
+
+// Endpoint is a container's attachment to a network.
+type Endpoint struct {
+	IPv4 string
+	IPv6 string
+}
+
+// ExecOptions describes a command run in a container.
+type ExecOptions struct {
+	Cmd    []string
+	Env    []string
+	User   string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// NetworkSpec describes a bridge network to create.
+type NetworkSpec struct {
+	Name   string
+	Labels map[string]string
+	// EnableIPv6 asks for a dual-stack network.
+	EnableIPv6 bool
+}
+
+// Network is the observed state of a network.
+type Network struct {
+	ID     string
+	Name   string
+	Labels map[string]string
+	// Gateways are the gateway addresses of the network's subnets.
+	Gateways []string
+	// Subnets in CIDR notation.
+	Subnets []string
+	// Containers attached, by name.
+	Containers []string
+}
+
+// VolumeSpec describes a named volume to create.
+type VolumeSpec struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Volume is the observed state of a volume.
+type Volume struct {
+	Name   string
+	Labels map[string]string
+}
