@@ -1,0 +1,177 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"path"
+	"time"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+)
+
+const (
+	// LoadBalancerConfigPath is where the load balancer image reads haproxy's configuration
+	// (the kindest/haproxy layout, which Dockyard's own image follows).
+	LoadBalancerConfigPath = "/usr/local/etc/haproxy/haproxy.cfg"
+	// loadBalancerReloadSignal makes haproxy's master process load the new configuration with
+	// new workers while the old ones finish their established connections.
+	loadBalancerReloadSignal = "SIGHUP"
+)
+
+// LoadBalancerSpec describes a cluster's load balancer container.
+type LoadBalancerSpec struct {
+	Cluster ClusterKey
+	Image   string
+	Network string
+}
+
+// EnsureLoadBalancer returns the running load balancer of a cluster, creating it when missing
+// and replacing it when it stopped: it holds no state but its configuration, which is
+// rendered again.
+func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*container.Container, error) {
+	name := LoadBalancerName(spec.Cluster.Name)
+	c, err := m.runtime.InspectContainer(ctx, name)
+	switch {
+	case container.IsNotFound(err):
+	case err != nil:
+		return nil, err
+	case c.Labels[ClusterLabel] != spec.Cluster.String():
+		return nil, errors.Errorf("container %s belongs to cluster %s, not %s: cluster names must be unique across namespaces on one engine",
+			name, c.Labels[ClusterLabel], spec.Cluster)
+	case c.Running:
+		return c, nil
+	default:
+		if err := m.runtime.RemoveContainer(ctx, name); err != nil {
+			return nil, errors.Wrapf(err, "replacing the stopped load balancer %s", name)
+		}
+	}
+
+	if err := m.EnsureImage(ctx, spec.Image); err != nil {
+		return nil, err
+	}
+	cs := container.ContainerSpec{
+		Name:          name,
+		Hostname:      name,
+		Image:         spec.Image,
+		Labels:        spec.Cluster.labels(RoleLoadBalancer),
+		Network:       spec.Network,
+		RestartPolicy: "unless-stopped",
+		Ports:         []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1"}},
+	}
+	if err := m.createAndStart(ctx, cs); err != nil {
+		return nil, errors.Wrapf(err, "creating the load balancer %s", name)
+	}
+	return m.runtime.InspectContainer(ctx, name)
+}
+
+// GetLoadBalancer returns a cluster's load balancer container, or nil when it does not exist.
+func (m *Manager) GetLoadBalancer(ctx context.Context, cluster ClusterKey) (*container.Container, error) {
+	c, err := m.runtime.InspectContainer(ctx, LoadBalancerName(cluster.Name))
+	if container.IsNotFound(err) {
+		return nil, nil
+	}
+	return c, err
+}
+
+// DeleteLoadBalancer removes a cluster's load balancer; one that is gone is not an error.
+func (m *Manager) DeleteLoadBalancer(ctx context.Context, cluster ClusterKey) error {
+	c, err := m.GetLoadBalancer(ctx, cluster)
+	if err != nil || c == nil {
+		return err
+	}
+	if c.Labels[ClusterLabel] != cluster.String() {
+		return nil // another namespace's cluster of the same name owns it
+	}
+	return m.runtime.RemoveContainer(ctx, c.Name)
+}
+
+// BackendsFunc returns the control plane nodes that should receive traffic now.
+type BackendsFunc func(ctx context.Context) ([]haproxy.Backend, error)
+
+// UpdateLoadBalancer renders the load balancer's configuration with the backends the function
+// returns, and when it changed: writes it next to the live one, has haproxy check it, puts it
+// in place and reloads haproxy without dropping established connections. The backends are
+// computed under a per-cluster lock, so concurrent updates never write an older view last.
+func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tmpl string, backends BackendsFunc) (bool, error) {
+	unlock := m.lockCluster(cluster)
+	defer unlock()
+
+	name := LoadBalancerName(cluster.Name)
+	list, err := backends(ctx)
+	if err != nil {
+		return false, err
+	}
+	cfg, err := haproxy.Render(tmpl, haproxy.Data{FrontendPort: APIServerPort, Backends: list})
+	if err != nil {
+		return false, err
+	}
+	current, err := m.readFile(ctx, name, LoadBalancerConfigPath)
+	if err == nil && bytes.Equal(current, cfg) {
+		return false, nil
+	}
+
+	candidate := LoadBalancerConfigPath + ".dockyard-new"
+	if err := m.writeFile(ctx, name, candidate, cfg); err != nil {
+		return false, err
+	}
+	var out bytes.Buffer
+	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{
+		Cmd: []string{"haproxy", "-c", "-f", candidate}, Stdout: &out, Stderr: &out,
+	})
+	if err != nil {
+		return false, errors.Wrapf(err, "checking the haproxy configuration in %s", name)
+	}
+	if code != 0 {
+		return false, errors.Errorf("haproxy rejected the rendered configuration: %s", lastLines(out.String(), 10))
+	}
+	if err := m.writeFile(ctx, name, LoadBalancerConfigPath, cfg); err != nil {
+		return false, err
+	}
+	if err := m.runtime.SignalContainer(ctx, name, loadBalancerReloadSignal); err != nil {
+		return false, errors.Wrapf(err, "reloading haproxy in %s", name)
+	}
+	return true, nil
+}
+
+// writeFile writes one file into a container through the engine's archive API.
+func (m *Manager) writeFile(ctx context.Context, name, file string, content []byte) error {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: path.Base(file), Mode: 0o644, Size: int64(len(content)), ModTime: time.Now()}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(content); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return m.runtime.CopyToContainer(ctx, name, path.Dir(file), &buf)
+}
+
+// readFile reads one file from a container through the engine's archive API.
+func (m *Manager) readFile(ctx context.Context, name, file string) ([]byte, error) {
+	rc, err := m.runtime.CopyFromContainer(ctx, name, file)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil, errors.Wrapf(container.ErrNotFound, "%s:%s", name, file)
+		}
+		if err != nil {
+			return nil, errors.Wrapf(err, "reading %s:%s", name, file)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			return io.ReadAll(tr)
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+const (
+	// DefaultLoadBalancerImage is the haproxy image of clusters that name none.
+	DefaultLoadBalancerImage = "kindest/haproxy:v20230606-42a2262b"
+	// DefaultNodeImageRepository holds the node images of machines that name none; the tag is
+	// the Machine's Kubernetes version.
+	DefaultNodeImageRepository = "kindest/node"
+)
+
+// PrivilegeMode says whether node containers run privileged.
+type PrivilegeMode string
+
+// Privilege modes.
+const (
+	// PrivilegeAuto runs nodes privileged where the engine allows it and otherwise with an
+	// explicit capability set; the engine is probed by the first node created.
+	PrivilegeAuto PrivilegeMode = "auto"
+	// PrivilegeAlways always runs nodes privileged.
+	PrivilegeAlways PrivilegeMode = "always"
+	// PrivilegeNever never runs nodes privileged.
+	PrivilegeNever PrivilegeMode = "never"
+)
+
+// ParsePrivilegeMode parses the value of --node-privileged.
+func ParsePrivilegeMode(s string) (PrivilegeMode, error) {
+	switch m := PrivilegeMode(s); m {
+	case PrivilegeAuto, PrivilegeAlways, PrivilegeNever:
+		return m, nil
+	}
+	return "", errors.Errorf("--node-privileged=%q: must be auto, always or never", s)
+}
+
+// ManagerOptions configure a Manager.
+type ManagerOptions struct {
+	Privilege PrivilegeMode
+}
+
+// Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
+type Manager struct {
+	runtime   container.Runtime
+	privilege PrivilegeMode
+
+	// privileged caches what the engine allowed the first node in auto mode; the engine does
+	// not change its mind while the manager runs, and a restart probes again.
+	privilegedMu sync.Mutex
+	privileged   *bool
+
+	// clusterLocks serialize load balancer configuration changes per cluster.
+	clusterLocks sync.Map // map[string]*sync.Mutex
+}
+
+// NewManager returns a Manager for an engine.
+func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
+	if opts.Privilege == "" {
+		opts.Privilege = PrivilegeAuto
+	}
+	return &Manager{runtime: rt, privilege: opts.Privilege}
+}
+
+// Runtime returns the engine the Manager drives.
+func (m *Manager) Runtime() container.Runtime { return m.runtime }
+
+func (m *Manager) lockCluster(k ClusterKey) func() {
+	mu, _ := m.clusterLocks.LoadOrStore(k.String(), &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	return mu.(*sync.Mutex).Unlock
+}
+
+// EnsureImage makes sure the engine has an image, pulling it when it is missing.
+func (m *Manager) EnsureImage(ctx context.Context, ref string) error {
+	ok, err := m.runtime.ImageExists(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return nil
+	}
+	if err := m.runtime.PullImage(ctx, ref); err != nil {
+		return &ImageError{Image: ref, Err: err}
+	}
+	return nil
+}
+
+// ImageError says an image is missing from the engine and could not be pulled.
+type ImageError struct {
+	Image string
+	Err   error
+}
+
+func (e *ImageError) Error() string {
+	return fmt.Sprintf("image %s is not on the container engine and pulling it failed: %v", e.Image, e.Err)
+}
+
+func (e *ImageError) Unwrap() error { return e.Err }
+
+// IsImageError reports whether err is (or wraps) an ImageError.
+func IsImageError(err error) bool {
+	var ie *ImageError
+	return errors.As(err, &ie)
+}

@@ -1,0 +1,84 @@
+package docker
+
+import (
+	"context"
+
+	"github.com/pkg/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// EnsureNetwork returns a cluster's network, creating it (labelled as the cluster's own) when
+// it does not exist. An existing network is used as it is.
+func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name string) (*container.Network, error) {
+	n, err := m.runtime.InspectNetwork(ctx, name)
+	if err == nil {
+		return n, nil
+	}
+	if !container.IsNotFound(err) {
+		return nil, err
+	}
+	if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()}); err != nil {
+		return nil, err
+	}
+	return m.runtime.InspectNetwork(ctx, name)
+}
+
+// DeleteCluster removes everything left on the engine for a cluster: containers and volumes
+// carrying its label, and the network when Dockyard created it for this cluster. Callers make
+// sure no machine of the cluster is left first.
+func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network string) error {
+	var errs []error
+	containers, err := m.runtime.ListContainers(ctx, cluster.ClusterLabels())
+	if err != nil {
+		return err
+	}
+	for _, c := range containers {
+		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return kerrors.NewAggregate(errs)
+	}
+	volumes, err := m.runtime.ListVolumes(ctx, cluster.ClusterLabels())
+	if err != nil {
+		return err
+	}
+	for _, v := range volumes {
+		if err := m.runtime.RemoveVolume(ctx, v.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return kerrors.NewAggregate(errs)
+	}
+
+	n, err := m.runtime.InspectNetwork(ctx, network)
+	if container.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if n.Labels[ClusterLabel] != cluster.String() {
+		return nil // not ours: the user's network stays
+	}
+	if len(n.Containers) > 0 {
+		return errors.Errorf("network %s is still used by %v", network, n.Containers)
+	}
+	return m.runtime.RemoveNetwork(ctx, network)
+}
+
+// NodeAddress returns a container's IPv4 address on a network (IPv6 when it has no IPv4).
+func NodeAddress(c *container.Container, network string) string {
+	ep, ok := c.Networks[network]
+	if !ok {
+		return ""
+	}
+	if ep.IPv4 != "" {
+		return ep.IPv4
+	}
+	return ep.IPv6
+}

@@ -1,0 +1,297 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/distribution/reference"
+	"github.com/pkg/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// APIServerPort is the port kube-apiserver listens on in control plane nodes.
+const APIServerPort = 6443
+
+// NodeSpec describes the node container of one machine.
+type NodeSpec struct {
+	Cluster ClusterKey
+	// Machine is the DockyardMachine's name.
+	Machine string
+	Image   string
+	Role    Role
+	Network string
+	// ExtraMounts are bind mounts from the host.
+	ExtraMounts []container.Mount
+	Resources   container.Resources
+}
+
+// Name returns the container name of the node.
+func (s NodeSpec) Name() string { return NodeName(s.Cluster.Name, s.Machine) }
+
+// maxHostnameLength is the longest hostname Linux and Kubernetes node names allow.
+const maxHostnameLength = 63
+
+// containerSpec renders the engine-level description of the node container.
+func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
+	name := s.Name()
+	labels := s.Cluster.labels(s.Role)
+	labels[MachineLabel] = s.Cluster.Namespace + "/" + s.Machine
+
+	mounts := []container.Mount{
+		// containerd's overlayfs snapshots only work on a real filesystem, and the node's
+		// state (kubelet, etcd, the bootstrap sentinel) must survive a container restart.
+		{Type: container.MountVolume, Source: volumeName(name), Target: "/var"},
+		{Type: container.MountTmpfs, Target: "/run"},
+		{Type: container.MountTmpfs, Target: "/tmp"},
+		{Type: container.MountBind, Source: "/lib/modules", Target: "/lib/modules", ReadOnly: true},
+	}
+	mounts = append(mounts, s.ExtraMounts...)
+
+	spec := container.ContainerSpec{
+		Name:          name,
+		Hostname:      name,
+		Image:         s.Image,
+		Labels:        labels,
+		Network:       s.Network,
+		Mounts:        mounts,
+		Tty:           true,
+		StopSignal:    "SIGRTMIN+3", // systemd's clean shutdown
+		RestartPolicy: "unless-stopped",
+		Resources:     s.Resources,
+		Security:      nodeSecurity(privileged),
+	}
+	if s.Role == RoleControlPlane {
+		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1"}}
+	}
+	return spec
+}
+
+// nodeSecurity is what a systemd node with nested containers needs. Where the engine refuses
+// privileged containers (its host lacks CAP_SYS_RESOURCE in the bounding set, so "all
+// capabilities" cannot be granted), the node gets every other capability, every device and no
+// confinement; the node image's entrypoint then remounts the cgroup hierarchies read-write.
+func nodeSecurity(privileged bool) container.SecuritySpec {
+	sec := container.SecuritySpec{Unconfined: true, PrivateCgroupNamespace: true}
+	if privileged {
+		sec.Privileged = true
+		return sec
+	}
+	sec.CapAdd = []string{"ALL"}
+	sec.CapDrop = []string{"SYS_RESOURCE"}
+	sec.DeviceCgroupRules = []string{"a *:* rwm"}
+	return sec
+}
+
+// CreateNode creates and starts the node container of a machine with its /var volume. The
+// first node in auto mode tells whether the engine allows privileged containers.
+func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
+	name := spec.Name()
+	if len(name) > maxHostnameLength {
+		return nil, errors.Errorf("node name %s is %d characters long; hostnames and node names allow %d: use shorter Machine names",
+			name, len(name), maxHostnameLength)
+	}
+	volumeLabels := spec.Cluster.MachineLabels(spec.Machine)
+	if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: volumeName(name), Labels: volumeLabels}); err != nil {
+		return nil, err
+	}
+
+	privileged, known := m.privilegeDecision()
+	if !known {
+		privileged = true
+	}
+	err := m.createAndStart(ctx, spec.containerSpec(privileged))
+	if err != nil && !known {
+		// The engine refused a privileged container (here: "unable to apply caps: operation
+		// not permitted"); try again with the explicit capability set.
+		privErr := err
+		if rmErr := m.runtime.RemoveContainer(ctx, name); rmErr != nil {
+			return nil, kerrors.NewAggregate([]error{privErr, rmErr})
+		}
+		if err = m.createAndStart(ctx, spec.containerSpec(false)); err == nil {
+			m.rememberPrivilege(false)
+		} else {
+			err = errors.Wrapf(err, "privileged node container failed too (%v)", privErr)
+		}
+	} else if err == nil && !known {
+		m.rememberPrivilege(true)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m.runtime.InspectContainer(ctx, name)
+}
+
+func (m *Manager) createAndStart(ctx context.Context, spec container.ContainerSpec) error {
+	if err := m.runtime.CreateContainer(ctx, spec); err != nil {
+		return err
+	}
+	return m.runtime.StartContainer(ctx, spec.Name)
+}
+
+func (m *Manager) privilegeDecision() (privileged, known bool) {
+	switch m.privilege {
+	case PrivilegeAlways:
+		return true, true
+	case PrivilegeNever:
+		return false, true
+	}
+	m.privilegedMu.Lock()
+	defer m.privilegedMu.Unlock()
+	if m.privileged == nil {
+		return false, false
+	}
+	return *m.privileged, true
+}
+
+func (m *Manager) rememberPrivilege(privileged bool) {
+	m.privilegedMu.Lock()
+	defer m.privilegedMu.Unlock()
+	m.privileged = &privileged
+}
+
+// GetNode returns the node container of a machine, or nil when it does not exist.
+func (m *Manager) GetNode(ctx context.Context, cluster ClusterKey, machine string) (*container.Container, error) {
+	c, err := m.runtime.InspectContainer(ctx, NodeName(cluster.Name, machine))
+	if container.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.Labels[ClusterLabel] != cluster.String() || c.Labels[MachineLabel] != cluster.Namespace+"/"+machine {
+		return nil, errors.Errorf("container %s belongs to %s machine %s, not to %s machine %s: machine names must be unique across namespaces on one engine",
+			c.Name, c.Labels[ClusterLabel], c.Labels[MachineLabel], cluster, machine)
+	}
+	return c, nil
+}
+
+// DeleteNode removes the node container of a machine and its volumes. Deleting a node that is
+// already gone is not an error.
+func (m *Manager) DeleteNode(ctx context.Context, cluster ClusterKey, machine string) error {
+	var errs []error
+	containers, err := m.runtime.ListContainers(ctx, cluster.MachineLabels(machine))
+	if err != nil {
+		return err
+	}
+	for _, c := range containers {
+		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return kerrors.NewAggregate(errs)
+	}
+	volumes, err := m.runtime.ListVolumes(ctx, cluster.MachineLabels(machine))
+	if err != nil {
+		return err
+	}
+	for _, v := range volumes {
+		if err := m.runtime.RemoveVolume(ctx, v.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// NodeState is what a running node container is doing.
+type NodeState struct {
+	// Ready is true when systemd finished booting and containerd runs.
+	Ready bool
+	// Detail says what is not ready yet, e.g. "systemd is starting".
+	Detail string
+}
+
+// CheckNode tells whether systemd and containerd are up in a running node container.
+func (m *Manager) CheckNode(ctx context.Context, name string) (NodeState, error) {
+	var out bytes.Buffer
+	// is-system-running exits non-zero unless "running"; "degraded" (a unit failed, common in
+	// containers) is good enough for kubelet.
+	_, err := m.runtime.Exec(ctx, name, container.ExecOptions{
+		Cmd:    []string{"sh", "-c", "systemctl is-system-running; systemctl is-active containerd"},
+		Stdout: &out, Stderr: &out,
+	})
+	if err != nil {
+		return NodeState{}, errors.Wrapf(err, "checking systemd in node %s", name)
+	}
+	lines := strings.Fields(out.String())
+	system, containerd := "unknown", "unknown"
+	if len(lines) > 0 {
+		system = lines[0]
+	}
+	if len(lines) > 1 {
+		containerd = lines[1]
+	}
+	switch {
+	case system != "running" && system != "degraded":
+		return NodeState{Detail: fmt.Sprintf("systemd is %s", system)}, nil
+	case containerd != "active":
+		return NodeState{Detail: fmt.Sprintf("containerd is %s", containerd)}, nil
+	}
+	return NodeState{Ready: true}, nil
+}
+
+// PreloadImages copies images from the engine into the node's containerd (namespace k8s.io)
+// unless the node has them already.
+func (m *Manager) PreloadImages(ctx context.Context, node string, images []string) error {
+	for _, img := range images {
+		named, err := reference.ParseNormalizedNamed(img)
+		if err != nil {
+			return errors.Wrapf(err, "preloading %s", img)
+		}
+		var out bytes.Buffer
+		code, err := m.runtime.Exec(ctx, node, container.ExecOptions{
+			Cmd:    []string{"ctr", "--namespace", "k8s.io", "images", "list", "--quiet", "name==" + named.String()},
+			Stdout: &out, Stderr: &out,
+		})
+		if err != nil {
+			return errors.Wrapf(err, "listing images in node %s", node)
+		}
+		if code == 0 && strings.TrimSpace(out.String()) != "" {
+			continue
+		}
+		ok, err := m.runtime.ImageExists(ctx, img)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errors.Errorf("image %s is not on the container engine: preLoadImages copies images from the engine into the node", img)
+		}
+		if err := m.importImage(ctx, node, img); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Manager) importImage(ctx context.Context, node, img string) error {
+	stream, err := m.runtime.SaveImages(ctx, []string{img})
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	var out bytes.Buffer
+	code, err := m.runtime.Exec(ctx, node, container.ExecOptions{
+		Cmd:   []string{"ctr", "--namespace", "k8s.io", "images", "import", "-"},
+		Stdin: stream, Stdout: &out, Stderr: &out,
+	})
+	if err != nil {
+		return errors.Wrapf(err, "importing %s into node %s", img, node)
+	}
+	if code != 0 {
+		return errors.Errorf("importing %s into node %s: ctr exited %d: %s", img, node, code, lastLines(out.String(), 5))
+	}
+	return nil
+}
+
+// lastLines returns the last n non-empty lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
