@@ -1,0 +1,77 @@
+package bootstrap
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// addTestdata seeds a fuzz target with the testdata files matching pattern.
+func addTestdata(f *testing.F, pattern string) {
+	f.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", pattern))
+	if err != nil || len(paths) == 0 {
+		f.Fatalf("no testdata matches %s: %v", pattern, err)
+	}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, "node-1")
+	}
+}
+
+// fuzzParse is the property both targets check: Parse never panics, fails without a plan or
+// succeeds with a well-formed one, and gives the same answer twice.
+func fuzzParse(t *testing.T, format Format, data []byte, hostname string) {
+	opts := Options{Hostname: hostname}
+	p, err := Parse(format, data, opts)
+	if err != nil {
+		if p != nil {
+			t.Fatalf("Parse returned a plan and the error %v", err)
+		}
+		return
+	}
+	checkPlan(t, p)
+	again, err := Parse(format, data, opts)
+	if err != nil {
+		t.Fatalf("second Parse failed: %v", err)
+	}
+	if !reflect.DeepEqual(again, p) {
+		t.Fatalf("Parse is not deterministic:\n%s", diffPlan(again, p.Steps, p.Ignored))
+	}
+}
+
+func FuzzParseCloudConfig(f *testing.F) {
+	addTestdata(f, "*.yaml")
+	for _, seed := range []string{
+		"#cloud-config\nwrite_files:\n- path: /etc/a\n  encoding: gz+b64\n  content: H4sIAAAAAAAA/0rLz+cCAAAA//8DAGdQ9k8EAAAA\n  permissions: 0640\n  owner: a:b\n  append: yes\n  defer: true\n",
+		"## template: jinja\n#cloud-config\nruncmd:\n- [echo, '{{ v1.local_hostname }}']\n- echo {{- ds.meta_data.hostname -}} x\n",
+		"#cloud-config\nx: &x {path: /etc/x, content: !!binary aGVsbG8=}\nwrite_files: [*x, {<<: *x, path: /etc/y}]\nbootcmd: [[a, b], c]\n",
+		"#cloud-config\nwrite_files:\n- path: /etc/k\n  encoding: b64\n  content: 'not base64!'\n",
+		"#cloud-config\nusers: [{name: a}]\nntp: {}\nruncmd: 'echo a'\n",
+	} {
+		f.Add([]byte(seed), "node-1")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, hostname string) {
+		fuzzParse(t, FormatCloudConfig, data, hostname)
+	})
+}
+
+func FuzzParseIgnition(f *testing.F) {
+	addTestdata(f, "*.json")
+	for _, seed := range []string{
+		`{"ignition":{"version":"2.3.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/a","mode":420,"user":{"id":0},"group":{"name":"g"},"append":true,"contents":{"source":"data:;base64,aGVsbG8=","verification":{"hash":"sha512-00"}}}]}}`,
+		`{"ignition":{"version":"2.2.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/a","contents":{"compression":"gzip","source":"data:,%1f%8b"}}],"filesystems":[{"name":"oem","path":"/oem"}],"directories":[{"filesystem":"oem","path":"/a/b","mode":493}],"links":[{"filesystem":"root","path":"/l","target":"/t","hard":true}]}}`,
+		`{"ignition":{"version":"2.3.0"},"systemd":{"units":[{"name":"a.service","enabled":true,"mask":false,"contents":"[Unit]\n","dropins":[{"name":"b.conf","contents":"x"}]},{"name":"m.mount","contents":"What=/dev/sda"}]},"passwd":{"users":[{"name":"core"}]}}`,
+		`{"ignition":{"version":"3.4.0"}}`,
+		`{"ignition":{"version":"2.3.0"},"storage":{"files":[{"path":"/x","contents":{"source":"https://example.com/x"}}]}}`,
+	} {
+		f.Add([]byte(seed), "")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, hostname string) {
+		fuzzParse(t, FormatIgnition, data, hostname)
+	})
+}
