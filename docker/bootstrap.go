@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -53,12 +54,19 @@ type BootstrapStatus struct {
 	// Output is the tail of the plan's output when it failed or timed out, with secrets
 	// (bootstrap tokens, certificate keys, private keys) redacted.
 	Output string
+	// MissingSentinel names Cluster API's success sentinel when the plan finished without
+	// writing it (kubeadm did not succeed although no command reported a failure first).
+	MissingSentinel string
 }
 
 // StartBootstrap copies a plan into the node over stdin and starts it in the background. It
 // does nothing when the plan was started before.
 func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstrap.Plan, timeout time.Duration) error {
-	archive, err := planArchive(plan)
+	runtimeMax := int(timeout.Round(time.Second).Seconds())
+	if runtimeMax < 1 {
+		runtimeMax = 1
+	}
+	archive, err := planArchive(plan, runtimeMax)
 	if err != nil {
 		return err
 	}
@@ -76,10 +84,6 @@ func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstr
 	}
 
 	out.Reset()
-	runtimeMax := int(timeout.Round(time.Second).Seconds())
-	if runtimeMax < 1 {
-		runtimeMax = 1
-	}
 	code, err = m.runtime.Exec(ctx, node, container.ExecOptions{
 		Cmd: []string{"systemd-run", "--unit=" + bootstrapUnit, "--description=Dockyard bootstrap",
 			"--collect", "--property=RuntimeMaxSec=" + strconv.Itoa(runtimeMax),
@@ -96,8 +100,9 @@ func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstr
 }
 
 // GetBootstrapStatus reads the state of a node's bootstrap. A plan that stopped running
-// without finishing timed out when it ran longer than timeout, else it was interrupted (the
-// node restarted).
+// without finishing timed out when it ran longer than its timeout (the one it was started
+// with, recorded in the node; timeout is used for plans that recorded none), else it was
+// interrupted (the node restarted).
 func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout time.Duration) (BootstrapStatus, error) {
 	var out bytes.Buffer
 	script := fmt.Sprintf(`cat %[1]s/state 2>/dev/null; test -d %[1]s/lock && echo lock=1; echo "unit=$(systemctl is-active %[2]s 2>/dev/null)"; echo "now=$(date +%%s)"`,
@@ -106,11 +111,14 @@ func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout t
 		return BootstrapStatus{}, errors.Wrapf(err, "reading the bootstrap state of node %s", node)
 	}
 	kv := parseKeyValues(out.String())
-	st := BootstrapStatus{Step: atoi(kv["step"]), ExitCode: atoi(kv["exit"])}
+	st := BootstrapStatus{Step: atoi(kv["step"]), ExitCode: atoi(kv["exit"]), MissingSentinel: kv["missing"]}
 	if started := atoi(kv["started"]); started > 0 {
 		st.StartedAt = time.Unix(int64(started), 0)
 	}
 	elapsed := time.Duration(atoi(kv["now"])-atoi(kv["started"])) * time.Second
+	if recorded := atoi(kv["timeout"]); recorded > 0 {
+		timeout = time.Duration(recorded) * time.Second
+	}
 	unitActive := kv["unit"] == "active" || kv["unit"] == "activating"
 
 	switch phase := kv["phase"]; {
@@ -187,9 +195,18 @@ func atoi(s string) int {
 	return n
 }
 
-// planArchive renders a plan as a tar archive: run.sh, one script per command step and one
-// staged file per file step. Content travels only inside the archive, never in arguments.
-func planArchive(plan *bootstrap.Plan) ([]byte, error) {
+// successSentinel is the file Cluster API's bootstrap data writes once kubeadm succeeded.
+const successSentinel = "/run/cluster-api/bootstrap-success.complete"
+
+// planArchive renders a plan as a tar archive: run.sh, one staged file per file step and one
+// shell script per run of consecutive command steps. Content travels only inside the archive,
+// never in arguments.
+//
+// Like cloud-init, consecutive commands run in one shell (cd and export carry over) and a
+// failing command does not stop the ones after it; the first failure is recorded for the
+// condition. When the data writes Cluster API's success sentinel, the bootstrap succeeded if
+// and only if the sentinel exists at the end; otherwise, if and only if nothing failed.
+func planArchive(plan *bootstrap.Plan, timeoutSeconds int) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	add := func(name string, mode int64, content []byte) error {
@@ -206,39 +223,67 @@ func planArchive(plan *bootstrap.Plan) ([]byte, error) {
 	}
 
 	var script strings.Builder
-	script.WriteString(runScriptHeader)
+	fmt.Fprintf(&script, runScriptHeader, timeoutSeconds)
+	sentinel := false
+	var shell *strings.Builder
+	shellFirst := 0
+	flushShell := func() error {
+		if shell == nil {
+			return nil
+		}
+		name := fmt.Sprintf("steps/shell-%d.sh", shellFirst)
+		if err := add(name, 0o600, []byte(shell.String())); err != nil {
+			return err
+		}
+		fmt.Fprintf(&script, "run_shell %d %s\n", shellFirst, name)
+		shell = nil
+		return nil
+	}
 	for i, step := range plan.Steps {
 		n := i + 1
 		switch {
 		case step.File != nil:
-			f := step.File
-			if err := add(fmt.Sprintf("files/%d", n), 0o600, f.Content); err != nil {
+			if err := flushShell(); err != nil {
 				return nil, errors.Wrap(err, "writing the bootstrap archive")
 			}
-			mode := f.Mode.Perm()
-			if mode == 0 {
-				mode = 0o644
+			f := step.File
+			if f.Path == successSentinel {
+				sentinel = true
+			}
+			if err := add(fmt.Sprintf("files/%d", n), 0o600, f.Content); err != nil {
+				return nil, errors.Wrap(err, "writing the bootstrap archive")
 			}
 			appendFlag := "0"
 			if f.Append {
 				appendFlag = "1"
 			}
-			fmt.Fprintf(&script, "run %d put %d %s %04o %s %s %s\n", n, n, bootstrap.ShellQuote(f.Path), mode,
+			fmt.Fprintf(&script, "run_file %d %s %04o %s %s %s\n", n, bootstrap.ShellQuote(f.Path), fileMode(f.Mode),
 				bootstrap.ShellQuote(orDefault(f.Owner, "root")), bootstrap.ShellQuote(orDefault(f.Group, "root")), appendFlag)
 		case step.Command != nil:
 			body := step.Command.Script
 			if len(step.Command.Args) > 0 {
-				body = "exec " + step.Command.String()
+				body = step.Command.String()
 			}
-			if err := add(fmt.Sprintf("steps/%d.sh", n), 0o600, []byte(body+"\n")); err != nil {
-				return nil, errors.Wrap(err, "writing the bootstrap archive")
+			if strings.Contains(body, successSentinel) {
+				sentinel = true
 			}
-			fmt.Fprintf(&script, "run %d /bin/sh steps/%d.sh\n", n, n)
+			if shell == nil {
+				shell, shellFirst = &strings.Builder{}, n
+				shell.WriteString(shellScriptHeader)
+			}
+			fmt.Fprintf(shell, "__dockyard_step %d\n%s\n__dockyard_done %d $?\n", n, strings.TrimRight(body, "\n"), n)
 		default:
 			return nil, errors.Errorf("bootstrap step %d has neither a file nor a command", n)
 		}
 	}
-	script.WriteString("finish\n")
+	if err := flushShell(); err != nil {
+		return nil, errors.Wrap(err, "writing the bootstrap archive")
+	}
+	if sentinel {
+		fmt.Fprintf(&script, "finish %s\n", successSentinel)
+	} else {
+		script.WriteString("finish\n")
+	}
 	if err := add("run.sh", 0o700, []byte(script.String())); err != nil {
 		return nil, errors.Wrap(err, "writing the bootstrap archive")
 	}
@@ -248,6 +293,21 @@ func planArchive(plan *bootstrap.Plan) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// fileMode returns a file mode as the octal number chmod takes, special bits included.
+func fileMode(m os.FileMode) uint32 {
+	mode := uint32(m.Perm())
+	if m&os.ModeSetuid != 0 {
+		mode |= 0o4000
+	}
+	if m&os.ModeSetgid != 0 {
+		mode |= 0o2000
+	}
+	if m&os.ModeSticky != 0 {
+		mode |= 0o1000
+	}
+	return mode
+}
+
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
@@ -255,8 +315,8 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// runScriptHeader is the start of run.sh: the step runner. State goes to ./state as key=value
-// lines that GetBootstrapStatus reads; output goes to ./output.log.
+// runScriptHeader is the start of run.sh, the step runner. State goes to ./state as key=value
+// lines that GetBootstrapStatus reads; the first failure to ./failure; output to ./output.log.
 const runScriptHeader = `#!/bin/sh
 # Written by Dockyard: runs this node's bootstrap data, once.
 set -u
@@ -265,44 +325,87 @@ if ! mkdir lock 2>/dev/null; then
 	echo "dockyard: the bootstrap started before; it never runs twice" >&2
 	exit 0
 fi
-started=$(date +%s)
+__dockyard_started=$(date +%%s)
+__dockyard_timeout=%d
+export __dockyard_started __dockyard_timeout
 current=0
 state() {
-	printf 'phase=%s\nstep=%s\nstarted=%s\nexit=%s\n' "$1" "$2" "$started" "$3" > state.tmp && mv -f state.tmp state
+	printf 'phase=%%s\nstep=%%s\nstarted=%%s\nexit=%%s\ntimeout=%%s\n%%s' "$1" "$2" "$__dockyard_started" "$3" "$__dockyard_timeout" "${4:-}" > state.tmp && mv -f state.tmp state
 }
 cleanup() {
 	# Staged files hold private keys; the installed copies are the only ones left.
 	rm -rf files steps
 }
-trap 'state stopped "$current" 143; cleanup; exit 143' TERM INT
-put() {
-	# put <staged file> <path> <mode> <owner> <group> <append>
-	mkdir -p "$(dirname "$2")" || return 1
-	if [ "$6" = 1 ]; then
-		cat "files/$1" >> "$2" || return 1
-	else
-		install -m "$3" "files/$1" "$2" || return 1
-	fi
-	chmod "$3" "$2" || return 1
-	chown "$4:$5" "$2" || echo "dockyard: warning: cannot set owner $4:$5 of $2" >&2
+trap 'state stopped "$(cat step 2>/dev/null || echo "$current")" 143; cleanup; exit 143' TERM INT
+failed() {
+	# The first failure is the one a user needs to see.
+	[ -e failure ] || echo "$1 $2" > failure
 }
-run() {
+run_file() {
+	# run_file <step> <path> <mode> <owner> <group> <append>
 	current=$1
-	shift
-	state running "$current" 0
-	echo "dockyard: step $current" >> output.log
-	"$@" >> output.log 2>&1 < /dev/null
+	echo "$1" > step
+	state running "$1" 0
+	echo "dockyard: step $1: write $2" >> output.log
+	{
+		mkdir -p "$(dirname "$2")" &&
+		if [ "$6" = 1 ]; then cat "files/$1" >> "$2"; else install -m "$3" "files/$1" "$2"; fi &&
+		chmod "$3" "$2"
+	} >> output.log 2>&1 || { failed "$1" 1; return; }
+	chown "$4:$5" "$2" >> output.log 2>&1 || echo "dockyard: warning: cannot set owner $4:$5 of $2" >> output.log
+}
+run_shell() {
+	# run_shell <first step> <script>: consecutive commands in one shell, like cloud-init
+	current=$1
+	echo "$1" > step
+	state running "$1" 0
+	HOME=${HOME:-/root} /bin/sh "$2" >> output.log 2>&1 < /dev/null
 	rc=$?
-	if [ "$rc" -ne 0 ]; then
-		state failed "$current" "$rc"
+	current=$(cat step)
+	if [ "$rc" -ne 0 ]; then failed "$current" "$rc"; fi
+}
+finish() {
+	# finish [sentinel]: with a sentinel, it alone decides; a missing sentinel is reported as
+	# such only when no command failed before.
+	missing=""
+	if [ $# -gt 0 ]; then
+		if [ -e "$1" ]; then
+			rm -f failure
+		elif [ ! -e failure ]; then
+			failed "$current" 1
+			missing="missing=$1
+"
+		fi
+	fi
+	if [ -e failure ]; then
+		read -r step rc < failure
+		state failed "$step" "$rc" "$missing"
+		for unit in $(systemctl list-units --state=failed --no-legend --plain 2>/dev/null | cut -d' ' -f1); do
+			echo "dockyard: journal of failed unit $unit:"
+			journalctl --no-pager -n 30 -u "$unit" 2>&1
+		done >> output.log
 		cleanup
 		exit "$rc"
 	fi
-}
-finish() {
 	state succeeded "$current" 0
 	cleanup
 	echo "dockyard: bootstrap succeeded" >> output.log
 }
 state running 0 0
+`
+
+// shellScriptHeader starts each script of consecutive commands: helpers that record the
+// running step and the first failing one.
+const shellScriptHeader = `# Written by Dockyard: bootstrap commands, run in one shell like cloud-init's runcmd.
+__dockyard_step() {
+	echo "$1" > /var/lib/dockyard/bootstrap/step
+	printf 'phase=running\nstep=%s\nstarted=%s\nexit=0\ntimeout=%s\n' "$1" "$__dockyard_started" "$__dockyard_timeout" > /var/lib/dockyard/bootstrap/state.tmp &&
+		mv -f /var/lib/dockyard/bootstrap/state.tmp /var/lib/dockyard/bootstrap/state
+	echo "dockyard: step $1" >> /var/lib/dockyard/bootstrap/output.log
+}
+__dockyard_done() {
+	if [ "$2" -ne 0 ] && [ ! -e /var/lib/dockyard/bootstrap/failure ]; then
+		echo "$1 $2" > /var/lib/dockyard/bootstrap/failure
+	fi
+}
 `

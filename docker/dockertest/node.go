@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,7 +131,7 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 	case joined == "systemctl stop dockyard-bootstrap":
 		if c.Data["unit"] == "active" {
 			c.Data["unit"] = "inactive"
-			setState(c, "stopped", stateStep(c), 143)
+			setState(c, "stopped", stateStep(c), 143, "")
 		}
 		return 0, nil
 
@@ -169,8 +168,7 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// startBootstrap interprets run.sh: "run N put ..." installs a staged file, "run N /bin/sh
-// steps/N.sh" records the command. Simulated commands succeed unless FailCommand matches.
+// startBootstrap begins interpreting run.sh (see finish).
 func (n *Nodes) startBootstrap(c *fake.Container) {
 	if _, locked := c.Files[bootstrapDir+"/lock"]; locked {
 		return
@@ -178,8 +176,12 @@ func (n *Nodes) startBootstrap(c *fake.Container) {
 	c.Files[bootstrapDir+"/lock"] = nil
 	c.Data["started"] = time.Now().Unix()
 	c.Data["unit"] = "active"
-	c.Data["pending"] = parseRunScript(string(c.Files[bootstrapDir+"/run.sh"]))
-	setState(c, "running", 0, 0)
+	for _, l := range strings.Split(string(c.Files[bootstrapDir+"/run.sh"]), "\n") {
+		if v, ok := strings.CutPrefix(l, "__dockyard_timeout="); ok {
+			c.Data["timeout"], _ = strconv.Atoi(v)
+		}
+	}
+	setState(c, "running", 0, 0, "")
 	n.mu.Lock()
 	hold := n.HoldBootstrap
 	n.mu.Unlock()
@@ -188,64 +190,99 @@ func (n *Nodes) startBootstrap(c *fake.Container) {
 	}
 }
 
-type runLine struct {
-	step int
-	args []string
-}
-
-func parseRunScript(script string) []runLine {
-	var lines []runLine
-	for _, l := range strings.Split(script, "\n") {
-		f := strings.Fields(l)
-		if len(f) < 3 || f[0] != "run" {
-			continue
-		}
-		step, err := strconv.Atoi(f[1])
-		if err != nil {
-			continue
-		}
-		lines = append(lines, runLine{step: step, args: f[2:]})
-	}
-	return lines
-}
-
-// finish runs the pending steps of a node's bootstrap.
+// finish interprets run.sh on the fake file tree: "run_file N path mode owner group append"
+// installs a staged file; "run_shell N script" runs the script's command blocks, recording
+// them (a block containing FailCommand fails, one writing the success sentinel writes it);
+// "finish [sentinel]" decides the outcome like the real runner.
 func (n *Nodes) finish(c *fake.Container) {
-	pending, _ := c.Data["pending"].([]runLine)
 	c.Data["unit"] = "inactive"
 	var output strings.Builder
-	for _, l := range pending {
-		setState(c, "running", l.step, 0)
-		switch l.args[0] {
-		case "put":
-			// put <n> <path> <mode> <owner> <group> <append>
-			staged := c.Files[bootstrapDir+"/files/"+l.args[1]]
-			target := unquote(l.args[2])
-			if l.args[6] == "1" {
+	failStep, failRC, current := 0, 0, 0
+	fail := func(step, rc int) {
+		if failStep == 0 {
+			failStep, failRC = step, rc
+		}
+	}
+	for _, line := range strings.Split(string(c.Files[bootstrapDir+"/run.sh"]), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "run_file":
+			current, _ = strconv.Atoi(f[1])
+			target := unquote(f[2])
+			staged := c.Files[bootstrapDir+"/files/"+f[1]]
+			if f[6] == "1" {
 				c.Files[target] = append(c.Files[target], staged...)
 			} else {
 				c.Files[target] = append([]byte(nil), staged...)
 			}
-			c.Files[target+".mode"] = []byte(l.args[3])
-		default:
-			script := string(c.Files[bootstrapDir+"/"+l.args[1]])
-			n.mu.Lock()
-			n.Commands[c.Spec.Name] = append(n.Commands[c.Spec.Name], strings.TrimSpace(script))
-			fail := n.FailCommand != "" && strings.Contains(script, n.FailCommand)
-			n.mu.Unlock()
-			fmt.Fprintf(&output, "dockyard: step %d\n", l.step)
-			if fail {
-				fmt.Fprintf(&output, "error execution phase preflight: simulated failure\n")
-				c.Files[bootstrapDir+"/output.log"] = []byte(output.String())
-				setState(c, "failed", l.step, 1)
-				cleanup(c)
-				return
+			c.Files[target+".mode"] = []byte(f[3])
+		case "run_shell":
+			for _, b := range commandBlocks(string(c.Files[bootstrapDir+"/"+f[2]])) {
+				current = b.step
+				setState(c, "running", b.step, 0, "")
+				fmt.Fprintf(&output, "dockyard: step %d\n", b.step)
+				n.mu.Lock()
+				n.Commands[c.Spec.Name] = append(n.Commands[c.Spec.Name], b.text)
+				failing := n.FailCommand != "" && strings.Contains(b.text, n.FailCommand)
+				n.mu.Unlock()
+				if failing {
+					fmt.Fprintf(&output, "error execution phase preflight: simulated failure\n")
+					fail(b.step, 1)
+					continue
+				}
+				if i := strings.Index(b.text, "> /run/cluster-api/"); i >= 0 {
+					c.Files[strings.Fields(b.text[i+2:])[0]] = []byte("success\n")
+				}
 			}
+		case "finish":
+			missing := ""
+			if len(f) > 1 {
+				if _, ok := c.Files[f[1]]; ok {
+					failStep = 0
+				} else if failStep == 0 {
+					fail(current, 1)
+					missing = "missing=" + f[1] + "\n"
+				}
+			}
+			if failStep != 0 {
+				c.Files[bootstrapDir+"/output.log"] = []byte(output.String())
+				setState(c, "failed", failStep, failRC, missing)
+			} else {
+				c.Files[bootstrapDir+"/output.log"] = []byte(output.String() + "dockyard: bootstrap succeeded\n")
+				setState(c, "succeeded", current, 0, "")
+			}
+			cleanup(c)
 		}
 	}
-	c.Files[bootstrapDir+"/output.log"] = []byte(output.String() + "dockyard: bootstrap succeeded\n")
-	setState(c, "succeeded", len(pending), 0)
-	cleanup(c)
+}
+
+type commandBlock struct {
+	step int
+	text string
+}
+
+// commandBlocks splits a generated shell script into its command blocks.
+func commandBlocks(script string) []commandBlock {
+	var blocks []commandBlock
+	var cur *commandBlock
+	var body []string
+	for _, l := range strings.Split(script, "\n") {
+		switch {
+		case strings.HasPrefix(l, "__dockyard_step ") && !strings.Contains(l, "{"):
+			step, _ := strconv.Atoi(strings.TrimPrefix(l, "__dockyard_step "))
+			cur, body = &commandBlock{step: step}, nil
+		case strings.HasPrefix(l, "__dockyard_done ") && cur != nil:
+			cur.text = strings.TrimSpace(strings.Join(body, "\n"))
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			body = append(body, l)
+		}
+	}
+	return blocks
 }
 
 // Complete finishes a held bootstrap of a node.
@@ -265,10 +302,11 @@ func cleanup(c *fake.Container) {
 	}
 }
 
-func setState(c *fake.Container, phase string, step, exit int) {
+func setState(c *fake.Container, phase string, step, exit int, extra string) {
 	started, _ := c.Data["started"].(int64)
+	timeout, _ := c.Data["timeout"].(int)
 	c.Data["step"] = step
-	c.Files[bootstrapDir+"/state"] = []byte(fmt.Sprintf("phase=%s\nstep=%d\nstarted=%d\nexit=%d\n", phase, step, started, exit))
+	c.Files[bootstrapDir+"/state"] = []byte(fmt.Sprintf("phase=%s\nstep=%d\nstarted=%d\nexit=%d\ntimeout=%d\n%s", phase, step, started, exit, timeout, extra))
 }
 
 func stateStep(c *fake.Container) int {
@@ -283,6 +321,3 @@ func unquote(s string) string {
 	}
 	return s
 }
-
-// Path joins path elements (exported for tests that inspect simulated files).
-func Path(elem ...string) string { return path.Join(elem...) }

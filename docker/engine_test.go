@@ -1,0 +1,410 @@
+package docker_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+	"github.com/dockyard-dev/dockyard/test/dockerenv"
+)
+
+// engineCluster returns a node manager on the real engine and a cluster key unique to the test;
+// everything carrying the cluster's label is removed afterwards.
+func engineCluster(t *testing.T) (*docker.Manager, container.Runtime, docker.ClusterKey) {
+	t.Helper()
+	rt := dockerenv.Runtime(t)
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	key := docker.ClusterKey{Namespace: "dockyard-test", Name: "dy" + hex.EncodeToString(suffix)}
+	m := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeAuto})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := m.DeleteCluster(ctx, key, docker.DefaultNetworkName(key)); err != nil {
+			t.Errorf("cleaning up cluster %s: %v", key, err)
+		}
+		if t.Failed() {
+			dumpContainers(t, rt, key)
+		}
+	})
+	return m, rt, key
+}
+
+// dumpContainers prints what a person debugging a failure needs: containers and their logs.
+func dumpContainers(t *testing.T, rt container.Runtime, key docker.ClusterKey) {
+	ctx := context.Background()
+	cs, _ := rt.ListContainers(ctx, key.ClusterLabels())
+	for _, c := range cs {
+		logs, _ := rt.ContainerLogs(ctx, c.Name, 40)
+		t.Logf("container %s (%s): last output:\n%s", c.Name, c.State, logs)
+	}
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, check func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		err := check()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// bootNode creates a node container and waits until systemd and containerd run.
+func bootNode(t *testing.T, m *docker.Manager, key docker.ClusterKey, machine string, role docker.Role) *container.Container {
+	t.Helper()
+	ctx := context.Background()
+	dockerenv.RequireImages(t, m.Runtime(), dockerenv.NodeImage())
+	network := docker.DefaultNetworkName(key)
+	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: key, Machine: machine, Image: dockerenv.NodeImage(), Role: role, Network: network})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 2*time.Minute, "node "+node.Name+" booted", func() error {
+		st, err := m.CheckNode(ctx, node.Name)
+		if err != nil {
+			return err
+		}
+		if !st.Ready {
+			return fmt.Errorf("%s", st.Detail)
+		}
+		return nil
+	})
+	t.Logf("node %s: systemd and containerd up %s after start", node.Name, took.Round(100*time.Millisecond))
+	return node
+}
+
+func execOut(t *testing.T, rt container.Runtime, name string, cmd ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	code, err := rt.Exec(context.Background(), name, container.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatalf("exec %v in %s: %v", cmd, name, err)
+	}
+	return strings.TrimSpace(out.String()), code
+}
+
+func TestNodeContainerBootsWithSystemdWithoutPrivilege(t *testing.T) {
+	m, rt, key := engineCluster(t)
+	node := bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
+
+	if out, _ := execOut(t, rt, node.Name, "systemctl", "is-system-running"); out != "running" && out != "degraded" {
+		t.Errorf("systemd is %q", out)
+	}
+	if out, code := execOut(t, rt, node.Name, "ctr", "--namespace", "k8s.io", "version"); code != 0 {
+		t.Errorf("containerd does not answer: %s", out)
+	}
+	// The node can manage its own cgroups: kubelet and containerd depend on it.
+	probe := `for d in /sys/fs/cgroup/memory /sys/fs/cgroup; do if [ -d "$d" ]; then mkdir "$d/dockyard-probe" && rmdir "$d/dockyard-probe" && exit 0; fi; done; exit 1`
+	if out, code := execOut(t, rt, node.Name, "sh", "-c", probe); code != 0 {
+		t.Errorf("cgroups are not writable in the node: %s", out)
+	}
+	if out, _ := execOut(t, rt, node.Name, "hostname"); out != node.Name {
+		t.Errorf("hostname %q, want %q", out, node.Name)
+	}
+	if node.Labels["io.x-k8s.kind.cluster"] != key.Name || node.Labels["io.x-k8s.kind.role"] != "control-plane" {
+		t.Errorf("kind labels: %v", node.Labels)
+	}
+	if len(node.Ports) != 1 || node.Ports[0].HostIP != "127.0.0.1" || node.Ports[0].HostPort == 0 {
+		t.Errorf("API server port not published on loopback: %+v", node.Ports)
+	}
+}
+
+func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
+	m, rt, key := engineCluster(t)
+	node := bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
+	ctx := context.Background()
+
+	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
+		{File: &bootstrap.File{Path: "/etc/dockyard-test/secret.key", Content: []byte("s3cret\n"), Mode: 0o600, Owner: "root", Group: "root"}},
+		{File: &bootstrap.File{Path: "/etc/dockyard-test/list.txt", Content: []byte("a\n"), Mode: 0o644}},
+		{File: &bootstrap.File{Path: "/etc/dockyard-test/list.txt", Content: []byte("b\n"), Mode: 0o644, Append: true}},
+		{File: &bootstrap.File{Path: "/etc/dockyard-test/nobody.txt", Content: []byte("x"), Mode: 0o640, Owner: "nobody", Group: "nogroup"}},
+		{Command: &bootstrap.Command{Script: "echo run >> /var/lib/dockyard-test-runs\necho \"home is $HOME\""}},
+		{Command: &bootstrap.Command{Args: []string{"sh", "-c", `test "$(cat /etc/dockyard-test/list.txt)" = "$(printf 'a\nb')"`}}},
+		// Like cloud-init's runcmd: one shell, so cd and export carry over, and a failing
+		// command does not stop the rest; Cluster API's sentinel decides success.
+		{Command: &bootstrap.Command{Script: "export DOCKYARD_TEST=carried; cd /tmp"}},
+		{Command: &bootstrap.Command{Script: "false"}},
+		{Command: &bootstrap.Command{Script: `test "$DOCKYARD_TEST" = carried && test "$(pwd)" = /tmp && mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete`}},
+	}}
+	if err := m.StartBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitBootstrap(t, m, node.Name, time.Minute, docker.BootstrapSucceeded)
+
+	for path, want := range map[string]string{
+		"/etc/dockyard-test/secret.key": "600 root root",
+		"/etc/dockyard-test/list.txt":   "644 root root",
+		"/etc/dockyard-test/nobody.txt": "640 nobody nogroup",
+	} {
+		if out, _ := execOut(t, rt, node.Name, "stat", "-c", "%a %U %G", path); out != want {
+			t.Errorf("%s: %q, want %q", path, out, want)
+		}
+	}
+	if out, _ := execOut(t, rt, node.Name, "cat", "/etc/dockyard-test/list.txt"); out != "a\nb" {
+		t.Errorf("appended file: %q", out)
+	}
+	if _, code := execOut(t, rt, node.Name, "test", "-e", "/var/lib/dockyard/bootstrap/files"); code == 0 {
+		t.Error("staged files (private keys) left in the node")
+	}
+	if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard/bootstrap/output.log"); !strings.Contains(out, "home is /root") {
+		t.Errorf("bootstrap output: %q", out)
+	}
+
+	// Starting it again (a manager restarted, a retried reconcile) runs nothing twice.
+	if err := m.StartBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard-test-runs"); out != "run" {
+		t.Errorf("bootstrap ran more than once: %q", out)
+	}
+	waitBootstrap(t, m, node.Name, time.Minute, docker.BootstrapSucceeded)
+}
+
+func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
+	m, _, key := engineCluster(t)
+	ctx := context.Background()
+
+	failing := bootNode(t, m, key, "fail", docker.RoleWorker)
+	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
+		{Command: &bootstrap.Command{Script: "true"}},
+		{Command: &bootstrap.Command{Script: "echo joining with abcdef.0123456789abcdef; echo 'preflight failed' >&2; (exit 3)"}},
+		{Command: &bootstrap.Command{Script: "echo never"}},
+	}}
+	if err := m.StartBootstrap(ctx, failing.Name, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	st := waitBootstrap(t, m, failing.Name, time.Minute, docker.BootstrapFailed)
+	if st.Step != 2 || st.ExitCode != 3 {
+		t.Errorf("failed at step %d with exit %d, want step 2 exit 3", st.Step, st.ExitCode)
+	}
+	// The commands after the failing one ran too, as cloud-init runs them.
+	if !strings.Contains(st.Output, "preflight failed") || strings.Contains(st.Output, "0123456789abcdef") || !strings.Contains(st.Output, "never") {
+		t.Errorf("output tail (redacted): %q", st.Output)
+	}
+
+	slow := bootNode(t, m, key, "slow", docker.RoleWorker)
+	if err := m.StartBootstrap(ctx, slow.Name, &bootstrap.Plan{Steps: []bootstrap.Step{{Command: &bootstrap.Command{Script: "echo waiting; sleep 300"}}}}, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The node recorded the timeout it was started with; the caller's guess does not matter.
+	st = waitBootstrap(t, m, slow.Name, time.Hour, docker.BootstrapTimedOut)
+	if st.Step != 1 || !strings.Contains(st.Output, "waiting") {
+		t.Errorf("timed out at step %d with output %q", st.Step, st.Output)
+	}
+}
+
+func waitBootstrap(t *testing.T, m *docker.Manager, node string, timeout time.Duration, want docker.BootstrapPhase) docker.BootstrapStatus {
+	t.Helper()
+	var st docker.BootstrapStatus
+	eventually(t, 2*time.Minute, "bootstrap in "+node+" to be "+string(want), func() error {
+		var err error
+		if st, err = m.GetBootstrapStatus(context.Background(), node, timeout); err != nil {
+			return err
+		}
+		if st.Phase != want {
+			return fmt.Errorf("phase %s (step %d, output %q)", st.Phase, st.Step, st.Output)
+		}
+		return nil
+	})
+	return st
+}
+
+// buildBackend compiles the test backend server (static, for any image).
+func buildBackend(t *testing.T) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "lbbackend")
+	cmd := exec.Command("go", "build", "-o", out, "./testdata/lbbackend")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the test backend: %v\n%s", err, msg)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// startBackend runs the test backend in a container on the cluster's network.
+func startBackend(t *testing.T, rt container.Runtime, key docker.ClusterKey, name string, bin []byte) string {
+	t.Helper()
+	ctx := context.Background()
+	spec := container.ContainerSpec{
+		Name: name, Image: dockerenv.LoadBalancerImage(), Labels: key.ClusterLabels(),
+		Entrypoint: []string{"/lbbackend"}, Env: []string{"NAME=" + name}, Network: docker.DefaultNetworkName(key),
+	}
+	if err := rt.CreateContainer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "lbbackend", Mode: 0o755, Size: int64(len(bin))})
+	_, _ = tw.Write(bin)
+	_ = tw.Close()
+	if err := rt.CopyToContainer(ctx, name, "/", &buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rt.InspectContainer(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docker.NodeAddress(c, docker.DefaultNetworkName(key))
+}
+
+func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
+	m, rt, key := engineCluster(t)
+	ctx := context.Background()
+	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
+	network := docker.DefaultNetworkName(key)
+	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBackend(t)
+	b1, b2 := key.Name+"-b1", key.Name+"-b2"
+	addr := map[string]string{b1: startBackend(t, rt, key, b1, bin), b2: startBackend(t, rt, key, b2, bin)}
+
+	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("https://%s:%d/name", docker.NodeAddress(lb, network), docker.APIServerPort)
+	setBackends := func(names ...string) {
+		t.Helper()
+		changed, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
+			var bs []haproxy.Backend
+			for _, n := range names {
+				bs = append(bs, haproxy.Backend{Name: n, Address: addr[n], Port: docker.APIServerPort})
+			}
+			return bs, nil
+		})
+		if err != nil || !changed {
+			t.Fatalf("updating backends to %v: changed %v err %v", names, changed, err)
+		}
+	}
+	setBackends(b1, b2)
+
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the test backend's throwaway certificate
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: insecure, DisableKeepAlives: true}}
+	get := func(c *http.Client) (string, error) {
+		resp, err := c.Get(url)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return string(body), err
+	}
+	// Both backends receive new connections once their health checks pass.
+	seen := map[string]bool{}
+	eventually(t, time.Minute, "both backends serving", func() error {
+		name, err := get(fresh)
+		if err != nil {
+			return err
+		}
+		seen[name] = true
+		if !seen[b1] || !seen[b2] {
+			return fmt.Errorf("seen %v", seen)
+		}
+		return nil
+	})
+
+	// An established connection survives a reload that removes its own backend.
+	keep := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: insecure, MaxConnsPerHost: 1}}
+	first, err := get(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := b1
+	if first == b1 {
+		other = b2
+	}
+	setBackends(other)
+	reused := false
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
+	}), http.MethodGet, url, nil)
+	resp, err := keep.Do(req)
+	if err != nil {
+		t.Fatalf("established connection dropped by the reload: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !reused || string(body) != first {
+		t.Errorf("after the reload: reused connection %v, served by %q (was %q)", reused, body, first)
+	}
+
+	// New connections only reach the remaining backend.
+	for range 20 {
+		name, err := get(fresh)
+		if err != nil {
+			t.Fatalf("request after removing a backend: %v", err)
+		}
+		if name != other {
+			t.Fatalf("removed backend %s still receives new connections", name)
+		}
+	}
+
+	// An unchanged backend set changes nothing.
+	changed, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
+		return []haproxy.Backend{{Name: other, Address: addr[other], Port: docker.APIServerPort}}, nil
+	})
+	if err != nil || changed {
+		t.Errorf("same backends reloaded again: changed %v err %v", changed, err)
+	}
+}
+
+func TestDeletingAClusterLeavesNothingOnTheEngine(t *testing.T) {
+	m, rt, key := engineCluster(t)
+	ctx := context.Background()
+	bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
+	bootNode(t, m, key, "md-0", docker.RoleWorker)
+	if _, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: docker.DefaultNetworkName(key)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteNode(ctx, key, "md-0"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := m.GetNode(ctx, key, "md-0"); err != nil || c != nil {
+		t.Errorf("deleted node still there: %v %v", c, err)
+	}
+	if err := m.DeleteCluster(ctx, key, docker.DefaultNetworkName(key)); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := rt.ListContainers(ctx, key.ClusterLabels())
+	vs, _ := rt.ListVolumes(ctx, key.ClusterLabels())
+	ns, _ := rt.ListNetworks(ctx, key.ClusterLabels())
+	if len(cs)+len(vs)+len(ns) != 0 {
+		t.Errorf("left on the engine: containers %v, volumes %v, networks %v", cs, vs, ns)
+	}
+}

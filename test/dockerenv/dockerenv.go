@@ -1,0 +1,69 @@
+// Package dockerenv gives tests the real container engine named by DOCKER_HOST and the images
+// the project builds (make images). Without an engine, tests skip loudly, except in CI (CI
+// set), where a missing engine fails them: CI installs and starts one.
+package dockerenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+)
+
+// Default images; the Makefile passes the ones it built.
+const (
+	defaultNodeImage = "localhost/dockyard/node:v1.34.4"
+	defaultLBImage   = "localhost/dockyard/haproxy:2.6"
+)
+
+// NodeImage is the node image tests boot (DOCKYARD_TEST_NODE_IMAGE).
+func NodeImage() string { return envOr("DOCKYARD_TEST_NODE_IMAGE", defaultNodeImage) }
+
+// LoadBalancerImage is the haproxy image tests use (DOCKYARD_TEST_LB_IMAGE).
+func LoadBalancerImage() string { return envOr("DOCKYARD_TEST_LB_IMAGE", defaultLBImage) }
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// Runtime connects to the engine, or skips (fails in CI) when none answers.
+func Runtime(t testing.TB) *dockerruntime.Runtime {
+	t.Helper()
+	rt, err := dockerruntime.New()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = rt.Info(ctx)
+	}
+	if err != nil {
+		msg := fmt.Sprintf("NO CONTAINER ENGINE: %v. These tests need a Docker engine: run `make test`, which starts one (hack/ensure-docker.sh)", err)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		fmt.Fprintln(os.Stderr, "\n*** SKIPPING ENGINE TESTS *** "+msg)
+		t.Skip(msg)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+// RequireImages fails the test when the engine lacks an image the project builds.
+func RequireImages(t testing.TB, rt container.Runtime, refs ...string) {
+	t.Helper()
+	for _, ref := range refs {
+		ok, err := rt.ImageExists(context.Background(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Fatalf("image %s is missing: run `make test` (it builds it) or `make images`", ref)
+		}
+	}
+}
