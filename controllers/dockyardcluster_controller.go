@@ -1,0 +1,253 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// DockyardClusterReconciler reconciles DockyardClusters: a container network and a haproxy load
+// balancer whose address becomes the cluster's control plane endpoint.
+type DockyardClusterReconciler struct {
+	Client           client.Client
+	Nodes            *docker.Manager
+	Recorder         record.EventRecorder
+	WatchFilterValue string
+}
+
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters;dockyardclusters/status;dockyardclusters/finalizers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler: it watches DockyardClusters, and Clusters to learn
+// about ownership and pausing.
+func (r *DockyardClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("controller", "dockyardcluster")
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&infrav1.DockyardCluster{}).
+		Named("dockyardcluster").
+		WithOptions(options).
+		WithEventFilter(predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue)).
+		Watches(&clusterv1.Cluster{},
+			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("DockyardCluster"), mgr.GetClient(), &infrav1.DockyardCluster{})),
+			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log)),
+		).
+		Complete(r)
+}
+
+// Reconcile follows the InfraCluster contract: owner, external management, pause, finalizer,
+// then the load balancer and the endpoint; one deferred patch writes spec and status.
+func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, rerr error) {
+	log := ctrl.LoggerFrom(ctx)
+
+	dc := &infrav1.DockyardCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, dc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, errors.Wrapf(err, "getting DockyardCluster %s", req.NamespacedName)
+	}
+
+	// The owner Cluster; it may be gone while the DockyardCluster is deleted.
+	cluster, err := util.GetOwnerCluster(ctx, r.Client, dc.ObjectMeta)
+	if err != nil && !apierrors.IsNotFound(errors.Cause(err)) {
+		return ctrl.Result{}, errors.Wrapf(err, "getting the owner Cluster of DockyardCluster %s", req.NamespacedName)
+	}
+	if cluster != nil {
+		log = log.WithValues("Cluster", klog.KObj(cluster))
+		ctx = ctrl.LoggerInto(ctx, log)
+	}
+
+	// Someone else provides this cluster's infrastructure.
+	if annotations.IsExternallyManaged(dc) {
+		log.V(4).Info("DockyardCluster is externally managed, nothing to do")
+		return ctrl.Result{}, nil
+	}
+
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, dc); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+
+	// The finalizer goes on once a Cluster owns the object: until then nothing was created.
+	if cluster != nil {
+		if added, err := finalizers.EnsureFinalizer(ctx, r.Client, dc, infrav1.ClusterFinalizer); err != nil || added {
+			return ctrl.Result{}, err
+		}
+	}
+
+	helper, err := patch.NewHelper(dc, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := patchDockyardCluster(ctx, helper, dc); err != nil {
+			rerr = kerrors.NewAggregate([]error{rerr, err})
+		}
+	}()
+
+	if !dc.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, dc)
+	}
+	if cluster == nil {
+		conditions.Set(dc, metav1.Condition{
+			Type: infrav1.LoadBalancerAvailableCondition, Status: metav1.ConditionFalse,
+			Reason:  infrav1.WaitingForOwnerClusterReason,
+			Message: "Waiting for a Cluster to reference this DockyardCluster in spec.infrastructureRef",
+		})
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileNormal(ctx, cluster, dc)
+}
+
+func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, dc *infrav1.DockyardCluster) (ctrl.Result, error) {
+	key := docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}
+	network := clusterNetwork(dc, key)
+
+	if _, err := r.Nodes.EnsureNetwork(ctx, key, network); err != nil {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "Creating network %s failed: %v", network, err)
+		return ctrl.Result{}, err
+	}
+
+	image := dc.Spec.LoadBalancer.Image
+	if image == "" {
+		image = docker.DefaultLoadBalancerImage
+	}
+	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: image, Network: network})
+	if err != nil {
+		reason := infrav1.LoadBalancerFailedReason
+		if docker.IsImageError(err) {
+			reason = infrav1.LoadBalancerImageFailedReason
+		}
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, reason, "%v", err)
+		return ctrl.Result{}, err
+	}
+	address := docker.NodeAddress(lb, network)
+	if !lb.Running || address == "" {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason,
+			"Load balancer %s is %s", lb.Name, lb.State)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+
+	tmpl, err := loadBalancerTemplate(ctx, r.Client, dc)
+	if err == nil {
+		_, err = r.Nodes.UpdateLoadBalancer(ctx, key, tmpl, controlPlaneBackends(r.Client, r.Nodes, key, network))
+	}
+	if err != nil {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerConfigFailedReason, "%v", err)
+		return ctrl.Result{}, err
+	}
+
+	// The endpoint: a host the user set is kept; the port defaults like the webhook does.
+	if dc.Spec.ControlPlaneEndpoint.Host == "" {
+		dc.Spec.ControlPlaneEndpoint.Host = address
+	}
+	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
+		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
+	}
+	dc.Status.FailureDomains = dc.Spec.FailureDomains
+
+	if !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
+		r.Recorder.Eventf(dc, corev1.EventTypeNormal, "LoadBalancerReady", "Load balancer %s serves %s:%d",
+			lb.Name, dc.Spec.ControlPlaneEndpoint.Host, dc.Spec.ControlPlaneEndpoint.Port)
+	}
+	dc.Status.Initialization.Provisioned = ptr.To(true)
+	setLoadBalancerCondition(dc, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "%s", loadBalancerMessage(lb, address))
+	return ctrl.Result{}, nil
+}
+
+// loadBalancerMessage tells where the load balancer answers, on the network and on the host.
+func loadBalancerMessage(lb *container.Container, address string) string {
+	msg := fmt.Sprintf("Load balancer %s serves %s:%d", lb.Name, address, docker.APIServerPort)
+	for _, p := range lb.Ports {
+		if p.ContainerPort == docker.APIServerPort && p.HostPort != 0 {
+			msg += fmt.Sprintf(" (published on %s:%d)", p.HostIP, p.HostPort)
+		}
+	}
+	return msg
+}
+
+func (r *DockyardClusterReconciler) reconcileDelete(ctx context.Context, dc *infrav1.DockyardCluster) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	name := clusterNameOf(dc.ObjectMeta)
+	if name == "" {
+		// Never owned by a Cluster, so nothing was created.
+		controllerutil.RemoveFinalizer(dc, infrav1.ClusterFinalizer)
+		return ctrl.Result{}, nil
+	}
+	key := docker.ClusterKey{Namespace: dc.Namespace, Name: name}
+
+	// Node containers belong to DockyardMachines, which delete them (and leave the load
+	// balancer) first; Cluster API deletes the machines before the infrastructure cluster.
+	remaining, err := machinesWithNodes(ctx, r.Client, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if remaining > 0 {
+		conditions.Set(dc, metav1.Condition{
+			Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
+			Message: fmt.Sprintf("Waiting for %d DockyardMachines of the cluster to be deleted", remaining),
+		})
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+
+	if err := r.Nodes.DeleteCluster(ctx, key, clusterNetwork(dc, key)); err != nil {
+		return ctrl.Result{}, errors.Wrapf(err, "deleting the containers, volumes and network of cluster %s", key)
+	}
+	log.Info("Deleted the load balancer and network of the cluster")
+	r.Recorder.Eventf(dc, corev1.EventTypeNormal, "Deleted", "Deleted the load balancer and network of cluster %s", key)
+	controllerutil.RemoveFinalizer(dc, infrav1.ClusterFinalizer)
+	return ctrl.Result{}, nil
+}
+
+func setLoadBalancerCondition(dc *infrav1.DockyardCluster, status metav1.ConditionStatus, reason, format string, args ...any) {
+	conditions.Set(dc, metav1.Condition{
+		Type: infrav1.LoadBalancerAvailableCondition, Status: status, Reason: reason,
+		Message: fmt.Sprintf(format, args...),
+	})
+}
+
+// patchDockyardCluster summarizes the conditions into Ready and patches the object once.
+func patchDockyardCluster(ctx context.Context, helper *patch.Helper, dc *infrav1.DockyardCluster) error {
+	if dc.DeletionTimestamp.IsZero() {
+		if err := setReadySummary(dc, infrav1.LoadBalancerAvailableCondition); err != nil {
+			return err
+		}
+	} else if !conditions.Has(dc, clusterv1.ReadyCondition) || conditions.GetReason(dc, clusterv1.ReadyCondition) != infrav1.DeletingReason {
+		conditions.Set(dc, metav1.Condition{
+			Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
+			Message: "Deleting the load balancer and network",
+		})
+	}
+	return helper.Patch(ctx, dc, patch.WithOwnedConditions{Conditions: []string{
+		clusterv1.ReadyCondition, infrav1.LoadBalancerAvailableCondition, clusterv1.PausedCondition,
+	}})
+}

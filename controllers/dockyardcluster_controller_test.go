@@ -1,0 +1,254 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+)
+
+func (f *fixture) reconcileCluster() error {
+	_, err := f.clusterReconciler().Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.dc)})
+	return err
+}
+
+func (f *fixture) reconcileClusterN(n int) {
+	f.t.Helper()
+	for range n {
+		if err := f.reconcileCluster(); err != nil {
+			f.t.Fatalf("reconciling DockyardCluster: %v", err)
+		}
+	}
+}
+
+func TestClusterProvisionsNetworkLoadBalancerAndEndpoint(t *testing.T) {
+	f := newFixture(t)
+	dc := f.getDockyardCluster()
+	dc.Spec.FailureDomains = []clusterv1.FailureDomain{{Name: "fd1", ControlPlane: ptr.To(true)}, {Name: "fd2"}}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(3)
+
+	got := f.getDockyardCluster()
+	if !controllerutil.ContainsFinalizer(got, infrav1.ClusterFinalizer) {
+		t.Error("finalizer missing")
+	}
+	lb, err := f.rt.InspectContainer(f.ctx, "c1-lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	network := "dockyard-ns1-c1"
+	if got.Spec.ControlPlaneEndpoint.Host != lb.Networks[network].IPv4 || got.Spec.ControlPlaneEndpoint.Port != 6443 {
+		t.Errorf("endpoint %+v, load balancer address %s", got.Spec.ControlPlaneEndpoint, lb.Networks[network].IPv4)
+	}
+	if lb.Labels["io.x-k8s.kind.role"] != "external-load-balancer" || lb.Labels[docker.ClusterLabel] != "ns1/c1" {
+		t.Errorf("load balancer labels: %v", lb.Labels)
+	}
+	if len(lb.Ports) != 1 || lb.Ports[0].HostIP != "127.0.0.1" || lb.Ports[0].HostPort == 0 {
+		t.Errorf("load balancer not published on the host: %+v", lb.Ports)
+	}
+	if !ptr.Deref(got.Status.Initialization.Provisioned, false) || len(got.Status.FailureDomains) != 2 {
+		t.Errorf("provisioned %v failure domains %+v", got.Status.Initialization.Provisioned, got.Status.FailureDomains)
+	}
+	expectCondition(t, got, infrav1.LoadBalancerAvailableCondition, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "published on 127.0.0.1:")
+	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
+	if n := f.rt.NetworkNames(); len(n) != 1 || n[0] != network {
+		t.Errorf("networks: %v", n)
+	}
+	if !strings.Contains(f.loadBalancerConfig(), "frontend control-plane") {
+		t.Errorf("load balancer not configured:\n%s", f.loadBalancerConfig())
+	}
+}
+
+func TestClusterWithoutOwnerWaits(t *testing.T) {
+	f := newFixture(t)
+	dc := f.getDockyardCluster()
+	dc.OwnerReferences = nil
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(2)
+	got := f.getDockyardCluster()
+	expectCondition(t, got, infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse, infrav1.WaitingForOwnerClusterReason)
+	if controllerutil.ContainsFinalizer(got, infrav1.ClusterFinalizer) || len(f.rt.ContainerNames()) != 0 {
+		t.Error("acted without an owner Cluster")
+	}
+}
+
+func TestExternallyManagedClusterIsLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	dc := f.getDockyardCluster()
+	dc.Annotations = map[string]string{clusterv1.ManagedByAnnotation: "someone"}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(2)
+	got := f.getDockyardCluster()
+	if len(got.Status.Conditions) != 0 || len(got.Finalizers) != 0 || len(f.rt.ContainerNames()) != 0 {
+		t.Errorf("externally managed cluster touched: %+v", got)
+	}
+}
+
+func TestPausedClusterIsLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	f.pauseCluster()
+	f.reconcileClusterN(2)
+	got := f.getDockyardCluster()
+	expectCondition(t, got, clusterv1.PausedCondition, metav1.ConditionTrue, clusterv1.PausedReason, "spec.paused")
+	if len(f.rt.ContainerNames()) != 0 {
+		t.Error("created containers while paused")
+	}
+}
+
+func TestClusterLoadBalancerImageFailure(t *testing.T) {
+	f := newFixture(t)
+	dc := f.getDockyardCluster()
+	dc.Spec.LoadBalancer.Image = "localhost/no-such-haproxy:v1"
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(2)
+	if err := f.reconcileCluster(); err == nil {
+		t.Fatal("expected an error")
+	}
+	expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
+		infrav1.LoadBalancerImageFailedReason, "localhost/no-such-haproxy:v1")
+}
+
+func TestStaleStoppedLoadBalancerIsReplaced(t *testing.T) {
+	f := newFixture(t)
+	f.reconcileClusterN(3)
+	first, _ := f.rt.InspectContainer(f.ctx, "c1-lb")
+	f.rt.StopContainer("c1-lb", 1)
+	f.reconcileClusterN(1)
+	second, err := f.rt.InspectContainer(f.ctx, "c1-lb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.ID == first.ID || !second.Running {
+		t.Errorf("stopped load balancer not replaced (id %s -> %s, running %v)", first.ID, second.ID, second.Running)
+	}
+	if !strings.Contains(f.loadBalancerConfig(), "frontend control-plane") {
+		t.Error("replacement not configured")
+	}
+}
+
+func TestClusterCustomLoadBalancerTemplate(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "my-haproxy", Namespace: testNS},
+		Data: map[string]string{"value": "# custom\nfrontend f\n  bind *:{{ .FrontendPort }}\n"}}
+	f := newFixture(t, cm)
+	dc := f.getDockyardCluster()
+	dc.Spec.LoadBalancer.ConfigTemplateRef = &infrav1.ConfigMapReference{Name: "my-haproxy"}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(3)
+	if cfg := f.loadBalancerConfig(); cfg != "# custom\nfrontend f\n  bind *:6443\n" {
+		t.Errorf("custom template not used:\n%s", cfg)
+	}
+
+	t.Run("missing ConfigMap", func(t *testing.T) {
+		dc := f.getDockyardCluster()
+		dc.Spec.LoadBalancer.ConfigTemplateRef.Name = "missing"
+		if err := f.c.Update(f.ctx, dc); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.reconcileCluster(); err == nil {
+			t.Fatal("expected an error")
+		}
+		expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
+			infrav1.LoadBalancerConfigFailedReason, "ConfigMap missing")
+	})
+	t.Run("haproxy rejects the rendered configuration", func(t *testing.T) {
+		dc := f.getDockyardCluster()
+		dc.Spec.LoadBalancer.ConfigTemplateRef.Name = "my-haproxy"
+		if err := f.c.Update(f.ctx, dc); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["value"] = "# changed\n"
+		if err := f.c.Update(f.ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		f.sim.RejectHAProxyConfig = true
+		if err := f.reconcileCluster(); err == nil {
+			t.Fatal("expected an error")
+		}
+		expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
+			infrav1.LoadBalancerConfigFailedReason, "haproxy rejected")
+		// The live configuration was not replaced by the rejected one.
+		if cfg := f.loadBalancerConfig(); !strings.Contains(cfg, "# custom") {
+			t.Errorf("rejected configuration went live:\n%s", cfg)
+		}
+	})
+}
+
+func TestClusterDeletionWaitsForMachinesThenRemovesEverything(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	f.provisionMachine(cpName)
+
+	if err := f.c.Delete(f.ctx, f.getDockyardCluster()); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(1)
+	got := f.getDockyardCluster()
+	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "1 DockyardMachines")
+	if _, err := f.rt.InspectContainer(f.ctx, "c1-lb"); err != nil {
+		t.Error("load balancer removed while machines remain")
+	}
+
+	f.deleteAndExpectGone(cpName)
+	f.reconcileClusterN(1)
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.dc), &infrav1.DockyardCluster{}); err == nil {
+		t.Error("DockyardCluster still exists: finalizer not removed")
+	}
+	labels := map[string]string{docker.ClusterLabel: "ns1/c1"}
+	cs, _ := f.rt.ListContainers(f.ctx, labels)
+	vs, _ := f.rt.ListVolumes(f.ctx, labels)
+	ns, _ := f.rt.ListNetworks(f.ctx, labels)
+	if len(cs)+len(vs)+len(ns) != 0 {
+		t.Errorf("left on the engine: containers %v volumes %v networks %v", cs, vs, ns)
+	}
+}
+
+func TestClusterDeletionKeepsTheUsersNetwork(t *testing.T) {
+	f := newFixture(t)
+	if err := f.rt.CreateNetwork(f.ctx, container.NetworkSpec{Name: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	dc := f.getDockyardCluster()
+	dc.Spec.Network.Name = "shared"
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(3)
+	f.rt.WithContainer("c1-lb", func(c *fake.Container) {
+		if c.Spec.Network != "shared" {
+			t.Errorf("load balancer on network %q", c.Spec.Network)
+		}
+	})
+	if err := f.c.Delete(f.ctx, f.getDockyardCluster()); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(1)
+	if n := f.rt.NetworkNames(); len(n) != 1 || n[0] != "shared" {
+		t.Errorf("the user's network was removed: %v", n)
+	}
+	if len(f.rt.ContainerNames()) != 0 {
+		t.Errorf("containers left: %v", f.rt.ContainerNames())
+	}
+}

@@ -1,0 +1,582 @@
+package controllers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+)
+
+const cpName = "c1-control-plane-abc12"
+
+func TestMachineWaitsForItsOwner(t *testing.T) {
+	_, dm, _ := machineObjects(cpName, true)
+	dm.OwnerReferences = nil
+	f := newFixture(t, dm)
+	f.admitMachine(cpName)
+
+	got := f.getMachine(cpName)
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForOwnerMachineReason)
+	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.WaitingForOwnerMachineReason)
+	if controllerutil.ContainsFinalizer(got, infrav1.MachineFinalizer) {
+		t.Error("finalizer added before the owner is known")
+	}
+	if n := len(f.rt.ContainerNames()); n != 0 {
+		t.Errorf("%d containers created without an owner", n)
+	}
+}
+
+func TestMachineWaitsForItsCluster(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	m.Labels[clusterv1.ClusterNameLabel], dm.Labels[clusterv1.ClusterNameLabel] = "missing", "missing"
+	m.Spec.ClusterName = "missing"
+	f := newFixture(t, m, dm, s)
+	f.admitMachine(cpName)
+	got := f.getMachine(cpName)
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForClusterReason, "missing")
+	if controllerutil.ContainsFinalizer(got, infrav1.MachineFinalizer) {
+		t.Error("finalizer added before the cluster exists")
+	}
+}
+
+func TestMachinePausedByTheCluster(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	f.pauseCluster()
+	f.reconcileMachine(cpName)
+	got := f.getMachine(cpName)
+	expectCondition(t, got, clusterv1.PausedCondition, metav1.ConditionTrue, clusterv1.PausedReason)
+	if n := len(f.rt.ContainerNames()); n != 1 { // only the load balancer
+		t.Errorf("containers while paused: %v", f.rt.ContainerNames())
+	}
+}
+
+func TestMachineWaitsForClusterInfrastructure(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.admitMachine(cpName)
+	f.reconcileMachine(cpName)
+	got := f.getMachine(cpName)
+	if !controllerutil.ContainsFinalizer(got, infrav1.MachineFinalizer) {
+		t.Error("finalizer missing once the owner and the cluster are known")
+	}
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForClusterInfrastructureReason, "DockyardCluster c1")
+}
+
+func TestMachineWaitsForBootstrapData(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		controlPlane bool
+		cpReady      bool
+		reason       string
+	}{
+		{"worker before the control plane is initialized", false, false, infrav1.WaitingForControlPlaneInitializedReason},
+		{"worker after the control plane is initialized", false, true, infrav1.WaitingForBootstrapDataReason},
+		{"control plane", true, false, infrav1.WaitingForBootstrapDataReason},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m, dm, s := machineObjects("c1-m", tt.controlPlane)
+			m.Spec.Bootstrap.DataSecretName = nil
+			f := newFixture(t, m, dm, s)
+			f.provisionCluster()
+			if tt.cpReady {
+				f.setClusterStatus(func(c *clusterv1.Cluster) { c.Status.Initialization.ControlPlaneInitialized = ptr.To(true) })
+			}
+			f.admitMachine("c1-m")
+			f.reconcileMachine("c1-m")
+			expectCondition(t, f.getMachine("c1-m"), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, tt.reason)
+		})
+	}
+}
+
+// TestControlPlaneMachineProvisions walks one control plane machine through the whole flow.
+func TestControlPlaneMachineProvisions(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	dm.Spec.PreLoadImages = []string{"localhost/dockyard/flannel:v1"}
+	f := newFixture(t, m, dm, s)
+	f.rt.LoadImages(f.ctx, mustSave(t, "localhost/dockyard/flannel:v1"))
+	f.sim.HoldBootstrap = true
+	f.provisionCluster()
+
+	f.admitMachine(cpName)
+	res := f.reconcileMachine(cpName)
+	if res.RequeueAfter == 0 {
+		t.Error("expected a requeue while the bootstrap runs")
+	}
+
+	// The node container: kind labels, control plane port on loopback, node mounts.
+	node, err := f.rt.InspectContainer(f.ctx, cpName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"io.x-k8s.kind.cluster": testCluster, "io.x-k8s.kind.role": "control-plane",
+		docker.ClusterLabel: testNS + "/" + testCluster, docker.MachineLabel: testNS + "/" + cpName,
+	} {
+		if node.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
+		}
+	}
+	f.rt.WithContainer(cpName, func(c *fake.Container) {
+		spec := c.Spec
+		if spec.Image != testNodeImage || spec.Hostname != cpName || spec.StopSignal != "SIGRTMIN+3" || !spec.Tty {
+			t.Errorf("unexpected node spec: image %s hostname %s stop %s tty %v", spec.Image, spec.Hostname, spec.StopSignal, spec.Tty)
+		}
+		if len(spec.Ports) != 1 || spec.Ports[0].ContainerPort != 6443 || spec.Ports[0].HostIP != "127.0.0.1" {
+			t.Errorf("control plane port not published on loopback: %+v", spec.Ports)
+		}
+		targets := map[string]container.MountType{}
+		for _, m := range spec.Mounts {
+			targets[m.Target] = m.Type
+		}
+		for target, typ := range map[string]container.MountType{"/var": container.MountVolume, "/run": container.MountTmpfs, "/tmp": container.MountTmpfs, "/lib/modules": container.MountBind} {
+			if targets[target] != typ {
+				t.Errorf("mount %s is %q, want %q", target, targets[target], typ)
+			}
+		}
+		if !spec.Security.Privileged || !spec.Security.PrivateCgroupNamespace || !spec.Security.Unconfined {
+			t.Errorf("node security: %+v", spec.Security)
+		}
+		// The preloaded image is in the node's containerd.
+		imgs, _ := c.Data["images"].([]string)
+		if len(imgs) != 1 || imgs[0] != "localhost/dockyard/flannel:v1" {
+			t.Errorf("preloaded images: %v", imgs)
+		}
+	})
+
+	// The control plane joined the load balancer before its bootstrap finished.
+	cfg := f.loadBalancerConfig()
+	if !strings.Contains(cfg, "server "+cpName+" ") {
+		t.Errorf("control plane node missing from the load balancer:\n%s", cfg)
+	}
+
+	got := f.getMachine(cpName)
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionTrue, infrav1.ContainerProvisionedReason)
+	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapRunningReason,
+		"ignored what a container cannot honour", "ntp")
+	if ptr.Deref(got.Status.Initialization.Provisioned, false) || got.Spec.ProviderID != "" {
+		t.Error("provisioned before the bootstrap succeeded")
+	}
+
+	// The bootstrap finishes; the node registers.
+	f.sim.Complete(f.rt, cpName)
+	f.reconcileMachine(cpName) // provisioned; waits for the Node
+	f.registerNode(cpName)
+	f.reconcileMachine(cpName)
+
+	got = f.getMachine(cpName)
+	wantID := "dockyard:////" + cpName
+	if got.Spec.ProviderID != wantID || !ptr.Deref(got.Status.Initialization.Provisioned, false) {
+		t.Fatalf("providerID %q provisioned %v", got.Spec.ProviderID, got.Status.Initialization.Provisioned)
+	}
+	if got.Status.FailureDomain != "fd1" {
+		t.Errorf("failure domain %q", got.Status.FailureDomain)
+	}
+	types := map[clusterv1.MachineAddressType]string{}
+	for _, a := range got.Status.Addresses {
+		types[a.Type] = a.Address
+	}
+	if types[clusterv1.MachineHostName] != cpName || types[clusterv1.MachineInternalIP] == "" || types[clusterv1.MachineExternalIP] == "" {
+		t.Errorf("addresses: %+v", got.Status.Addresses)
+	}
+	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
+
+	// The bootstrap files landed with their modes; the staged copies are gone.
+	f.rt.WithContainer(cpName, func(c *fake.Container) {
+		if !strings.Contains(string(c.Files["/etc/kubernetes/pki/ca.key"]), "not-a-real-key") || string(c.Files["/etc/kubernetes/pki/ca.key.mode"]) != "0600" {
+			t.Errorf("ca.key not installed with mode 0600")
+		}
+		if c.HasPrefix("/var/lib/dockyard/bootstrap/files/") {
+			t.Error("staged bootstrap files left in the node")
+		}
+	})
+	if cmds := f.sim.Commands[cpName]; len(cmds) != 1 || !strings.Contains(cmds[0], testKubeadmCmd) {
+		t.Errorf("bootstrap commands: %q", cmds)
+	}
+
+	node1 := &corev1.Node{}
+	if err := f.workload.Get(f.ctx, client.ObjectKey{Name: cpName}, node1); err != nil {
+		t.Fatal(err)
+	}
+	if node1.Spec.ProviderID != wantID {
+		t.Errorf("workload Node providerID %q, want %q", node1.Spec.ProviderID, wantID)
+	}
+	events := strings.Join(f.events(), "\n")
+	for _, e := range []string{"NodeCreated", "BootstrapStarted", "BootstrapSucceeded"} {
+		if !strings.Contains(events, e) {
+			t.Errorf("event %s missing from:\n%s", e, events)
+		}
+	}
+}
+
+func mustSave(t *testing.T, img string) *strings.Reader {
+	t.Helper()
+	return strings.NewReader(`{"images":["` + img + `"]}`)
+}
+
+func (f *fixture) loadBalancerConfig() string {
+	f.t.Helper()
+	var cfg string
+	f.rt.WithContainer(docker.LoadBalancerName(testCluster), func(c *fake.Container) {
+		cfg = string(c.Files[docker.LoadBalancerConfigPath])
+	})
+	return cfg
+}
+
+// provisionMachine drives a machine to provisioned.
+func (f *fixture) provisionMachine(name string) {
+	f.t.Helper()
+	for range 5 {
+		f.reconcileMachine(name)
+	}
+	if got := f.getMachine(name); !ptr.Deref(got.Status.Initialization.Provisioned, false) {
+		f.t.Fatalf("machine %s not provisioned: %+v", name, got.Status.Conditions)
+	}
+}
+
+func TestWorkerMachineDoesNotJoinTheLoadBalancer(t *testing.T) {
+	m, dm, s := machineObjects("c1-md-0-xyz", false)
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	f.provisionMachine("c1-md-0-xyz")
+	node, err := f.rt.InspectContainer(f.ctx, "c1-md-0-xyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Labels["io.x-k8s.kind.role"] != "worker" || len(node.Ports) != 0 {
+		t.Errorf("worker role %q ports %v", node.Labels["io.x-k8s.kind.role"], node.Ports)
+	}
+	if strings.Contains(f.loadBalancerConfig(), "c1-md-0-xyz") {
+		t.Error("worker added to the load balancer")
+	}
+}
+
+func TestMachineWaitsForSystemd(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.sim.BootChecks = 2
+	f.provisionCluster()
+	f.admitMachine(cpName)
+	res := f.reconcileMachine(cpName)
+	expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ContainerStartingReason, "systemd is starting")
+	if res.RequeueAfter == 0 {
+		t.Error("no requeue while the node boots")
+	}
+	f.reconcileMachine(cpName)
+	f.reconcileMachine(cpName)
+	expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionTrue, infrav1.ContainerProvisionedReason)
+}
+
+func TestMachineImageFailures(t *testing.T) {
+	t.Run("node image missing and not pullable", func(t *testing.T) {
+		m, dm, s := machineObjects(cpName, true)
+		dm.Spec.Image = "localhost/dockyard/node:v9.9.9"
+		f := newFixture(t, m, dm, s)
+		f.provisionCluster()
+		f.admitMachine(cpName)
+		if err := f.reconcileMachineErr(cpName); err == nil {
+			t.Fatal("expected an error")
+		}
+		expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ImageFailedReason, "localhost/dockyard/node:v9.9.9")
+	})
+	t.Run("pullable node image is pulled", func(t *testing.T) {
+		m, dm, s := machineObjects(cpName, true)
+		dm.Spec.Image = "registry.example/node:v1"
+		f := newFixture(t, m, dm, s)
+		f.rt.Pullable["registry.example/node:v1"] = true
+		f.provisionCluster()
+		f.provisionMachine(cpName)
+		if f.rt.CallCount("PullImage") != 1 {
+			t.Errorf("PullImage called %d times", f.rt.CallCount("PullImage"))
+		}
+	})
+	t.Run("preload image missing on the engine", func(t *testing.T) {
+		m, dm, s := machineObjects(cpName, true)
+		dm.Spec.PreLoadImages = []string{"localhost/missing:v1"}
+		f := newFixture(t, m, dm, s)
+		f.provisionCluster()
+		f.admitMachine(cpName)
+		if err := f.reconcileMachineErr(cpName); err == nil {
+			t.Fatal("expected an error")
+		}
+		expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.PreloadFailedReason, "localhost/missing:v1")
+	})
+	t.Run("machine without version or image", func(t *testing.T) {
+		m, dm, s := machineObjects(cpName, true)
+		m.Spec.Version = ""
+		f := newFixture(t, m, dm, s)
+		f.provisionCluster()
+		f.admitMachine(cpName)
+		f.reconcileMachine(cpName)
+		expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ImageFailedReason, "spec.version")
+	})
+}
+
+func TestMachineFallsBackWhenPrivilegedIsRefused(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.rt.StartHook = func(spec container.ContainerSpec) error {
+		if spec.Security.Privileged {
+			return errString("OCI runtime create failed: unable to apply caps: operation not permitted")
+		}
+		return nil
+	}
+	f.provisionCluster()
+	f.provisionMachine(cpName)
+	f.rt.WithContainer(cpName, func(c *fake.Container) {
+		sec := c.Spec.Security
+		if sec.Privileged || len(sec.CapAdd) != 1 || sec.CapAdd[0] != "ALL" || len(sec.CapDrop) != 1 || sec.CapDrop[0] != "SYS_RESOURCE" ||
+			len(sec.DeviceCgroupRules) != 1 || !sec.PrivateCgroupNamespace || !sec.Unconfined {
+			t.Errorf("unprivileged node security: %+v", sec)
+		}
+	})
+	// The next node goes straight to the unprivileged set.
+	starts := f.rt.CallCount("StartContainer")
+	m2, dm2, s2 := machineObjects("c1-md-0-aaa", false)
+	for _, o := range []client.Object{m2, dm2, s2} {
+		if err := f.c.Create(f.ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.provisionMachine("c1-md-0-aaa")
+	if got := f.rt.CallCount("StartContainer") - starts; got != 1 {
+		t.Errorf("second node started %d times, want 1", got)
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func TestMachineBootstrapDataInvalid(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	s.Data["value"] = []byte("#cloud-config\nwrite_files:\n- path: /x\n  encoding: b64\n  content: '***'\n")
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	f.admitMachine(cpName)
+	f.reconcileMachine(cpName)
+	got := f.getMachine(cpName)
+	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, cpName+"-bootstrap")
+	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason)
+}
+
+func TestMachineBootstrapFailureShowsCommandAndOutput(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.sim.FailCommand = "kubeadm init"
+	f.provisionCluster()
+	f.admitMachine(cpName)
+	f.reconcileMachine(cpName) // starts the bootstrap
+	f.reconcileMachine(cpName) // sees it fail
+	got := f.getMachine(cpName)
+	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapFailedReason,
+		"step 3/3", testKubeadmCmd, "exited 1", "simulated failure")
+	if ptr.Deref(got.Status.Initialization.Provisioned, false) {
+		t.Error("provisioned after a failed bootstrap")
+	}
+	// It is not started again.
+	f.reconcileMachine(cpName)
+	if n := len(f.sim.Commands[cpName]); n != 1 {
+		t.Errorf("kubeadm ran %d times", n)
+	}
+}
+
+func TestMachineBootstrapTimesOut(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	dm.Spec.BootstrapTimeout = &metav1.Duration{Duration: time.Minute}
+	f := newFixture(t, m, dm, s)
+	f.sim.HoldBootstrap = true
+	f.provisionCluster()
+	f.admitMachine(cpName)
+	f.reconcileMachine(cpName)
+	// Two minutes later the bootstrap still runs: Dockyard stops it and reports the timeout.
+	f.backdateBootstrap(cpName, 2*time.Minute)
+	f.reconcileMachine(cpName)
+	f.reconcileMachine(cpName)
+	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapTimedOutReason, "1m0s")
+}
+
+func TestMachineBootstrapSurvivesAManagerRestart(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.sim.HoldBootstrap = true
+	f.provisionCluster()
+	f.admitMachine(cpName)
+	f.reconcileMachine(cpName)
+
+	// A new manager process: a fresh node manager, nothing remembered in memory.
+	f.nodes = docker.NewManager(f.rt, docker.ManagerOptions{})
+	for range 3 {
+		f.reconcileMachine(cpName)
+	}
+	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapRunningReason)
+	f.sim.Complete(f.rt, cpName)
+	f.reconcileMachine(cpName)
+	if n := len(f.sim.Commands[cpName]); n != 1 {
+		t.Errorf("kubeadm ran %d times across the restart", n)
+	}
+	if !ptr.Deref(f.getMachine(cpName).Status.Initialization.Provisioned, false) {
+		t.Error("not provisioned after the bootstrap finished")
+	}
+}
+
+func TestMachineContainerStoppedOrVanishedIsReportedNotRecreated(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	f.provisionMachine(cpName)
+
+	f.rt.StopContainer(cpName, 137)
+	f.reconcileMachine(cpName)
+	got := f.getMachine(cpName)
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "exit code 137", "fake logs")
+	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.ContainerStoppedReason)
+
+	if err := f.rt.RemoveContainer(f.ctx, cpName); err != nil {
+		t.Fatal(err)
+	}
+	creates := f.rt.CallCount("CreateContainer")
+	f.reconcileMachine(cpName)
+	expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ContainerNotFoundReason, "not recreated")
+	if f.rt.CallCount("CreateContainer") != creates {
+		t.Error("a vanished node container was recreated")
+	}
+}
+
+func TestDeletingAControlPlaneMachineLeavesTheLoadBalancerFirst(t *testing.T) {
+	m1, dm1, s1 := machineObjects(cpName, true)
+	m2, dm2, s2 := machineObjects("c1-control-plane-def34", true)
+	f := newFixture(t, m1, dm1, s1, m2, dm2, s2)
+	f.provisionCluster()
+	f.provisionMachine(cpName)
+	f.provisionMachine("c1-control-plane-def34")
+	cfg := f.loadBalancerConfig()
+	if !strings.Contains(cfg, "server "+cpName) || !strings.Contains(cfg, "server c1-control-plane-def34") {
+		t.Fatalf("both control planes expected in the load balancer:\n%s", cfg)
+	}
+
+	// Cluster API deletes the Machine first: the node leaves the backends while it still runs.
+	machine := &clusterv1.Machine{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(m1), machine); err != nil {
+		t.Fatal(err)
+	}
+	machine.Finalizers = []string{"test.cluster.x-k8s.io/hold"}
+	if err := f.c.Update(f.ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Delete(f.ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(cpName)
+	if cfg := f.loadBalancerConfig(); strings.Contains(cfg, "server "+cpName) {
+		t.Errorf("deleting machine still a backend:\n%s", cfg)
+	}
+	if _, err := f.rt.InspectContainer(f.ctx, cpName); err != nil {
+		t.Errorf("container removed before the DockyardMachine was deleted: %v", err)
+	}
+	signals := 0
+	f.rt.WithContainer(docker.LoadBalancerName(testCluster), func(c *fake.Container) { signals = len(c.Signals) })
+	if signals < 3 {
+		t.Errorf("load balancer reloaded %d times, want a reload per change", signals)
+	}
+
+	// Then the DockyardMachine: container and volume go, the finalizer with them.
+	if err := f.c.Delete(f.ctx, f.getMachine(cpName)); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(cpName)
+	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: testNS, Name: cpName}, &infrav1.DockyardMachine{}); err == nil {
+		t.Error("DockyardMachine still exists: finalizer not removed")
+	}
+	for _, n := range f.rt.ContainerNames() {
+		if n == cpName {
+			t.Error("node container left behind")
+		}
+	}
+	for _, v := range f.rt.VolumeNames() {
+		if strings.HasPrefix(v, cpName) {
+			t.Errorf("volume %s left behind", v)
+		}
+	}
+	if !strings.Contains(f.loadBalancerConfig(), "server c1-control-plane-def34") {
+		t.Error("the remaining control plane left the load balancer")
+	}
+}
+
+func TestDeletionWorksWhenThingsAreAlreadyGone(t *testing.T) {
+	t.Run("container already gone", func(t *testing.T) {
+		m, dm, s := machineObjects(cpName, true)
+		f := newFixture(t, m, dm, s)
+		f.provisionCluster()
+		f.provisionMachine(cpName)
+		if err := f.rt.RemoveContainer(f.ctx, cpName); err != nil {
+			t.Fatal(err)
+		}
+		f.deleteAndExpectGone(cpName)
+	})
+	t.Run("cluster and machine already gone", func(t *testing.T) {
+		m, dm, s := machineObjects(cpName, true)
+		f := newFixture(t, m, dm, s)
+		f.provisionCluster()
+		f.provisionMachine(cpName)
+		for _, o := range []client.Object{m, f.cluster} {
+			if err := f.c.Delete(f.ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.deleteAndExpectGone(cpName)
+		if len(f.rt.VolumeNames()) != 0 {
+			t.Errorf("volumes left: %v", f.rt.VolumeNames())
+		}
+	})
+	t.Run("owner reference never set", func(t *testing.T) {
+		_, dm, _ := machineObjects(cpName, true)
+		dm.OwnerReferences = nil
+		dm.Finalizers = []string{infrav1.MachineFinalizer}
+		f := newFixture(t, dm)
+		f.deleteAndExpectGone(cpName)
+	})
+}
+
+func (f *fixture) deleteAndExpectGone(name string) {
+	f.t.Helper()
+	if err := f.c.Delete(f.ctx, f.getMachine(name)); err != nil {
+		f.t.Fatal(err)
+	}
+	f.reconcileMachine(name)
+	f.reconcileMachine(name)
+	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: testNS, Name: name}, &infrav1.DockyardMachine{}); err == nil {
+		f.t.Error("DockyardMachine still exists: finalizer not removed")
+	}
+	for _, n := range f.rt.ContainerNames() {
+		if n == name {
+			f.t.Error("node container left behind")
+		}
+	}
+}
+
+func TestReadySummaryNamesWhatTheMachineWaitsFor(t *testing.T) {
+	dm := &infrav1.DockyardMachine{}
+	setWaiting(dm, infrav1.WaitingForBootstrapDataReason, "waiting")
+	if err := setReadySummary(dm, infrav1.ContainerProvisionedCondition, infrav1.BootstrapSucceededCondition); err != nil {
+		t.Fatal(err)
+	}
+	expectCondition(t, dm, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason, "waiting")
+	if !conditions.IsFalse(dm, clusterv1.ReadyCondition) {
+		t.Error("Ready should be false")
+	}
+}

@@ -1,0 +1,147 @@
+package controllers
+
+import (
+	"context"
+	"strings"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+)
+
+// clusterNetwork is the container network of a cluster: the spec's, or Dockyard's own.
+func clusterNetwork(dc *infrav1.DockyardCluster, key docker.ClusterKey) string {
+	if dc != nil && dc.Spec.Network.Name != "" {
+		return dc.Spec.Network.Name
+	}
+	return docker.DefaultNetworkName(key)
+}
+
+// clusterNameOf returns the name of the Cluster an object belongs to, from its owner reference
+// or its cluster-name label, without reading the Cluster (which may be gone).
+func clusterNameOf(obj metav1.ObjectMeta) string {
+	for _, ref := range obj.OwnerReferences {
+		if ref.Kind == "Cluster" && strings.HasPrefix(ref.APIVersion, clusterv1.GroupVersion.Group+"/") {
+			return ref.Name
+		}
+	}
+	return obj.Labels[clusterv1.ClusterNameLabel]
+}
+
+// machinesWithNodes counts the DockyardMachines of a cluster that still own a node container
+// (they carry the finalizer that removes it).
+func machinesWithNodes(ctx context.Context, c client.Client, key docker.ClusterKey) (int, error) {
+	list := &infrav1.DockyardMachineList{}
+	if err := c.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name}); err != nil {
+		return 0, errors.Wrapf(err, "listing the DockyardMachines of cluster %s", key)
+	}
+	n := 0
+	for i := range list.Items {
+		if controllerutil.ContainsFinalizer(&list.Items[i], infrav1.MachineFinalizer) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// loadBalancerTemplate returns the user's haproxy template from the ConfigMap the cluster
+// names, or "" for Dockyard's default.
+func loadBalancerTemplate(ctx context.Context, c client.Client, dc *infrav1.DockyardCluster) (string, error) {
+	ref := dc.Spec.LoadBalancer.ConfigTemplateRef
+	if ref == nil {
+		return "", nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: ref.Name}, cm); err != nil {
+		return "", errors.Wrapf(err, "reading the haproxy template from ConfigMap %s (spec.loadBalancer.configTemplateRef)", ref.Name)
+	}
+	tmpl, ok := cm.Data["value"]
+	if !ok {
+		return "", errors.Errorf("ConfigMap %s (spec.loadBalancer.configTemplateRef) has no \"value\" key holding the haproxy template", ref.Name)
+	}
+	return tmpl, nil
+}
+
+// controlPlaneBackends returns the function that lists the control plane nodes that should
+// receive API traffic: running control plane containers of the cluster whose DockyardMachine
+// and Machine are not being deleted.
+func controlPlaneBackends(c client.Client, nodes *docker.Manager, key docker.ClusterKey, network string) docker.BackendsFunc {
+	return func(ctx context.Context) ([]haproxy.Backend, error) {
+		containers, err := nodes.Runtime().ListContainers(ctx, map[string]string{
+			docker.ClusterLabel: key.String(), docker.KindRoleLabel: string(docker.RoleControlPlane),
+		})
+		if err != nil {
+			return nil, err
+		}
+		var backends []haproxy.Backend
+		for i := range containers {
+			ctr := &containers[i]
+			if !ctr.Running {
+				continue
+			}
+			leaving, err := machineIsLeaving(ctx, c, key.Namespace, strings.TrimPrefix(ctr.Labels[docker.MachineLabel], key.Namespace+"/"))
+			if err != nil {
+				return nil, err
+			}
+			address := docker.NodeAddress(ctr, network)
+			if leaving || address == "" {
+				continue
+			}
+			backends = append(backends, haproxy.Backend{Name: ctr.Name, Address: address, Port: docker.APIServerPort})
+		}
+		return backends, nil
+	}
+}
+
+// machineIsLeaving reports whether a DockyardMachine, or the Machine owning it, is being
+// deleted (or is already gone).
+func machineIsLeaving(ctx context.Context, c client.Client, namespace, name string) (bool, error) {
+	dm := &infrav1.DockyardMachine{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, errors.Wrapf(err, "getting DockyardMachine %s/%s", namespace, name)
+	}
+	if !dm.DeletionTimestamp.IsZero() {
+		return true, nil
+	}
+	machine, err := util.GetOwnerMachine(ctx, c, dm.ObjectMeta)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, errors.Wrapf(err, "getting the Machine of DockyardMachine %s/%s", namespace, name)
+	}
+	return machine != nil && !machine.DeletionTimestamp.IsZero(), nil
+}
+
+// setReadySummary sets Ready from the given conditions. Its reason is the reason of the first
+// condition that is not true, so `kubectl get` shows what the object waits for.
+func setReadySummary(obj conditions.Setter, types ...string) error {
+	return conditions.SetSummaryCondition(obj, obj, clusterv1.ReadyCondition,
+		conditions.ForConditionTypes(types),
+		conditions.CustomMergeStrategy{MergeStrategy: conditions.DefaultMergeStrategy(
+			conditions.ComputeReasonFunc(func(issues, unknowns, infos []conditions.ConditionWithOwnerInfo) string {
+				switch {
+				case len(issues) > 0:
+					return issues[0].Reason
+				case len(unknowns) > 0:
+					return infrav1.ReadyUnknownReason
+				}
+				return infrav1.ReadyReason
+			}),
+		)},
+	)
+}

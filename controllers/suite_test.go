@@ -1,0 +1,75 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/docker/dockertest"
+	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/webhooks"
+	"github.com/dockyard-dev/dockyard/test/envtest"
+)
+
+// env is a real kube-apiserver and etcd with Dockyard's manager running both reconcilers and
+// the webhooks on a fake container engine (envRuntime, simulated by envNodes).
+var (
+	env        *envtest.Environment
+	envRuntime *fake.Runtime
+	envNodes   *dockertest.Nodes
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(klog.Background())
+	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
+	envRuntime = fake.New(testNodeImage, docker.DefaultLoadBalancerImage)
+	envNodes = dockertest.New(envRuntime)
+	var err error
+	env, err = envtest.Start(ctx, envtest.Options{Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+		return setupForTest(ctx, mgr, docker.NewManager(envRuntime, docker.ManagerOptions{}), 10)
+	}})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the test environment: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "stopping the test environment: %v\n", err)
+	}
+	os.Exit(code)
+}
+
+// setupForTest wires the reconcilers, the ClusterCache and the webhooks like main.go does.
+func setupForTest(ctx context.Context, mgr ctrl.Manager, nodes *docker.Manager, concurrency int) error {
+	secretClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return err
+	}
+	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient: secretClient,
+		Client:       clustercache.ClientOptions{UserAgent: "dockyard-test", QPS: 100, Burst: 200},
+	}, controller.Options{MaxConcurrentReconciles: concurrency})
+	if err != nil {
+		return err
+	}
+	//nolint:staticcheck // the same recorder as main.go
+	clusterRecorder, machineRecorder := mgr.GetEventRecorderFor("dockyardcluster-controller"), mgr.GetEventRecorderFor("dockyardmachine-controller")
+	clusterReconciler := &DockyardClusterReconciler{Client: mgr.GetClient(), Nodes: nodes, Recorder: clusterRecorder}
+	if err := clusterReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
+		return err
+	}
+	machineReconciler := &DockyardMachineReconciler{Client: mgr.GetClient(), ClusterCache: cc, Nodes: nodes, Recorder: machineRecorder}
+	if err := machineReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
+		return err
+	}
+	return webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: docker.DefaultLoadBalancerImage})
+}

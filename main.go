@@ -1,0 +1,231 @@
+// Command manager runs Dockyard's controllers and webhooks: a Cluster API infrastructure
+// provider whose nodes are containers on a local container engine.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/logs"
+	logsv1 "k8s.io/component-base/logs/api/v1"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/controllers/remote"
+	"sigs.k8s.io/cluster-api/core/setup"
+	"sigs.k8s.io/cluster-api/util/flags"
+
+	"github.com/dockyard-dev/dockyard/controllers"
+	"github.com/dockyard-dev/dockyard/docker"
+	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
+	"github.com/dockyard-dev/dockyard/pkg/webhooks"
+)
+
+const controllerName = "dockyard-manager"
+
+// The diagnostics endpoint authenticates and authorizes its callers.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// options are the manager's command-line flags.
+type options struct {
+	watchNamespace              string
+	watchFilterValue            string
+	leaderElect                 bool
+	leaderElectionLeaseDuration time.Duration
+	leaderElectionRenewDeadline time.Duration
+	leaderElectionRetryPeriod   time.Duration
+	healthAddr                  string
+	webhookPort                 int
+	webhookCertDir              string
+	restConfigQPS               float32
+	restConfigBurst             int
+	syncPeriod                  time.Duration
+	clusterConcurrency          int
+	machineConcurrency          int
+	clusterCacheConcurrency     int
+	loadBalancerImage           string
+	nodeImageRepository         string
+	nodePrivileged              string
+	managerOptions              flags.ManagerOptions
+	logOptions                  *logs.Options
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	o.logOptions = logs.NewOptions()
+	logsv1.AddFlags(o.logOptions, fs)
+
+	fs.StringVar(&o.watchNamespace, "namespace", "",
+		"Namespace the controllers watch. Defaults to all namespaces.")
+	fs.StringVar(&o.watchFilterValue, "watch-filter", "",
+		"Reconcile only objects whose cluster.x-k8s.io/watch-filter label has this value.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false,
+		"Elect a leader before running the controllers, so only one manager acts at a time.")
+	fs.DurationVar(&o.leaderElectionLeaseDuration, "leader-elect-lease-duration", 15*time.Second,
+		"How long non-leaders wait before trying to take over leadership.")
+	fs.DurationVar(&o.leaderElectionRenewDeadline, "leader-elect-renew-deadline", 10*time.Second,
+		"How long the leader retries renewing its lease before giving it up.")
+	fs.DurationVar(&o.leaderElectionRetryPeriod, "leader-elect-retry-period", 2*time.Second,
+		"How long clients wait between leadership attempts.")
+	fs.StringVar(&o.healthAddr, "health-addr", ":9440",
+		"Address of the health (/healthz) and readiness (/readyz) endpoints.")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443,
+		"Port of the webhook server.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/",
+		"Directory holding tls.crt and tls.key for the webhook server.")
+	fs.Float32Var(&o.restConfigQPS, "kube-api-qps", 20,
+		"Maximum queries per second to the management cluster's API server.")
+	fs.IntVar(&o.restConfigBurst, "kube-api-burst", 30,
+		"Maximum burst of queries to the management cluster's API server.")
+	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute,
+		"How often every watched object is reconciled even without changes.")
+	fs.IntVar(&o.clusterConcurrency, "dockyardcluster-concurrency", 10,
+		"DockyardClusters reconciled at the same time.")
+	fs.IntVar(&o.machineConcurrency, "dockyardmachine-concurrency", 10,
+		"DockyardMachines reconciled at the same time.")
+	fs.IntVar(&o.clusterCacheConcurrency, "clustercache-concurrency", 10,
+		"Workload cluster connections set up at the same time.")
+	fs.StringVar(&o.loadBalancerImage, "load-balancer-image", docker.DefaultLoadBalancerImage,
+		"haproxy image of clusters whose spec.loadBalancer.image is empty.")
+	fs.StringVar(&o.nodeImageRepository, "node-image-repository", docker.DefaultNodeImageRepository,
+		"Repository of the node image of machines whose spec.image is empty; the tag is the Machine's Kubernetes version.")
+	fs.StringVar(&o.nodePrivileged, "node-privileged", string(docker.PrivilegeAuto),
+		"Run node containers privileged: auto (probe the engine once, fall back to an explicit capability set where privileged containers are refused), always or never.")
+	flags.AddManagerOptions(fs, &o.managerOptions)
+}
+
+func main() {
+	var o options
+	o.addFlags(pflag.CommandLine)
+	pflag.CommandLine.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine) // --kubeconfig from controller-runtime
+	pflag.Parse()
+
+	if err := run(o); err != nil {
+		klog.Background().Error(err, "Manager failed")
+		klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+	}
+}
+
+func run(o options) error {
+	if err := logsv1.ValidateAndApply(o.logOptions, nil); err != nil {
+		return fmt.Errorf("applying logging flags: %w", err)
+	}
+	ctrl.SetLogger(klog.Background())
+	log := ctrl.Log.WithName("setup")
+
+	privilege, err := docker.ParsePrivilegeMode(o.nodePrivileged)
+	if err != nil {
+		return err
+	}
+	tlsOptions, metricsOptions, err := flags.GetManagerOptions(o.managerOptions)
+	if err != nil {
+		return fmt.Errorf("invalid flags: %w", err)
+	}
+
+	restConfig := ctrl.GetConfigOrDie()
+	restConfig.QPS = o.restConfigQPS
+	restConfig.Burst = o.restConfigBurst
+	restConfig.UserAgent = remote.DefaultClusterAPIUserAgent(controllerName)
+
+	scheme := dyscheme.New()
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                     scheme,
+		LeaderElection:             o.leaderElect,
+		LeaderElectionID:           "dockyard-manager-leader-election",
+		LeaderElectionResourceLock: resourcelock.LeasesResourceLock,
+		LeaseDuration:              &o.leaderElectionLeaseDuration,
+		RenewDeadline:              &o.leaderElectionRenewDeadline,
+		RetryPeriod:                &o.leaderElectionRetryPeriod,
+		// Stop the controllers before giving up leadership, so two managers never overlap.
+		LeaderElectionReleaseOnCancel: true,
+		HealthProbeBindAddress:        o.healthAddr,
+		Metrics:                       *metricsOptions,
+		Cache:                         setup.ManagerCacheOptions(scheme, controllerName, o.watchNamespace, o.syncPeriod),
+		Client:                        setup.ManagerClientOptions(),
+		GracefulShutdownTimeout:       ptrTo(30 * time.Second),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Port:    o.webhookPort,
+			CertDir: o.webhookCertDir,
+			TLSOpts: tlsOptions,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding ready check: %w", err)
+	}
+
+	ctx := ctrl.SetupSignalHandler()
+
+	engine, err := dockerruntime.New()
+	if err != nil {
+		return err
+	}
+	defer engine.Close()
+	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege})
+
+	if err := setupControllers(ctx, mgr, o, nodes); err != nil {
+		return err
+	}
+	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage}); err != nil {
+		return err
+	}
+
+	log.Info("Starting manager", "namespace", o.watchNamespace, "watchFilter", o.watchFilterValue)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager) error {
+	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return fmt.Errorf("creating secret caching client: %w", err)
+	}
+	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
+		SecretClient:     secretCachingClient,
+		Cache:            setup.ClusterCacheCacheOptions(),
+		Client:           setup.ClusterCacheClientOptions(controllerName, 20, 30),
+		WatchFilterValue: o.watchFilterValue,
+	}, controller.Options{MaxConcurrentReconciles: o.clusterCacheConcurrency})
+	if err != nil {
+		return fmt.Errorf("creating ClusterCache: %w", err)
+	}
+
+	if err := (&controllers.DockyardClusterReconciler{
+		Client:           mgr.GetClient(),
+		Nodes:            nodes,
+		Recorder:         mgr.GetEventRecorderFor("dockyardcluster-controller"), //nolint:staticcheck // Cluster API uses this recorder too
+		WatchFilterValue: o.watchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
+		return fmt.Errorf("setting up the DockyardCluster controller: %w", err)
+	}
+	if err := (&controllers.DockyardMachineReconciler{
+		Client:              mgr.GetClient(),
+		ClusterCache:        clusterCache,
+		Nodes:               nodes,
+		NodeImageRepository: o.nodeImageRepository,
+		Recorder:            mgr.GetEventRecorderFor("dockyardmachine-controller"), //nolint:staticcheck // Cluster API uses this recorder too
+		WatchFilterValue:    o.watchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
+		return fmt.Errorf("setting up the DockyardMachine controller: %w", err)
+	}
+	return nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
