@@ -40,9 +40,12 @@ const (
 	// defaultBootstrapTimeout bounds the bootstrap data when spec.bootstrapTimeout is unset.
 	defaultBootstrapTimeout = 5 * time.Minute
 	// Polling intervals while Dockyard waits on something inside a node container.
-	nodeBootPoll      = time.Second
-	bootstrapPoll     = 2 * time.Second
-	workloadNodePoll  = 3 * time.Second
+	nodeBootPoll     = time.Second
+	bootstrapPoll    = 2 * time.Second
+	workloadNodePoll = 3 * time.Second
+	// nodeHealthPoll is how often a provisioned machine checks that its container still
+	// runs, so a node stopped outside Dockyard is reported within a minute.
+	nodeHealthPoll    = time.Minute
 	stoppedOutputTail = 20
 )
 
@@ -292,7 +295,7 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	if !machine.Status.NodeRef.IsDefined() {
 		return r.setNodeProviderID(ctx, s, node.Name)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
 }
 
 // createNode creates the node container; it returns nil and sets conditions when it cannot.
@@ -522,7 +525,7 @@ func (r *DockyardMachineReconciler) setNodeProviderID(ctx context.Context, s *ma
 	}
 	switch node.Spec.ProviderID {
 	case s.dm.Spec.ProviderID:
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
 	case "":
 		original := node.DeepCopy()
 		node.Spec.ProviderID = s.dm.Spec.ProviderID
@@ -530,7 +533,7 @@ func (r *DockyardMachineReconciler) setNodeProviderID(ctx context.Context, s *ma
 			return ctrl.Result{}, errors.Wrapf(err, "setting the providerID of Node %s", nodeName)
 		}
 		log.Info("Set the Node's providerID", "node", nodeName, "providerID", s.dm.Spec.ProviderID)
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
 	default:
 		return ctrl.Result{}, errors.Errorf("Node %s already has providerID %s, not %s", nodeName, node.Spec.ProviderID, s.dm.Spec.ProviderID)
 	}
