@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/pkg/errors"
@@ -132,10 +133,66 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err := m.writeFile(ctx, name, LoadBalancerConfigPath, cfg); err != nil {
 		return false, err
 	}
+	reloads, err := m.countReloads(ctx, name)
+	if err != nil {
+		return false, err
+	}
 	if err := m.runtime.SignalContainer(ctx, name, loadBalancerReloadSignal); err != nil {
 		return false, errors.Wrapf(err, "reloading haproxy in %s", name)
 	}
-	return true, nil
+	return true, m.waitForReload(ctx, name, reloads)
+}
+
+// haproxy's master process logs this line each time workers load a configuration.
+const reloadConfirmation = "Loading success"
+
+func (m *Manager) countReloads(ctx context.Context, name string) (int, error) {
+	logs, err := m.runtime.ContainerLogs(ctx, name, loadBalancerLogLines)
+	if err != nil {
+		return 0, errors.Wrapf(err, "reading the log of %s", name)
+	}
+	return strings.Count(logs, reloadConfirmation), nil
+}
+
+// loadBalancerLogLines bounds how much of haproxy's log is read; it logs notices only (no
+// connection logs), so reload confirmations stay within reach.
+const loadBalancerLogLines = 5000
+
+// waitForReload waits until haproxy confirms it loaded the new configuration, so a backend
+// removed from it gets no new connections once UpdateLoadBalancer returns: its node may be
+// deleted right after. Images that never log confirmations get a short grace period.
+func (m *Manager) waitForReload(ctx context.Context, name string, before int) error {
+	if before == 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+			return nil
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		logs, err := m.runtime.ContainerLogs(ctx, name, loadBalancerLogLines)
+		if err != nil {
+			return errors.Wrapf(err, "reading the log of %s", name)
+		}
+		if strings.Count(logs, reloadConfirmation) > before {
+			// The master confirmed; give the old worker a moment to stop accepting.
+			time.Sleep(200 * time.Millisecond)
+			return nil
+		}
+		if i := strings.LastIndex(logs, "Loading failure"); i >= 0 && strings.Count(logs[i:], "\n") < 20 {
+			return errors.Errorf("haproxy in %s failed to load the new configuration: %s", name, lastLines(logs, 10))
+		}
+		if time.Now().After(deadline) {
+			return errors.Errorf("haproxy in %s did not confirm the reload within 15s: %s", name, lastLines(logs, 10))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // writeFile writes one file into a container through the engine's archive API.

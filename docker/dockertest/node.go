@@ -41,6 +41,18 @@ type Nodes struct {
 func New(rt *fake.Runtime) *Nodes {
 	n := &Nodes{Commands: map[string][]string{}}
 	rt.SetExec(n.Exec)
+	// haproxy's master confirms each configuration it loads in its log.
+	isLoadBalancer := func(c *fake.Container) bool { return c.Spec.Labels["io.x-k8s.kind.role"] == "external-load-balancer" }
+	rt.OnStart = func(c *fake.Container) {
+		if isLoadBalancer(c) {
+			c.Logs = append(c.Logs, "[NOTICE]   (1) : Loading success.")
+		}
+	}
+	rt.OnSignal = func(c *fake.Container, signal string) {
+		if isLoadBalancer(c) && signal == "SIGHUP" {
+			c.Logs = append(c.Logs, "[NOTICE]   (1) : Reloading HAProxy", "[NOTICE]   (1) : Loading success.")
+		}
+	}
 	return n
 }
 

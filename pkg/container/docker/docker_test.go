@@ -155,7 +155,7 @@ func TestContainerLifecycleOnARealEngine(t *testing.T) {
 	if err != nil || !strings.Contains(logs, "started") {
 		t.Errorf("logs %q %v", logs, err)
 	}
-	if err := rt.SignalContainer(ctx, name, "SIGTERM"); err != nil {
+	if err := rt.SignalContainer(ctx, name, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "container to exit", func() error {

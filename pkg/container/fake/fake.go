@@ -33,6 +33,8 @@ type Container struct {
 	Files map[string][]byte
 	// Signals received, in order.
 	Signals []string
+	// Logs are the container's output lines (ContainerLogs).
+	Logs []string
 	// Data is free for ExecFuncs to keep simulated state in.
 	Data map[string]any
 }
@@ -53,6 +55,10 @@ type Runtime struct {
 	Pullable map[string]bool
 	// StartHook, when set, runs before a container starts; an error fails the start.
 	StartHook func(spec container.ContainerSpec) error
+	// OnStart and OnSignal, when set, simulate what the container's main process does when
+	// it starts or gets a signal (with the engine locked).
+	OnStart  func(c *Container)
+	OnSignal func(c *Container, signal string)
 	// Calls counts calls by method name.
 	Calls map[string]int
 }
@@ -157,6 +163,9 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 		p.HostPort = 30000 + r.nextID*10 + i
 		c.State.Ports = append(c.State.Ports, p)
 	}
+	if r.OnStart != nil {
+		r.OnStart(c)
+	}
 	return nil
 }
 
@@ -233,6 +242,9 @@ func (r *Runtime) SignalContainer(_ context.Context, name, signal string) error 
 		return errors.Errorf("container %s is not running", name)
 	}
 	c.Signals = append(c.Signals, signal)
+	if r.OnSignal != nil {
+		r.OnSignal(c, signal)
+	}
 	return nil
 }
 
@@ -328,14 +340,19 @@ func (r *Runtime) CopyFromContainer(_ context.Context, name, file string) (io.Re
 	return io.NopCloser(&buf), nil
 }
 
-// ContainerLogs returns a fixed line.
-func (r *Runtime) ContainerLogs(_ context.Context, name string, _ int) (string, error) {
+// ContainerLogs returns the container's last log lines.
+func (r *Runtime) ContainerLogs(_ context.Context, name string, tailLines int) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.containers[name]; !ok {
+	c, ok := r.containers[name]
+	if !ok {
 		return "", notFound("container", name)
 	}
-	return "fake logs of " + name + "\n", nil
+	lines := append([]string{"fake logs of " + name}, c.Logs...)
+	if tailLines > 0 && len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	return strings.Join(lines, "\n") + "\n", nil
 }
 
 // CreateNetwork records a network with a made-up subnet.
