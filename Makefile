@@ -25,6 +25,12 @@ ENVTEST_ASSETS := $(DOCKYARD_CACHE)/envtest/$(ENVTEST_KUBERNETES_VERSION)-etcd-$
 
 GO_TEST_FLAGS ?=
 
+# Images the engine tests use; `make images` builds them (see images/images.mk).
+TEST_NODE_IMAGE ?= localhost/dockyard/node:$(KUBERNETES_VERSION)
+TEST_LB_IMAGE ?= localhost/dockyard/haproxy:latest
+
+include images/images.mk
+
 ##@ General
 
 .PHONY: help
@@ -65,9 +71,14 @@ envtest-assets: ## Build kube-apiserver and etcd for envtest (cached; skipped wh
 	else go run ./cmd/dockyard-build envtest --kubernetes-version $(ENVTEST_KUBERNETES_VERSION) \
 		--etcd-version $(ENVTEST_ETCD_VERSION) --dir $(ENVTEST_ASSETS); fi
 
+.PHONY: mgmt-binaries
+mgmt-binaries: envtest-assets ## Build the management plane's binaries: Cluster API's managers, clusterctl, kube-controller-manager (cached).
+	go run ./cmd/dockyard-mgmt build >/dev/null
+
 .PHONY: test
-test: envtest-assets $(KUSTOMIZE) ## Run unit and envtest suites against a real kube-apiserver and etcd.
+test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, envtest (real kube-apiserver) and real-engine tests.
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" KUSTOMIZE="$(KUSTOMIZE)" \
+	DOCKYARD_TEST_NODE_IMAGE="$(TEST_NODE_IMAGE)" DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test $(GO_TEST_FLAGS) ./...
 
 ##@ Release

@@ -17,7 +17,7 @@ import (
 // Default images; the Makefile passes the ones it built.
 const (
 	defaultNodeImage = "localhost/dockyard/node:v1.34.4"
-	defaultLBImage   = "localhost/dockyard/haproxy:2.6"
+	defaultLBImage   = "localhost/dockyard/haproxy:latest"
 )
 
 // NodeImage is the node image tests boot (DOCKYARD_TEST_NODE_IMAGE).

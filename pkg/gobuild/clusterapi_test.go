@@ -1,0 +1,69 @@
+package gobuild
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClusterAPI(t *testing.T) {
+	build, err := ClusterAPI("v1.14.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if build.Name != "cluster-api" || build.Version != "v1.14.2" {
+		t.Errorf("cache key %s-%s, want cluster-api-v1.14.2", build.Name, build.Version)
+	}
+	if got := build.Require["sigs.k8s.io/cluster-api"]; got != "v1.14.2" {
+		t.Errorf("requires sigs.k8s.io/cluster-api %q", got)
+	}
+	// The module's own go.mod points the api module at a placeholder the proxy refuses.
+	if got := build.Replace["sigs.k8s.io/cluster-api/api"]; got != "v1.14.2" {
+		t.Errorf("replaces sigs.k8s.io/cluster-api/api with %q", got)
+	}
+	want := map[string]string{
+		ClusterAPICore:                "sigs.k8s.io/cluster-api/core",
+		ClusterAPIKubeadmBootstrap:    "sigs.k8s.io/cluster-api/bootstrap/kubeadm",
+		ClusterAPIKubeadmControlPlane: "sigs.k8s.io/cluster-api/controlplane/kubeadm",
+		Clusterctl:                    "sigs.k8s.io/cluster-api/cmd/clusterctl",
+	}
+	if len(build.Binaries) != len(want) {
+		t.Fatalf("%d binaries, want %d (all by default)", len(build.Binaries), len(want))
+	}
+	for _, bin := range build.Binaries {
+		if want[bin.Name] != bin.Package {
+			t.Errorf("binary %s builds %q, want %q", bin.Name, bin.Package, want[bin.Name])
+		}
+		flags := strings.Join(bin.LDFlags, " ")
+		if !strings.Contains(flags, "-X sigs.k8s.io/cluster-api/version.gitVersion=v1.14.2") ||
+			!strings.Contains(flags, "version.gitMinor=14") {
+			t.Errorf("binary %s is not stamped with the version: %s", bin.Name, flags)
+		}
+	}
+}
+
+func TestClusterAPISelectedCommands(t *testing.T) {
+	build, err := ClusterAPI("v1.14.2", Clusterctl, Clusterctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(build.Binaries) != 1 || build.Binaries[0].Name != Clusterctl {
+		t.Errorf("binaries %+v, want clusterctl once", build.Binaries)
+	}
+}
+
+func TestClusterAPIErrors(t *testing.T) {
+	for _, tc := range []struct{ version, command string }{
+		{"not-a-version", ""},
+		{"v1.10.0", ""}, // another module layout
+		{"v2.0.0", ""},
+		{"v1.14.2", "cluster-api-docker"},
+	} {
+		var cmds []string
+		if tc.command != "" {
+			cmds = append(cmds, tc.command)
+		}
+		if _, err := ClusterAPI(tc.version, cmds...); err == nil {
+			t.Errorf("ClusterAPI(%q, %v) succeeded, want an error", tc.version, cmds)
+		}
+	}
+}
