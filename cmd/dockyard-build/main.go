@@ -20,7 +20,12 @@ import (
 const usage = `usage: dockyard-build <command> [flags]
 
 commands:
-  envtest   build kube-apiserver and etcd for envtest into --dir (KUBEBUILDER_ASSETS)
+  envtest     build kube-apiserver and etcd for envtest into --dir (KUBEBUILDER_ASSETS)
+  node-image  build the node image localhost/dockyard/node:<--kubernetes-version> (needs root)
+  lb-image    build the load balancer image localhost/dockyard/haproxy:<version> (needs root)
+  cni-image   build the flannel image localhost/dockyard/flannel:<--flannel-version> (needs root)
+
+Run "dockyard-build <command> -h" for a command's flags.
 `
 
 func main() {
@@ -34,6 +39,12 @@ func main() {
 	switch os.Args[1] {
 	case "envtest":
 		err = runEnvtest(ctx, os.Args[2:])
+	case "node-image":
+		err = runNodeImage(ctx, os.Args[2:])
+	case "lb-image":
+		err = runLBImage(ctx, os.Args[2:])
+	case "cni-image":
+		err = runCNIImage(ctx, os.Args[2:])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

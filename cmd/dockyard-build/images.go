@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+)
+
+// imageFlags are the flags every image command shares.
+type imageFlags struct {
+	cache  *string
+	mirror *string
+	force  *bool
+	docker *string
+}
+
+func addImageFlags(fs *flag.FlagSet) imageFlags {
+	return imageFlags{
+		cache:  fs.String("cache", defaultCache(), "cache directory"),
+		mirror: fs.String("mirror", imagebuild.DefaultMirror, "Debian archive for debootstrap"),
+		force:  fs.Bool("force", false, "rebuild even when the engine has an image with the same inputs"),
+		docker: fs.String("docker", "docker", "docker command"),
+	}
+}
+
+func (f imageFlags) builder() (*imagebuild.Builder, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("building images needs root (debootstrap and chroot)")
+	}
+	return &imagebuild.Builder{
+		CacheDir: *f.cache,
+		Log:      os.Stderr,
+		Docker:   &imagebuild.Docker{Command: *f.docker},
+		Mirror:   *f.mirror,
+		Force:    *f.force,
+	}, nil
+}
+
+// runNodeImage builds localhost/dockyard/node:<version>.
+func runNodeImage(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("node-image", flag.ExitOnError)
+	common := addImageFlags(fs)
+	k8sVersion := fs.String("kubernetes-version", imagebuild.DefaultKubernetesVersion, "Kubernetes version")
+	flannelVersion := fs.String("flannel-version", imagebuild.DefaultFlannelVersion, "flannel version of the preloaded CNI image")
+	_ = fs.Parse(args)
+	b, err := common.builder()
+	if err != nil {
+		return err
+	}
+	ref, err := b.NodeImage(ctx, imagebuild.NodeOptions{KubernetesVersion: *k8sVersion, FlannelVersion: *flannelVersion})
+	if err != nil {
+		return err
+	}
+	fmt.Println(ref)
+	return nil
+}
+
+// runLBImage builds localhost/dockyard/haproxy:<Debian haproxy version>.
+func runLBImage(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lb-image", flag.ExitOnError)
+	common := addImageFlags(fs)
+	_ = fs.Parse(args)
+	b, err := common.builder()
+	if err != nil {
+		return err
+	}
+	ref, err := b.LoadBalancerImage(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Println(ref)
+	return nil
+}
+
+// runCNIImage builds localhost/dockyard/flannel:<version>.
+func runCNIImage(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cni-image", flag.ExitOnError)
+	common := addImageFlags(fs)
+	flannelVersion := fs.String("flannel-version", imagebuild.DefaultFlannelVersion, "flannel version")
+	_ = fs.Parse(args)
+	b, err := common.builder()
+	if err != nil {
+		return err
+	}
+	ref, err := b.CNIImage(ctx, *flannelVersion)
+	if err != nil {
+		return err
+	}
+	fmt.Println(ref)
+	return nil
+}

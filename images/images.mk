@@ -1,0 +1,34 @@
+# Image targets, included from the Makefile. No registry is needed: Debian comes from
+# debootstrap, Kubernetes, etcd, CoreDNS and flannel are built from the Go module proxy, and the
+# images are assembled and loaded into the local engine by cmd/dockyard-build. Everything is
+# cached under $(DOCKYARD_CACHE); an image whose inputs did not change is not rebuilt.
+# Building needs root (debootstrap, chroot). See docs/images.md.
+
+KUBERNETES_VERSION ?= v1.34.4
+FLANNEL_VERSION ?= v0.28.10
+DOCKYARD_CACHE ?= $(HOME)/.cache/dockyard
+# Extra flags for dockyard-build, e.g. IMAGE_BUILD_FLAGS=--force.
+IMAGE_BUILD_FLAGS ?=
+
+DOCKYARD_BUILD := go run ./cmd/dockyard-build
+
+##@ Images
+
+.PHONY: node-image
+node-image: ## Build the node image localhost/dockyard/node:$(KUBERNETES_VERSION) (cached).
+	hack/ensure-docker.sh
+	$(DOCKYARD_BUILD) node-image --cache "$(DOCKYARD_CACHE)" --kubernetes-version $(KUBERNETES_VERSION) \
+		--flannel-version $(FLANNEL_VERSION) $(IMAGE_BUILD_FLAGS)
+
+.PHONY: lb-image
+lb-image: ## Build the load balancer image localhost/dockyard/haproxy:<Debian haproxy version> (cached).
+	hack/ensure-docker.sh
+	$(DOCKYARD_BUILD) lb-image --cache "$(DOCKYARD_CACHE)" $(IMAGE_BUILD_FLAGS)
+
+.PHONY: cni-image
+cni-image: ## Build the CNI image localhost/dockyard/flannel:$(FLANNEL_VERSION) (cached).
+	hack/ensure-docker.sh
+	$(DOCKYARD_BUILD) cni-image --cache "$(DOCKYARD_CACHE)" --flannel-version $(FLANNEL_VERSION) $(IMAGE_BUILD_FLAGS)
+
+.PHONY: images
+images: node-image lb-image cni-image ## Build the node, load balancer and CNI images.

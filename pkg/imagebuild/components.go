@@ -1,0 +1,368 @@
+package imagebuild
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/dockyard-dev/dockyard/pkg/gobuild"
+)
+
+// iptablesRootfs is the Debian layer of the images that program the node's packet filter
+// (kube-proxy, flannel): iptables (nft and legacy), nft and conntrack, with the iptables
+// commands routed through images/iptables/iptables-wrapper.
+func iptablesRootfs() RootfsSpec {
+	return RootfsSpec{
+		Name:     "iptables",
+		Packages: []string{"iptables", "nftables", "conntrack"},
+		Files:    map[string][]byte{"iptables-wrapper": mustEmbedded("iptables/iptables-wrapper")},
+		Script:   mustEmbedded("iptables/rootfs.sh"),
+	}
+}
+
+// staticBaseLayer holds what a static Go program in an otherwise empty image may look for:
+// user and group databases, a resolver order and a writable /tmp.
+func (b *Builder) staticBaseLayer() (*fileLayer, error) {
+	files := map[string]string{
+		"/etc/passwd":        "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n",
+		"/etc/group":         "root:x:0:\nnogroup:x:65534:\n",
+		"/etc/nsswitch.conf": "hosts: files dns\n",
+	}
+	in := &Inputs{}
+	_ = in.SetJSON("files", files)
+	return b.cachedLayer("static-base", in.Hash(), func(t *tarBuilder) error {
+		for _, p := range []string{"/etc/passwd", "/etc/group", "/etc/nsswitch.conf"} {
+			if err := t.File(p, 0o644, []byte(files[p])); err != nil {
+				return err
+			}
+		}
+		if err := t.Dir("/root", 0o700); err != nil {
+			return err
+		}
+		return t.Dir("/tmp", 0o1777)
+	})
+}
+
+// binaryFile is a file of this machine to put into a layer.
+type binaryFile struct {
+	Src  string
+	Dst  string
+	Mode int64
+}
+
+// binaryLayer is a layer of files of this machine (binaries) and embedded files, keyed by
+// their content.
+func (b *Builder) binaryLayer(kind string, files []binaryFile, embedded map[string][]byte) (*fileLayer, error) {
+	in := &Inputs{}
+	for _, f := range files {
+		h, err := fileHash(f.Src)
+		if err != nil {
+			return nil, err
+		}
+		in.Set("file:"+f.Dst, fmt.Sprintf("%o %s", f.Mode, h))
+	}
+	for dst, content := range embedded {
+		in.SetBytes("embedded:"+dst, content)
+	}
+	return b.cachedLayer(kind, in.Hash(), func(t *tarBuilder) error {
+		for _, f := range files {
+			if err := t.HostFile(f.Dst, f.Mode, f.Src); err != nil {
+				return err
+			}
+		}
+		for _, dst := range sortedKeys(embedded) {
+			if err := t.File(dst, 0o755, embedded[dst]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// runBuild builds a gobuild.Build and returns the path of each binary by name.
+func (b *Builder) runBuild(ctx context.Context, build gobuild.Build) (map[string]string, error) {
+	dir, err := b.goBuilder().Run(ctx, build)
+	if err != nil {
+		return nil, err
+	}
+	paths := map[string]string{}
+	for _, bin := range build.Binaries {
+		paths[bin.Name] = filepath.Join(dir, bin.Name)
+	}
+	return paths, nil
+}
+
+// coreDNSBuild builds CoreDNS with its default plugin set.
+func coreDNSBuild(version string) gobuild.Build {
+	return gobuild.Build{
+		Name:     "coredns",
+		Version:  version,
+		Require:  map[string]string{"github.com/coredns/coredns": version},
+		Binaries: []gobuild.Binary{{Name: "coredns", Package: "github.com/coredns/coredns"}},
+	}
+}
+
+// pauseBuild builds images/pause, reporting the tag kubeadm asks for as its version.
+func pauseBuild(tag string) gobuild.Build {
+	src := mustEmbedded("pause/main.go")
+	in := &Inputs{}
+	in.SetBytes("src", src)
+	return gobuild.Build{
+		Name:    "pause",
+		Version: tag + "-" + short(in.Hash())[:8],
+		Binaries: []gobuild.Binary{{
+			Name:       "pause",
+			MainSource: string(src),
+			LDFlags:    []string{"-X main.version=" + tag},
+		}},
+	}
+}
+
+// flannelBackendsLeftOut are the backends removed from flannel's main package: tencentvpc
+// needs a module the proxy does not serve, udp needs cgo. Dockyard uses host-gw.
+var flannelBackendsLeftOut = []string{"tencentvpc", "udp"}
+
+// FlannelMainSource derives the main package Dockyard builds flanneld from: flannel's own
+// main.go (as published on the module proxy) without the imports of the backends in
+// flannelBackendsLeftOut. Every one of them must be found, so a change upstream is noticed.
+func FlannelMainSource(upstream string) (string, error) {
+	lines := strings.Split(upstream, "\n")
+	kept := lines[:0]
+	removed := map[string]bool{}
+	for _, line := range lines {
+		drop := false
+		for _, backend := range flannelBackendsLeftOut {
+			if strings.TrimSpace(line) == `_ "github.com/flannel-io/flannel/pkg/backend/`+backend+`"` {
+				drop, removed[backend] = true, true
+			}
+		}
+		if !drop {
+			kept = append(kept, line)
+		}
+	}
+	for _, backend := range flannelBackendsLeftOut {
+		if !removed[backend] {
+			return "", fmt.Errorf("flannel main.go: import of backend %q not found", backend)
+		}
+	}
+	if !strings.Contains(upstream, "package main") {
+		return "", fmt.Errorf("flannel main.go: not a main package")
+	}
+	return strings.Join(kept, "\n"), nil
+}
+
+// flannelBuild downloads flannel's module (to read its main.go) and returns the build.
+func flannelBuild(ctx context.Context, version string) (gobuild.Build, error) {
+	const module = "github.com/flannel-io/flannel"
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return gobuild.Build{}, fmt.Errorf("go mod download %s@%s: %v: %s%s", module, version, err, stderr.String(), out)
+	}
+	var info struct{ Dir string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
+		return gobuild.Build{}, fmt.Errorf("go mod download %s@%s: no directory in %s", module, version, out)
+	}
+	upstream, err := os.ReadFile(filepath.Join(info.Dir, "main.go"))
+	if err != nil {
+		return gobuild.Build{}, err
+	}
+	src, err := FlannelMainSource(string(upstream))
+	if err != nil {
+		return gobuild.Build{}, err
+	}
+	in := &Inputs{}
+	in.Set("src", src)
+	return gobuild.Build{
+		Name:    "flannel",
+		Version: version + "-" + short(in.Hash())[:8],
+		Require: map[string]string{module: version},
+		Binaries: []gobuild.Binary{{
+			Name:       "flanneld",
+			MainSource: src,
+			LDFlags:    []string{"-X " + module + "/pkg/version.Version=" + version},
+		}},
+	}, nil
+}
+
+// namedImage is an image and the reference it is stored under.
+type namedImage struct {
+	Ref   string
+	Image v1.Image
+}
+
+func refMap(images ...namedImage) (map[name.Reference]v1.Image, error) {
+	m := map[name.Reference]v1.Image{}
+	for _, img := range images {
+		tag, err := name.NewTag(img.Ref, name.StrictValidation)
+		if err != nil {
+			return nil, fmt.Errorf("image name %q: %w", img.Ref, err)
+		}
+		m[tag] = img.Image
+	}
+	return m, nil
+}
+
+func componentLabels(component, version string) map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":   component,
+		"org.opencontainers.image.version": version,
+		LabelPrefix + "built-by":           "dockyard-build",
+	}
+}
+
+// flannelImage assembles localhost/dockyard/flannel:<version>: flanneld and the CNI
+// configuration writer on the iptables layer.
+func (b *Builder) flannelImage(ctx context.Context, version string, base *Rootfs) (namedImage, error) {
+	build, err := flannelBuild(ctx, version)
+	if err != nil {
+		return namedImage{}, err
+	}
+	bins, err := b.runBuild(ctx, build)
+	if err != nil {
+		return namedImage{}, err
+	}
+	layer, err := b.binaryLayer("flannel",
+		[]binaryFile{{Src: bins["flanneld"], Dst: "/opt/bin/flanneld", Mode: 0o755}},
+		map[string][]byte{
+			"/usr/local/bin/dockyard-cni-config": mustEmbedded("cni/dockyard-cni-config"),
+			"/usr/local/bin/dockyard-flanneld":   mustEmbedded("cni/dockyard-flanneld"),
+		})
+	if err != nil {
+		return namedImage{}, err
+	}
+	hash, err := b.flannelInputs(ctx, version)
+	if err != nil {
+		return namedImage{}, err
+	}
+	labels := componentLabels("flannel", version)
+	labels[LabelPrefix+"version.flannel"] = version
+	labels[InputsLabel] = hash
+	img, err := assemble([]v1.Layer{base.Layer, layer}, imageConfig{
+		Entrypoint: []string{"/usr/local/bin/dockyard-flanneld"},
+		Labels:     labels,
+	})
+	if err != nil {
+		return namedImage{}, err
+	}
+	return namedImage{Ref: FlannelImageName(version), Image: img}, nil
+}
+
+// FlannelImageName is the name of the flannel image of a version.
+func FlannelImageName(version string) string {
+	return "localhost/dockyard/flannel:" + version
+}
+
+// componentImages builds every image kubeadm lists. k8sBins holds the control plane binaries.
+func (b *Builder) componentImages(ctx context.Context, list []KubeadmImage, k8sBins map[string]string, iptables *Rootfs) ([]namedImage, map[Component]string, error) {
+	base, err := b.staticBaseLayer()
+	if err != nil {
+		return nil, nil, err
+	}
+	versions := map[Component]string{}
+	var out []namedImage
+	for _, want := range list {
+		var (
+			layers     []v1.Layer
+			entrypoint []string
+			version    = want.Tag
+		)
+		switch want.Component {
+		case ComponentAPIServer, ComponentControllerManager, ComponentScheduler, ComponentProxy:
+			c := string(want.Component)
+			dst := "/usr/local/bin/" + c
+			if want.Component == ComponentProxy {
+				// kubeadm runs /usr/local/bin/kube-proxy: there, a wrapper that keeps kube-proxy
+				// from failing on the conntrack table size a container cannot change (see
+				// images/kube-proxy/kube-proxy); the binary itself lives beside it.
+				l, err := b.binaryLayer(c,
+					[]binaryFile{{Src: k8sBins[c], Dst: "/usr/local/lib/kube-proxy/kube-proxy", Mode: 0o755}},
+					map[string][]byte{dst: mustEmbedded("kube-proxy/kube-proxy")})
+				if err != nil {
+					return nil, nil, err
+				}
+				layers = []v1.Layer{iptables.Layer, l}
+			} else {
+				l, err := b.binaryLayer(c, []binaryFile{{Src: k8sBins[c], Dst: dst, Mode: 0o755}}, nil)
+				if err != nil {
+					return nil, nil, err
+				}
+				layers = []v1.Layer{base, l}
+			}
+			entrypoint = []string{dst}
+		case ComponentEtcd:
+			v, err := EtcdModuleVersion(want.Tag)
+			if err != nil {
+				return nil, nil, err
+			}
+			build, err := gobuild.Etcd(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			bins, err := b.runBuild(ctx, build)
+			if err != nil {
+				return nil, nil, err
+			}
+			l, err := b.binaryLayer("etcd", []binaryFile{{Src: bins["etcd"], Dst: "/usr/local/bin/etcd", Mode: 0o755}}, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			layers, entrypoint, version = []v1.Layer{base, l}, []string{"/usr/local/bin/etcd"}, v
+		case ComponentCoreDNS:
+			v, err := CoreDNSModuleVersion(want.Tag)
+			if err != nil {
+				return nil, nil, err
+			}
+			bins, err := b.runBuild(ctx, coreDNSBuild(v))
+			if err != nil {
+				return nil, nil, err
+			}
+			l, err := b.binaryLayer("coredns", []binaryFile{{Src: bins["coredns"], Dst: "/coredns", Mode: 0o755}}, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			layers, entrypoint, version = []v1.Layer{base, l}, []string{"/coredns"}, v
+		case ComponentPause:
+			bins, err := b.runBuild(ctx, pauseBuild(want.Tag))
+			if err != nil {
+				return nil, nil, err
+			}
+			l, err := b.binaryLayer("pause", []binaryFile{{Src: bins["pause"], Dst: "/pause", Mode: 0o755}}, nil)
+			if err != nil {
+				return nil, nil, err
+			}
+			layers, entrypoint = []v1.Layer{l}, []string{"/pause"}
+		default:
+			return nil, nil, fmt.Errorf("no recipe for %s", want.Ref)
+		}
+		img, err := assemble(layers, imageConfig{Entrypoint: entrypoint, Labels: componentLabels(string(want.Component), want.Tag)})
+		if err != nil {
+			return nil, nil, err
+		}
+		versions[want.Component] = version
+		out = append(out, namedImage{Ref: want.Ref, Image: img})
+	}
+	return out, versions, nil
+}

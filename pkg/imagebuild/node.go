@@ -1,0 +1,496 @@
+package imagebuild
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/dockyard-dev/dockyard/pkg/gobuild"
+)
+
+// Defaults of the node image.
+const (
+	DefaultKubernetesVersion = "v1.34.4"
+	DefaultFlannelVersion    = "v0.28.10"
+)
+
+// NodeImageName is the name of the node image of a Kubernetes version.
+func NodeImageName(kubernetesVersion string) string {
+	return "localhost/dockyard/node:" + kubernetesVersion
+}
+
+// NodePackages are the Debian packages of the node image on top of minbase: systemd as PID 1,
+// containerd and runc, the CNI plugins, and the tools kubelet, kubeadm's preflight checks and
+// kube-proxy use (iptables/nft, conntrack, ip, mount, losetup, nsenter, ethtool, socat, ...).
+var NodePackages = []string{
+	"systemd", "systemd-sysv", "dbus",
+	"containerd", "runc", "containernetworking-plugins",
+	"iptables", "nftables", "conntrack", "ebtables", "iproute2", "kmod", "ethtool", "socat",
+	"ca-certificates", "procps", "util-linux", "mount",
+}
+
+func nodeRootfs() RootfsSpec {
+	return RootfsSpec{Name: "node", Packages: NodePackages, Script: mustEmbedded("node/rootfs.sh")}
+}
+
+// NodeOptions select what goes into the node image.
+type NodeOptions struct {
+	// KubernetesVersion such as v1.34.4.
+	KubernetesVersion string
+	// FlannelVersion of the preloaded CNI image.
+	FlannelVersion string
+}
+
+// nodeBinaries are the Kubernetes commands of the node image: the node's own and those of the
+// control plane images.
+var nodeBinaries = []string{"kubeadm", "kubelet", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
+
+// NodeImage builds localhost/dockyard/node:<version> into the engine and returns its name.
+func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) {
+	if o.KubernetesVersion == "" {
+		o.KubernetesVersion = DefaultKubernetesVersion
+	}
+	if o.FlannelVersion == "" {
+		o.FlannelVersion = DefaultFlannelVersion
+	}
+	ref := NodeImageName(o.KubernetesVersion)
+	k8s, err := gobuild.Kubernetes(o.KubernetesVersion, nodeBinaries...)
+	if err != nil {
+		return "", err
+	}
+	in, err := b.baseInputs(ctx)
+	if err != nil {
+		return "", err
+	}
+	in.Set("image", "node")
+	in.Set("suite", b.suite())
+	in.Set("mirror", b.mirror())
+	in.Set("flannel", o.FlannelVersion)
+	for name, v := range map[string]any{"kubernetes": k8s, "node-rootfs": nodeRootfs(), "iptables-rootfs": iptablesRootfs()} {
+		if err := in.SetJSON(name, v); err != nil {
+			return "", err
+		}
+	}
+	hash := in.Hash()
+	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
+		if name != "" {
+			b.logf("%s is up to date (inputs %s)", name, short(hash))
+		}
+		return name, err
+	}
+	unlock, err := b.lock("node-" + o.KubernetesVersion)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	start := time.Now()
+
+	// debootstrap (network, disk) runs while Go compiles (CPU).
+	var nodeFS, iptFS *Rootfs
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) { nodeFS, err = b.Rootfs(gctx, nodeRootfs()); return err })
+	g.Go(func() (err error) { iptFS, err = b.Rootfs(gctx, iptablesRootfs()); return err })
+
+	var (
+		k8sBins map[string]string
+		list    []KubeadmImage
+	)
+	buildErr := func() error {
+		if k8sBins, err = b.runBuild(gctx, k8s); err != nil {
+			return err
+		}
+		if list, err = kubeadmImages(gctx, k8sBins["kubeadm"], o.KubernetesVersion); err != nil {
+			return err
+		}
+		b.logf("kubeadm %s needs: %s", o.KubernetesVersion, imageRefs(list))
+		return b.prebuild(gctx, list, o.FlannelVersion)
+	}()
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	if buildErr != nil {
+		return "", buildErr
+	}
+
+	components, versions, err := b.componentImages(ctx, list, k8sBins, iptFS)
+	if err != nil {
+		return "", err
+	}
+	flannel, err := b.flannelImage(ctx, o.FlannelVersion, iptFS)
+	if err != nil {
+		return "", err
+	}
+	preloaded := append(components, flannel)
+
+	containerdVersion, err := ContainerdVersion(string(nodeFS.Outputs["containerd-version"]))
+	if err != nil {
+		return "", err
+	}
+	pause, _ := FindImage(list, ComponentPause)
+	containerdConfig, err := RenderContainerdConfig(string(nodeFS.Outputs["containerd-default.toml"]), ContainerdOptions{
+		SandboxImage:       pause.Ref,
+		SystemdCgroup:      true,
+		CNIBinDir:          "/opt/cni/bin",
+		CNIConfDir:         "/etc/cni/net.d",
+		RegistryConfigPath: "/etc/containerd/certs.d",
+	})
+	if err != nil {
+		return "", err
+	}
+	k8sLayer, err := b.binaryLayer("node-kubernetes", []binaryFile{
+		{Src: k8sBins["kubeadm"], Dst: "/usr/bin/kubeadm", Mode: 0o755},
+		{Src: k8sBins["kubelet"], Dst: "/usr/bin/kubelet", Mode: 0o755},
+		{Src: k8sBins["kubectl"], Dst: "/usr/bin/kubectl", Mode: 0o755},
+	}, nil)
+	if err != nil {
+		return "", err
+	}
+	filesLayer, err := b.nodeFilesLayer(o.KubernetesVersion, containerdConfig, preloaded)
+	if err != nil {
+		return "", err
+	}
+
+	labels := map[string]string{
+		"org.opencontainers.image.title":       "dockyard-node",
+		"org.opencontainers.image.description": "Kubernetes node for Dockyard (systemd, containerd, kubeadm; images preloaded)",
+		"org.opencontainers.image.version":     o.KubernetesVersion,
+		LabelPrefix + "built-by":               "dockyard-build",
+		LabelPrefix + "version.kubernetes":     o.KubernetesVersion,
+		LabelPrefix + "version.flannel":        o.FlannelVersion,
+		LabelPrefix + "version.containerd":     containerdVersion,
+		LabelPrefix + "version.runc":           nodeFS.Packages["runc"],
+		LabelPrefix + "version.systemd":        nodeFS.Packages["systemd"],
+		LabelPrefix + "version.cni-plugins":    nodeFS.Packages["containernetworking-plugins"],
+		LabelPrefix + "debian.suite":           b.suite(),
+		LabelPrefix + "images":                 imageRefs(preloaded),
+	}
+	for c, v := range versions {
+		labels[LabelPrefix+"version."+string(c)] = v
+	}
+	config := imageConfig{
+		Entrypoint: []string{"/usr/local/bin/entrypoint"},
+		Cmd:        []string{"/sbin/init"},
+		Env:        []string{defaultPath, "container=docker"},
+		StopSignal: "SIGRTMIN+3",
+		Labels:     labels,
+		Created:    time.Now().UTC().Truncate(time.Second),
+	}
+	stage := []v1.Layer{nodeFS.Layer, k8sLayer, filesLayer}
+
+	preload, err := b.preloadLayer(ctx, o.KubernetesVersion, stage, config, preloaded, containerdVersion)
+	if err != nil {
+		return "", err
+	}
+
+	config.Labels[InputsLabel] = hash
+	img, err := assemble(append(stage, preload), config)
+	if err != nil {
+		return "", err
+	}
+	if err := b.load(ctx, ref, img); err != nil {
+		return "", err
+	}
+	b.logf("built %s in %s (%d MiB compressed)", ref, time.Since(start).Round(time.Second), imageSize(img)>>20)
+	return ref, nil
+}
+
+// load loads an image into the engine under ref and drops the image ref named before, if it
+// is now unused.
+func (b *Builder) load(ctx context.Context, ref string, img v1.Image, extraRefs ...string) error {
+	previous := b.Docker.ImageID(ctx, ref)
+	named := []namedImage{{Ref: ref, Image: img}}
+	for _, r := range extraRefs {
+		named = append(named, namedImage{Ref: r, Image: img})
+	}
+	refs, err := refMap(named...)
+	if err != nil {
+		return err
+	}
+	b.logf("loading %s into the engine", ref)
+	if err := b.Docker.Load(ctx, refs); err != nil {
+		return err
+	}
+	if id := b.Docker.ImageID(ctx, ref); previous != "" && id != previous {
+		b.Docker.RemoveImage(ctx, previous)
+	}
+	return nil
+}
+
+func imageRefs[T interface{ ref() string }](items []T) string {
+	refs := make([]string, 0, len(items))
+	for _, it := range items {
+		refs = append(refs, it.ref())
+	}
+	sort.Strings(refs)
+	return strings.Join(refs, ",")
+}
+
+func (i KubeadmImage) ref() string { return i.Ref }
+func (i namedImage) ref() string   { return i.Ref }
+
+// kubeadmImages asks the built kubeadm which images its version needs.
+func kubeadmImages(ctx context.Context, kubeadm, version string) ([]KubeadmImage, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--kubernetes-version", version)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubeadm config images list: %v: %s", err, stderr.String())
+	}
+	return ParseImageList(stdout.String())
+}
+
+// prebuild compiles every binary the component images need, so that the compilation overlaps
+// with debootstrap; componentImages then finds them in the cache.
+func (b *Builder) prebuild(ctx context.Context, list []KubeadmImage, flannelVersion string) error {
+	var builds []gobuild.Build
+	for _, img := range list {
+		switch img.Component {
+		case ComponentEtcd:
+			v, err := EtcdModuleVersion(img.Tag)
+			if err != nil {
+				return err
+			}
+			build, err := gobuild.Etcd(v)
+			if err != nil {
+				return err
+			}
+			builds = append(builds, build)
+		case ComponentCoreDNS:
+			v, err := CoreDNSModuleVersion(img.Tag)
+			if err != nil {
+				return err
+			}
+			builds = append(builds, coreDNSBuild(v))
+		case ComponentPause:
+			builds = append(builds, pauseBuild(img.Tag))
+		}
+	}
+	flannel, err := flannelBuild(ctx, flannelVersion)
+	if err != nil {
+		return err
+	}
+	for _, build := range append(builds, flannel) {
+		if _, err := b.runBuild(ctx, build); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nodeFilesLayer holds Dockyard's files of the node: entrypoint, kubelet units, containerd
+// configuration, sysctls and the kind-style version file.
+func (b *Builder) nodeFilesLayer(kubernetesVersion, containerdConfig string, preloaded []namedImage) (*fileLayer, error) {
+	var list strings.Builder
+	for _, img := range preloaded {
+		list.WriteString(img.Ref + "\n")
+	}
+	files := []struct {
+		path    string
+		mode    int64
+		content []byte
+	}{
+		{"/usr/local/bin/entrypoint", 0o755, mustEmbedded("node/entrypoint")},
+		{"/etc/systemd/system/kubelet.service", 0o644, mustEmbedded("node/kubelet.service")},
+		{"/etc/systemd/system/kubelet.service.d/10-kubeadm.conf", 0o644, mustEmbedded("node/10-kubeadm.conf")},
+		{"/etc/default/kubelet", 0o644, mustEmbedded("node/default-kubelet")},
+		{"/etc/sysctl.d/99-dockyard.conf", 0o644, mustEmbedded("node/99-dockyard.conf")},
+		{"/etc/containerd/config.toml", 0o644, []byte(containerdConfig)},
+		{"/etc/dockyard/preloaded-images", 0o644, []byte(list.String())},
+		{"/kind/version", 0o644, []byte(kubernetesVersion)},
+	}
+	in := &Inputs{}
+	for _, f := range files {
+		in.SetBytes(fmt.Sprintf("%s %o", f.path, f.mode), f.content)
+	}
+	return b.cachedLayer("node-files", in.Hash(), func(t *tarBuilder) error {
+		for _, f := range files {
+			if err := t.File(f.path, f.mode, f.content); err != nil {
+				return err
+			}
+		}
+		for _, d := range []string{"/etc/kubernetes/manifests", "/etc/cni/net.d", "/etc/containerd/certs.d", "/var/lib/kubelet"} {
+			if err := t.Dir(d, 0o755); err != nil {
+				return err
+			}
+		}
+		return t.Symlink("/etc/systemd/system/multi-user.target.wants/kubelet.service", "/etc/systemd/system/kubelet.service")
+	})
+}
+
+// preloadLayer returns a layer holding /var/lib/containerd with every image of preloaded
+// imported and unpacked, so a node starts with them in place (Docker copies the image's /var
+// into the node's fresh /var volume). Unpacking needs a running containerd, and containerd's
+// overlay snapshots need /var on a volume (overlay on overlay fails), so the layer is captured
+// from a build container of the node image itself.
+func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, stage []v1.Layer, config imageConfig, preloaded []namedImage, containerdVersion string) (*fileLayer, error) {
+	in := &Inputs{}
+	for i, l := range stage {
+		d, err := l.DiffID()
+		if err != nil {
+			return nil, err
+		}
+		in.Set(fmt.Sprintf("stage-layer-%d", i), d.String())
+	}
+	for _, img := range preloaded {
+		d, err := img.Image.Digest()
+		if err != nil {
+			return nil, err
+		}
+		in.Set("image:"+img.Ref, d.String())
+	}
+	in.Set("containerd", containerdVersion)
+	key := in.Hash()
+	kind := "node-preload-" + kubernetesVersion
+	file := b.layerPath(kind, key)
+	if l, ok := openLayer(file); ok {
+		return l, nil
+	}
+	// The preloaded store is the largest layer; keep one per Kubernetes version.
+	defer b.pruneLayers(kind, file)
+
+	start := time.Now()
+	stageRef := "localhost/dockyard/node-build:" + short(key)
+	container := "dockyard-build-" + short(key)
+	stageImg, err := assemble(stage, config)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := refMap(namedImage{Ref: stageRef, Image: stageImg})
+	if err != nil {
+		return nil, err
+	}
+	b.logf("[preload] loading build image %s", stageRef)
+	if err := b.Docker.Load(ctx, refs); err != nil {
+		return nil, err
+	}
+	cleanup := func() {
+		// Not ctx: clean up after an interruption too.
+		c, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = b.Docker.Run(c, nil, io.Discard, "rm", "--force", "--volumes", container)
+		b.Docker.RemoveImage(c, stageRef)
+	}
+	_ = b.Docker.Run(ctx, nil, io.Discard, "rm", "--force", "--volumes", container)
+	defer cleanup()
+
+	args := append([]string{"run", "--detach", "--name", container, "--hostname", container,
+		"--label", LabelPrefix + "build=preload", "--network", "none"}, NodeContainerFlags...)
+	if err := b.Docker.Run(ctx, nil, io.Discard, append(args, stageRef)...); err != nil {
+		return nil, err
+	}
+	if err := b.waitForContainerd(ctx, container); err != nil {
+		return nil, err
+	}
+
+	bundle, err := refMap(preloaded...)
+	if err != nil {
+		return nil, err
+	}
+	b.logf("[preload] importing %d images into the build container's containerd", len(preloaded))
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarball.MultiRefWrite(bundle, pw)) }()
+	err = b.Docker.Run(ctx, pr, io.Discard, "exec", "--interactive", container, "ctr", "--namespace", "k8s.io", "images", "import", "-")
+	pr.CloseWithError(io.ErrClosedPipe)
+	if err != nil {
+		return nil, err
+	}
+	if SupportsImagePinning(containerdVersion) {
+		for _, img := range preloaded {
+			if err := b.Docker.Run(ctx, nil, io.Discard, "exec", container, "ctr", "--namespace", "k8s.io", "images", "label", img.Ref, "io.cri-containerd.pinned=pinned"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	listed, err := b.Docker.Output(ctx, "exec", container, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
+	if err != nil {
+		return nil, err
+	}
+	for _, img := range preloaded {
+		if !containsLine(listed, img.Ref) {
+			return nil, fmt.Errorf("preloading: %s missing from the node's containerd after import:\n%s", img.Ref, listed)
+		}
+	}
+	// A clean stop closes containerd's metadata database before it is copied.
+	if err := b.Docker.Run(ctx, nil, io.Discard, "exec", container, "systemctl", "stop", "containerd"); err != nil {
+		return nil, err
+	}
+	b.logf("[preload] capturing /var/lib/containerd")
+	layer, err := writeLayer(file, func(w io.Writer) error {
+		return b.Docker.Run(ctx, nil, w, "exec", container, "tar", "--numeric-owner", "--sort=name",
+			"--exclude=var/lib/containerd/tmpmounts/*", "-C", "/", "-cf", "-", "var/lib/containerd")
+	})
+	if err != nil {
+		return nil, err
+	}
+	size, _ := layer.Size()
+	b.logf("[preload] done in %s (layer %d MiB)", time.Since(start).Round(time.Second), size>>20)
+	return layer, nil
+}
+
+// NodeContainerFlags are the docker run flags Dockyard starts node containers with where
+// --privileged is refused (Dockyard adds name, hostname, network, ports and labels). The image
+// build uses them too, for its preload container.
+var NodeContainerFlags = []string{
+	"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+	"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+	"--security-opt", "systempaths=unconfined",
+	"--device-cgroup-rule", "a *:* rwm",
+	"--cgroupns", "private",
+	"--tmpfs", "/run", "--tmpfs", "/tmp",
+	"--volume", "/var",
+	"--volume", "/lib/modules:/lib/modules:ro",
+	"--stop-signal", "SIGRTMIN+3",
+	"--tty",
+}
+
+func (b *Builder) waitForContainerd(ctx context.Context, container string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := b.Docker.Run(ctx, nil, io.Discard, "exec", container, "ctr", "--namespace", "k8s.io", "version")
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			logs, _ := b.Docker.Output(ctx, "logs", "--tail", "40", container)
+			return fmt.Errorf("containerd did not start in the build container: %v\n%s", err, logs)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func containsLine(text, line string) bool {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimSpace(l) == line {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneLayers removes the cached layers of a kind other than keep.
+func (b *Builder) pruneLayers(kind, keep string) {
+	if _, ok := openLayer(keep); !ok {
+		return
+	}
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(keep), kind+"-"+strings.Repeat("?", 16)+".tar.gz*"))
+	for _, m := range matches {
+		if m != keep && m != keep+".json" {
+			_ = os.Remove(m)
+		}
+	}
+}
