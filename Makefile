@@ -47,9 +47,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook co
 		output:crd:dir=config/crd/bases output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 
 .PHONY: verify-generate
-verify-generate: generate ## Fail when generated files differ from the committed ones.
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
-		echo "generated files are stale; run 'make generate' and commit:"; git status --porcelain -- api config; git diff -- api config | head -50; exit 1; fi
+verify-generate: generate templates ## Fail when generated files differ from the committed ones.
+	@if [ -n "$$(git status --porcelain -- api config templates)" ]; then \
+		echo "generated files are stale; run 'make generate templates' and commit:"; \
+		git status --porcelain -- api config templates; git diff -- api config templates | head -50; exit 1; fi
 
 .PHONY: build
 build: ## Build the manager binary into bin/.
@@ -80,6 +81,18 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" KUSTOMIZE="$(KUSTOMIZE)" \
 	DOCKYARD_TEST_NODE_IMAGE="$(TEST_NODE_IMAGE)" DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: templates
+templates: ## Write the clusterctl flavors in templates/ from templates/src/ and the CNI manifest.
+	go run ./hack/gentemplates
+
+E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/e2e-artifacts
+E2E_FLAGS ?=
+
+.PHONY: test-e2e
+test-e2e: images mgmt-binaries ## End to end: Cluster API's controllers drive Dockyard on the real engine.
+	E2E_ARTIFACTS="$(E2E_ARTIFACTS)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
+		go test -tags e2e ./test/e2e -count=1 -v -timeout 85m -ginkgo.v -ginkgo.timeout 80m $(E2E_FLAGS)
 
 ##@ Release
 

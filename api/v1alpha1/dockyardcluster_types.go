@@ -46,7 +46,6 @@ type LoadBalancerSpec struct {
 	// manager's --load-balancer-image. The image must read /usr/local/etc/haproxy/haproxy.cfg
 	// and reload it on SIGHUP (kindest/haproxy and Dockyard's own image both do).
 	// +optional
-	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 

@@ -29,7 +29,6 @@ type DockyardMachineSpec struct {
 	// (kindest/node unless --node-image-repository says otherwise) tagged with the Machine's
 	// Kubernetes version. Immutable.
 	// +optional
-	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 

@@ -20,7 +20,8 @@ var ErrNotFound = errors.New("not found")
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 // Runtime is what Dockyard needs from a container engine. Names identify containers, networks
-// and volumes; labels find everything Dockyard created.
+// and volumes; labels find everything Dockyard created. In label selectors, an empty value
+// matches any value of the key.
 type Runtime interface {
 	// Info describes the engine.
 	Info(ctx context.Context) (EngineInfo, error)

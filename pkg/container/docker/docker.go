@@ -235,7 +235,11 @@ func portMappings(pm network.PortMap) []container.PortMapping {
 func labelFilters(labels map[string]string) client.Filters {
 	f := client.Filters{}
 	for k, v := range labels {
-		f.Add("label", k+"="+v)
+		if v == "" {
+			f.Add("label", k)
+		} else {
+			f.Add("label", k+"="+v)
+		}
 	}
 	return f
 }

@@ -207,7 +207,8 @@ func copyState(in container.Container) container.Container {
 
 func hasLabels(have, want map[string]string) bool {
 	for k, v := range want {
-		if have[k] != v {
+		got, ok := have[k]
+		if !ok || (v != "" && got != v) {
 			return false
 		}
 	}

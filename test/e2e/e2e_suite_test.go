@@ -1,0 +1,135 @@
+//go:build e2e
+
+// Package e2e proves Dockyard with Cluster API's own controllers: a management plane of real
+// processes (test/framework) drives Dockyard until workload clusters made of node containers
+// on the real Docker engine are Ready, scale, survive a manager restart and are deleted
+// without a trace. Run with `make test-e2e`.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/test/framework"
+)
+
+// Settings, from the environment the Makefile sets.
+var (
+	kubernetesVersion = envOr("E2E_KUBERNETES_VERSION", "v1.34.4")
+	nodeImageRepo     = envOr("E2E_NODE_IMAGE_REPOSITORY", "localhost/dockyard/node")
+	lbImage           = envOr("E2E_LB_IMAGE", "localhost/dockyard/haproxy:latest")
+	artifacts         = envOr("E2E_ARTIFACTS", filepath.Join(os.TempDir(), "dockyard-e2e"))
+)
+
+var (
+	plane   *framework.ManagementPlane
+	engine  container.Runtime
+	timings = &timingReport{}
+)
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter)))
+	RunSpecs(t, "Dockyard end-to-end")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
+	rt, err := dockerruntime.New()
+	Expect(err).NotTo(HaveOccurred())
+	_, err = rt.Info(ctx)
+	Expect(err).NotTo(HaveOccurred(), "the end-to-end suite needs a Docker engine (make test-e2e starts one)")
+	engine = rt
+	for _, img := range []string{nodeImageRepo + ":" + kubernetesVersion, lbImage} {
+		ok, err := engine.ImageExists(ctx, img)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ok).To(BeTrue(), "image %s is missing: make test-e2e builds it (make images)", img)
+	}
+	sweepEngine(ctx)
+
+	By("starting the management plane: etcd, kube-apiserver, kube-controller-manager, Cluster API and Dockyard")
+	start := time.Now()
+	plane, err = framework.Start(ctx, framework.Options{
+		WorkDir: filepath.Join(artifacts, "management-plane"),
+		DockyardArgs: []string{
+			"--node-image-repository=" + nodeImageRepo,
+			"--load-balancer-image=" + lbImage,
+		},
+		Log: GinkgoWriter,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	timings.add("management plane started", time.Since(start))
+}, NodeTimeout(20*time.Minute))
+
+var _ = AfterSuite(func(ctx SpecContext) {
+	if plane != nil {
+		if CurrentSpecReport().Failed() {
+			plane.KeepWorkDir()
+		}
+		Expect(plane.Stop(ctx)).To(Succeed())
+	}
+	if engine != nil {
+		sweepEngine(ctx)
+	}
+	report := timings.String()
+	fmt.Fprintln(GinkgoWriter, report)
+	_ = os.WriteFile(filepath.Join(artifacts, "timings.md"), []byte(report), 0o644)
+}, NodeTimeout(5*time.Minute))
+
+// On failure, print what a person needs: Cluster API objects and their conditions, process
+// logs, the engine's containers and the tails of the nodes' journals.
+var _ = ReportAfterEach(func(ctx SpecContext, report SpecReport) {
+	if !report.Failed() || plane == nil {
+		return
+	}
+	var b strings.Builder
+	plane.Dump(ctx, &b)
+	dumpEngine(ctx, &b)
+	path := filepath.Join(artifacts, strings.NewReplacer(" ", "-", "/", "-").Replace(report.LeafNodeText)+".dump.txt")
+	_ = os.WriteFile(path, []byte(b.String()), 0o644)
+	fmt.Fprintf(GinkgoWriter, "\n===== failure dump (also in %s) =====\n%s\n", path, b.String())
+})
+
+// sweepEngine removes what an earlier, interrupted run left on the engine: every container,
+// volume and network carrying Dockyard's cluster label in the suite's namespaces.
+func sweepEngine(ctx context.Context) {
+	any := map[string]string{docker.ClusterLabel: ""}
+	cs, _ := engine.ListContainers(ctx, any)
+	for _, c := range cs {
+		if strings.HasPrefix(c.Labels[docker.ClusterLabel], testNamespacePrefix) {
+			_ = engine.RemoveContainer(ctx, c.Name)
+		}
+	}
+	vs, _ := engine.ListVolumes(ctx, any)
+	for _, v := range vs {
+		if strings.HasPrefix(v.Labels[docker.ClusterLabel], testNamespacePrefix) {
+			_ = engine.RemoveVolume(ctx, v.Name)
+		}
+	}
+	ns, _ := engine.ListNetworks(ctx, any)
+	for _, n := range ns {
+		if strings.HasPrefix(n.Labels[docker.ClusterLabel], testNamespacePrefix) {
+			_ = engine.RemoveNetwork(ctx, n.Name)
+		}
+	}
+}

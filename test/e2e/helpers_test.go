@@ -1,0 +1,340 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/scheme"
+	"github.com/dockyard-dev/dockyard/test/envtest"
+)
+
+const testNamespacePrefix = "dockyard-e2e"
+
+// Generous waits: two cores boot every node of a cluster.
+const (
+	clusterTimeout = 15 * time.Minute
+	poll           = 2 * time.Second
+)
+
+// timingReport collects the wall time of each phase for docs/performance.md.
+type timingReport struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (r *timingReport) add(phase string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, fmt.Sprintf("| %s | %s |", phase, d.Round(100*time.Millisecond)))
+	fmt.Fprintf(GinkgoWriter, "TIMING %s: %s\n", phase, d.Round(100*time.Millisecond))
+}
+
+func (r *timingReport) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return "| phase | wall time |\n|---|---|\n" + strings.Join(r.lines, "\n") + "\n"
+}
+
+// clusterSpec is one workload cluster of the suite.
+type clusterSpec struct {
+	name         string
+	namespace    string
+	controlPlane int
+	workers      int
+}
+
+func (c clusterSpec) key() docker.ClusterKey {
+	return docker.ClusterKey{Namespace: c.namespace, Name: c.name}
+}
+
+// renderTemplate renders templates/cluster-template.yaml with clusterctl's own variable
+// processor, exactly as `clusterctl generate cluster` would.
+func renderTemplate(c clusterSpec) []byte {
+	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	vars := map[string]string{
+		"CLUSTER_NAME":                c.name,
+		"NAMESPACE":                   c.namespace,
+		"KUBERNETES_VERSION":          kubernetesVersion,
+		"CONTROL_PLANE_MACHINE_COUNT": fmt.Sprint(c.controlPlane),
+		"WORKER_MACHINE_COUNT":        fmt.Sprint(c.workers),
+		"DOCKYARD_NODE_IMAGE":         nodeImageRepo + ":" + kubernetesVersion,
+		"DOCKYARD_LB_IMAGE":           lbImage,
+	}
+	out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+		if v, ok := vars[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("variable %s is not set", name)
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+// createCluster creates the namespace and applies the rendered template.
+func createCluster(ctx context.Context, c clusterSpec) {
+	cl := plane.Client()
+	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}))).To(Succeed())
+	objs, err := capiyaml.ToUnstructured(renderTemplate(c))
+	Expect(err).NotTo(HaveOccurred())
+	for i := range objs {
+		Expect(cl.Create(ctx, &objs[i])).To(Succeed(), "creating %s %s", objs[i].GetKind(), objs[i].GetName())
+	}
+}
+
+func getCluster(ctx context.Context, c clusterSpec) *clusterv1.Cluster {
+	cluster := &clusterv1.Cluster{}
+	Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, cluster)).To(Succeed())
+	return cluster
+}
+
+// machines lists the cluster's Machines, control planes when controlPlane is true.
+func machines(ctx context.Context, c clusterSpec, controlPlane bool) []clusterv1.Machine {
+	list := &clusterv1.MachineList{}
+	Expect(plane.Client().List(ctx, list, client.InNamespace(c.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.name})).To(Succeed())
+	var out []clusterv1.Machine
+	for _, m := range list.Items {
+		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp == controlPlane {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// workloadClient reads the cluster's kubeconfig secret, the way users get it.
+func workloadClient(ctx context.Context, c clusterSpec) (client.Client, []byte) {
+	secret := &corev1.Secret{}
+	Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-kubeconfig"}, secret)).To(Succeed())
+	kubeconfig := secret.Data["value"]
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	cfg.Timeout = 10 * time.Second
+	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	Expect(err).NotTo(HaveOccurred())
+	return cl, kubeconfig
+}
+
+// waitMachinesRunning waits until the cluster has exactly the given machines, all Running
+// with their Nodes Ready and carrying the DockyardMachine's providerID.
+func waitMachinesRunning(ctx context.Context, c clusterSpec, controlPlanes, workers int) {
+	Eventually(func(g Gomega) {
+		cps, ws := machines(ctx, c, true), machines(ctx, c, false)
+		g.Expect(cps).To(HaveLen(controlPlanes), "control plane machines")
+		g.Expect(ws).To(HaveLen(workers), "worker machines")
+		wl, _ := workloadClient(ctx, c)
+		for _, m := range append(cps, ws...) {
+			g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "machine %s is being deleted", m.Name)
+			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "machine %s phase", m.Name)
+			dm := &infrav1.DockyardMachine{}
+			g.Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: m.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node yet", m.Name)
+			node := &corev1.Node{}
+			g.Expect(wl.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
+			g.Expect(node.Spec.ProviderID).To(Equal(dm.Spec.ProviderID), "node %s providerID", node.Name)
+			g.Expect(nodeReady(node)).To(BeTrue(), "node %s is not Ready", node.Name)
+		}
+		nodes := &corev1.NodeList{}
+		g.Expect(wl.List(ctx, nodes)).To(Succeed())
+		g.Expect(nodes.Items).To(HaveLen(controlPlanes+workers), "nodes in the workload cluster")
+	}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// loadBalancerBackends returns the control plane nodes in the cluster's haproxy configuration.
+func loadBalancerBackends(ctx context.Context, c clusterSpec) []string {
+	var out bytes.Buffer
+	code, err := engine.Exec(ctx, docker.LoadBalancerName(c.name), container.ExecOptions{
+		Cmd: []string{"cat", docker.LoadBalancerConfigPath}, Stdout: &out,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(code).To(Equal(0))
+	var backends []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "server" {
+			backends = append(backends, f[1])
+		}
+	}
+	sort.Strings(backends)
+	return backends
+}
+
+// execInNode runs a command in a node container and returns its output.
+func execInNode(ctx context.Context, node string, cmd ...string) (string, int) {
+	var out bytes.Buffer
+	code, err := engine.Exec(ctx, node, container.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
+	Expect(err).NotTo(HaveOccurred())
+	return out.String(), code
+}
+
+// kubectl runs the kubectl built with the node image's Kubernetes version from the host.
+func kubectl(kubeconfig []byte, args ...string) (string, error) {
+	cache := os.Getenv("DOCKYARD_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "dockyard")
+	}
+	path := filepath.Join(artifacts, "kubeconfig-"+fmt.Sprint(time.Now().UnixNano()))
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return "", err
+	}
+	defer os.Remove(path)
+	bin := filepath.Join(cache, "build", "kubernetes-"+kubernetesVersion, "bin", "kubectl")
+	cmd := exec.Command(bin, append([]string{"--kubeconfig", path, "--request-timeout", "20s"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// deleteClusterAndVerify deletes a Cluster and waits until neither the management cluster
+// nor the engine keeps anything of it.
+func deleteClusterAndVerify(ctx context.Context, c clusterSpec) {
+	cl := plane.Client()
+	Expect(cl.Delete(ctx, getCluster(ctx, c))).To(Succeed())
+	Eventually(func(g Gomega) {
+		err := cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Cluster still exists: %v", err)
+		for _, list := range []client.ObjectList{&clusterv1.MachineList{}, &infrav1.DockyardMachineList{}, &infrav1.DockyardClusterList{}} {
+			g.Expect(cl.List(ctx, list, client.InNamespace(c.namespace))).To(Succeed())
+			g.Expect(meta(list)).To(BeZero(), "%T left", list)
+		}
+	}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+	Eventually(func(g Gomega) {
+		labels := c.key().ClusterLabels()
+		cs, err := engine.ListContainers(ctx, labels)
+		g.Expect(err).NotTo(HaveOccurred())
+		vs, err := engine.ListVolumes(ctx, labels)
+		g.Expect(err).NotTo(HaveOccurred())
+		ns, err := engine.ListNetworks(ctx, labels)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cs).To(BeEmpty(), "containers left on the engine")
+		g.Expect(vs).To(BeEmpty(), "volumes left on the engine")
+		g.Expect(ns).To(BeEmpty(), "networks left on the engine")
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
+}
+
+func meta(list client.ObjectList) int {
+	switch l := list.(type) {
+	case *clusterv1.MachineList:
+		return len(l.Items)
+	case *infrav1.DockyardMachineList:
+		return len(l.Items)
+	case *infrav1.DockyardClusterList:
+		return len(l.Items)
+	}
+	return -1
+}
+
+// clusterAvailable is true once Cluster API reports the control plane initialized and the
+// cluster Available.
+func clusterAvailable(cluster *clusterv1.Cluster) bool {
+	return ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false) &&
+		conditions.IsTrue(cluster, clusterv1.AvailableCondition)
+}
+
+// apiPoller sends requests through the load balancer while a rollout runs and counts the
+// failed ones.
+type apiPoller struct {
+	stop     chan struct{}
+	done     chan struct{}
+	total    int
+	failures []string
+}
+
+func startAPIPoller(ctx context.Context, c clusterSpec) *apiPoller {
+	wl, _ := workloadClient(ctx, c)
+	p := &apiPoller{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := wl.List(rctx, &corev1.NamespaceList{})
+			cancel()
+			p.total++
+			if err != nil {
+				p.failures = append(p.failures, fmt.Sprintf("%s: %v", time.Now().Format(time.TimeOnly), err))
+			}
+		}
+	}()
+	return p
+}
+
+func (p *apiPoller) finish() (int, []string) {
+	close(p.stop)
+	<-p.done
+	return p.total, p.failures
+}
+
+// dumpEngine writes the engine's Dockyard containers and, for nodes, the tails of the
+// kubelet journal and of the bootstrap output.
+func dumpEngine(ctx context.Context, w io.Writer) {
+	cs, err := engine.ListContainers(ctx, map[string]string{docker.ClusterLabel: ""})
+	if err != nil {
+		fmt.Fprintf(w, "listing containers: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "\n===== Dockyard containers on the engine =====\n")
+	for _, c := range cs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", c.Name, c.State, c.Labels[docker.KindRoleLabel], c.Networks)
+	}
+	for _, c := range cs {
+		if !c.Running || c.Labels[docker.KindRoleLabel] == string(docker.RoleLoadBalancer) {
+			continue
+		}
+		for _, cmd := range [][]string{
+			{"tail", "-n", "40", "/var/lib/dockyard/bootstrap/output.log"},
+			{"journalctl", "--no-pager", "-n", "40", "-u", "kubelet"},
+			{"journalctl", "--no-pager", "-n", "20", "-u", "containerd"},
+		} {
+			var out bytes.Buffer
+			_, _ = engine.Exec(ctx, c.Name, container.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
+			fmt.Fprintf(w, "\n----- %s: %s -----\n%s", c.Name, strings.Join(cmd, " "), docker.RedactSecrets(out.String()))
+		}
+	}
+}
+
+// whenDone logs how long a phase took.
+func whenDone(phase string, start time.Time) {
+	timings.add(phase, time.Since(start))
+}
+
+var _ = By
