@@ -68,9 +68,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	sweepEngine(ctx)
 
 	By("starting the management plane: etcd, kube-apiserver, kube-controller-manager, Cluster API and Dockyard")
+	// A failed run keeps its work directory for inspection; this run starts from nothing.
+	workDir := filepath.Join(artifacts, "management-plane")
+	Expect(os.RemoveAll(workDir)).To(Succeed())
 	start := time.Now()
 	plane, err = framework.Start(ctx, framework.Options{
-		WorkDir: filepath.Join(artifacts, "management-plane"),
+		WorkDir: workDir,
 		DockyardArgs: []string{
 			"--node-image-repository=" + nodeImageRepo,
 			"--load-balancer-image=" + lbImage,

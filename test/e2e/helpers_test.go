@@ -25,15 +25,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/test/envtest"
+	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
 const testNamespacePrefix = "dockyard-e2e"
@@ -75,12 +74,12 @@ func (c clusterSpec) key() docker.ClusterKey {
 	return docker.ClusterKey{Namespace: c.namespace, Name: c.name}
 }
 
-// renderTemplate renders templates/cluster-template.yaml with clusterctl's own variable
-// processor, exactly as `clusterctl generate cluster` would.
-func renderTemplate(c clusterSpec) []byte {
-	raw, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	vars := map[string]string{
+// createCluster creates the namespace and the objects of templates/cluster-template.yaml,
+// rendered with clusterctl's variable processor.
+func createCluster(ctx context.Context, c clusterSpec) {
+	cl := plane.Client()
+	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}))).To(Succeed())
+	rendered, err := framework.RenderTemplate(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"), map[string]string{
 		"CLUSTER_NAME":                c.name,
 		"NAMESPACE":                   c.namespace,
 		"KUBERNETES_VERSION":          kubernetesVersion,
@@ -88,26 +87,9 @@ func renderTemplate(c clusterSpec) []byte {
 		"WORKER_MACHINE_COUNT":        fmt.Sprint(c.workers),
 		"DOCKYARD_NODE_IMAGE":         nodeImageRepo + ":" + kubernetesVersion,
 		"DOCKYARD_LB_IMAGE":           lbImage,
-	}
-	out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
-		if v, ok := vars[name]; ok {
-			return v, nil
-		}
-		return "", fmt.Errorf("variable %s is not set", name)
 	})
 	Expect(err).NotTo(HaveOccurred())
-	return out
-}
-
-// createCluster creates the namespace and applies the rendered template.
-func createCluster(ctx context.Context, c clusterSpec) {
-	cl := plane.Client()
-	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}))).To(Succeed())
-	objs, err := capiyaml.ToUnstructured(renderTemplate(c))
-	Expect(err).NotTo(HaveOccurred())
-	for i := range objs {
-		Expect(cl.Create(ctx, &objs[i])).To(Succeed(), "creating %s %s", objs[i].GetKind(), objs[i].GetName())
-	}
+	Expect(framework.CreateObjects(ctx, cl, rendered)).To(Succeed())
 }
 
 func getCluster(ctx context.Context, c clusterSpec) *clusterv1.Cluster {
