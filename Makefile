@@ -92,6 +92,9 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 	DOCKYARD_TEST_NODE_IMAGE="$(TEST_NODE_IMAGE)" DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: test-all
+test-all: verify-generate vet test test-images test-e2e ## Everything CI runs (.ci/run): generated files, vet, and every suite.
+
 .PHONY: templates
 templates: ## Write the clusterctl flavors in templates/ from templates/src/ and the CNI manifest.
 	go run ./hack/gentemplates
