@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/pkg/errors"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -29,30 +28,8 @@ func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name st
 // carrying its label, and the network when Dockyard created it for this cluster. Callers make
 // sure no machine of the cluster is left first.
 func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network string) error {
-	var errs []error
-	containers, err := m.runtime.ListContainers(ctx, cluster.ClusterLabels())
-	if err != nil {
+	if err := m.removeLabelled(ctx, cluster.ClusterLabels()); err != nil {
 		return err
-	}
-	for _, c := range containers {
-		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return kerrors.NewAggregate(errs)
-	}
-	volumes, err := m.runtime.ListVolumes(ctx, cluster.ClusterLabels())
-	if err != nil {
-		return err
-	}
-	for _, v := range volumes {
-		if err := m.runtime.RemoveVolume(ctx, v.Name); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return kerrors.NewAggregate(errs)
 	}
 
 	n, err := m.runtime.InspectNetwork(ctx, network)

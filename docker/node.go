@@ -172,8 +172,14 @@ func (m *Manager) GetNode(ctx context.Context, cluster ClusterKey, machine strin
 // DeleteNode removes the node container of a machine and its volumes. Deleting a node that is
 // already gone is not an error.
 func (m *Manager) DeleteNode(ctx context.Context, cluster ClusterKey, machine string) error {
+	return m.removeLabelled(ctx, cluster.MachineLabels(machine))
+}
+
+// removeLabelled removes the containers carrying the labels, then their volumes (which a
+// container still using them would keep).
+func (m *Manager) removeLabelled(ctx context.Context, labels map[string]string) error {
 	var errs []error
-	containers, err := m.runtime.ListContainers(ctx, cluster.MachineLabels(machine))
+	containers, err := m.runtime.ListContainers(ctx, labels)
 	if err != nil {
 		return err
 	}
@@ -185,7 +191,7 @@ func (m *Manager) DeleteNode(ctx context.Context, cluster ClusterKey, machine st
 	if len(errs) > 0 {
 		return kerrors.NewAggregate(errs)
 	}
-	volumes, err := m.runtime.ListVolumes(ctx, cluster.MachineLabels(machine))
+	volumes, err := m.runtime.ListVolumes(ctx, labels)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,6 @@
 package gobuild
 
 import (
-	"fmt"
-
 	"github.com/pkg/errors"
 	"k8s.io/apimachinery/pkg/util/version"
 )
@@ -52,15 +50,7 @@ func ClusterAPI(clusterAPIVersion string, commands ...string) (Build, error) {
 	if len(commands) == 0 {
 		commands = ClusterAPICommands
 	}
-	const pkg = "sigs.k8s.io/cluster-api/version"
-	ldflags := []string{
-		fmt.Sprintf("-X %s.gitVersion=%s", pkg, clusterAPIVersion),
-		fmt.Sprintf("-X %s.gitMajor=%d", pkg, v.Major()),
-		fmt.Sprintf("-X %s.gitMinor=%d", pkg, v.Minor()),
-		fmt.Sprintf("-X %s.gitCommit=%s", pkg, "go-module-proxy"),
-		fmt.Sprintf("-X %s.gitTreeState=%s", pkg, "clean"),
-		fmt.Sprintf("-X %s.buildDate=%s", pkg, "1970-01-01T00:00:00Z"),
-	}
+	ldflags := versionLDFlags("sigs.k8s.io/cluster-api/version", clusterAPIVersion, v)
 	build := Build{
 		Name:    "cluster-api",
 		Version: clusterAPIVersion,

@@ -45,17 +45,8 @@ func Kubernetes(kubernetesVersion string, commands ...string) (Build, error) {
 	for _, m := range kubernetesStagingModules {
 		replace["k8s.io/"+m] = staging
 	}
-	var ldflags []string
-	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
-		ldflags = append(ldflags,
-			fmt.Sprintf("-X %s.gitVersion=%s", pkg, kubernetesVersion),
-			fmt.Sprintf("-X %s.gitMajor=%d", pkg, v.Major()),
-			fmt.Sprintf("-X %s.gitMinor=%d", pkg, v.Minor()),
-			fmt.Sprintf("-X %s.gitCommit=%s", pkg, "go-module-proxy"),
-			fmt.Sprintf("-X %s.gitTreeState=%s", pkg, "clean"),
-			fmt.Sprintf("-X %s.buildDate=%s", pkg, "1970-01-01T00:00:00Z"),
-		)
-	}
+	ldflags := append(versionLDFlags("k8s.io/component-base/version", kubernetesVersion, v),
+		versionLDFlags("k8s.io/client-go/pkg/version", kubernetesVersion, v)...)
 	build := Build{
 		Name:    "kubernetes",
 		Version: kubernetesVersion,
@@ -94,4 +85,17 @@ func Etcd(etcdVersion string) (Build, error) {
 		Require:  map[string]string{"go.etcd.io/etcd/server/v3": etcdVersion},
 		Binaries: []Binary{{Name: "etcd", MainSource: etcdMain}},
 	}, nil
+}
+
+// versionLDFlags stamps a Kubernetes-style version package (gitVersion, gitMajor, ...) with a
+// release version: commands built from the module proxy otherwise report a placeholder.
+func versionLDFlags(pkg, release string, v *version.Version) []string {
+	return []string{
+		fmt.Sprintf("-X %s.gitVersion=%s", pkg, release),
+		fmt.Sprintf("-X %s.gitMajor=%d", pkg, v.Major()),
+		fmt.Sprintf("-X %s.gitMinor=%d", pkg, v.Minor()),
+		fmt.Sprintf("-X %s.gitCommit=%s", pkg, "go-module-proxy"),
+		fmt.Sprintf("-X %s.gitTreeState=%s", pkg, "clean"),
+		fmt.Sprintf("-X %s.buildDate=%s", pkg, "1970-01-01T00:00:00Z"),
+	}
 }
