@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	goNet "net"
 	"time"
 
 	"github.com/pkg/errors"
@@ -132,7 +133,8 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 	key := docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}
 	network := clusterNetwork(dc, key)
 
-	if _, err := r.Nodes.EnsureNetwork(ctx, key, network); err != nil {
+	net, err := r.Nodes.EnsureNetwork(ctx, key, network)
+	if err != nil {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "Creating network %s failed: %v", network, err)
 		return ctrl.Result{}, err
 	}
@@ -169,6 +171,14 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 	// The endpoint: a host the user set is kept; the port defaults like the webhook does.
 	if dc.Spec.ControlPlaneEndpoint.Host == "" {
 		dc.Spec.ControlPlaneEndpoint.Host = address
+	}
+	if host := dc.Spec.ControlPlaneEndpoint.Host; host != address && inSubnets(host, net.Subnets) {
+		// The endpoint is an address on the cluster network the load balancer no longer has:
+		// it was replaced (after it stopped) and the engine gave it another address.
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerAddressChangedReason,
+			"The load balancer was replaced and now answers on %s, but the cluster's endpoint is %s, which certificates and kubeconfigs name; recreate the cluster",
+			address, host)
+		return ctrl.Result{}, nil
 	}
 	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
 		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
@@ -250,4 +260,18 @@ func patchDockyardCluster(ctx context.Context, helper *patch.Helper, dc *infrav1
 	return helper.Patch(ctx, dc, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.ReadyCondition, infrav1.LoadBalancerAvailableCondition, clusterv1.PausedCondition,
 	}})
+}
+
+// inSubnets reports whether host is an IP address inside one of the subnets.
+func inSubnets(host string, subnets []string) bool {
+	ip := goNet.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	for _, cidr := range subnets {
+		if _, n, err := goNet.ParseCIDR(cidr); err == nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }

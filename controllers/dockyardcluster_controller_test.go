@@ -144,6 +144,14 @@ func TestStaleStoppedLoadBalancerIsReplaced(t *testing.T) {
 	if !strings.Contains(f.loadBalancerConfig(), "frontend control-plane") {
 		t.Error("replacement not configured")
 	}
+	// The engine gave the replacement another address than the endpoint: that is reported,
+	// not hidden behind a true condition.
+	if first.Networks["dockyard-ns1-c1"].IPv4 != second.Networks["dockyard-ns1-c1"].IPv4 {
+		expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
+			infrav1.LoadBalancerAddressChangedReason, first.Networks["dockyard-ns1-c1"].IPv4)
+	} else {
+		t.Error("the fake engine should have given the replacement a new address")
+	}
 }
 
 func TestClusterCustomLoadBalancerTemplate(t *testing.T) {

@@ -37,6 +37,9 @@ const (
 	LoadBalancerFailedReason = "LoadBalancerFailed"
 	// LoadBalancerStartingReason: the container was created but does not run yet.
 	LoadBalancerStartingReason = "LoadBalancerStarting"
+	// LoadBalancerAddressChangedReason: the load balancer was replaced and came back on another
+	// address than the cluster's endpoint, which certificates and kubeconfigs name.
+	LoadBalancerAddressChangedReason = "LoadBalancerAddressChanged"
 )
 
 // DockyardMachine conditions.
