@@ -105,7 +105,10 @@ func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstr
 // interrupted (the node restarted).
 func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout time.Duration) (BootstrapStatus, error) {
 	var out bytes.Buffer
-	script := fmt.Sprintf(`cat %[1]s/state 2>/dev/null; test -d %[1]s/lock && echo lock=1; echo "unit=$(systemctl is-active %[2]s 2>/dev/null)"; echo "now=$(date +%%s)"`,
+	// The unit's state is read before the state file: a plan writes its final state before its
+	// unit ends, so a unit seen ended means the state file read after it is final. (The other
+	// order can read "running" from the file and then an ended unit: Interrupted, wrongly.)
+	script := fmt.Sprintf(`echo "unit=$(systemctl is-active %[2]s 2>/dev/null)"; cat %[1]s/state 2>/dev/null; test -d %[1]s/lock && echo lock=1; echo "now=$(date +%%s)"`,
 		bootstrapDir, bootstrapUnit)
 	if _, err := m.runtime.Exec(ctx, node, container.ExecOptions{Cmd: []string{"sh", "-c", script}, Stdout: &out}); err != nil {
 		return BootstrapStatus{}, errors.Wrapf(err, "reading the bootstrap state of node %s", node)

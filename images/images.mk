@@ -32,3 +32,12 @@ cni-image: ## Build the CNI image localhost/dockyard/flannel:$(FLANNEL_VERSION) 
 
 .PHONY: images
 images: node-image lb-image cni-image ## Build the node, load balancer and CNI images.
+
+# Extra flags for the image proof, e.g. IMAGES_TEST_FLAGS='-run TestNodeImage'.
+IMAGES_TEST_FLAGS ?=
+
+.PHONY: test-images
+test-images: images ## Prove the images on Dockyard's node layer: kubeadm init and join, flannel, no pulls (test/images).
+	IMAGES_KUBERNETES_VERSION=$(KUBERNETES_VERSION) IMAGES_FLANNEL_IMAGE=localhost/dockyard/flannel:$(FLANNEL_VERSION) \
+	DOCKYARD_TEST_NODE_IMAGE=localhost/dockyard/node:$(KUBERNETES_VERSION) \
+		go test -tags images ./test/images -count=1 -v -timeout 40m $(IMAGES_TEST_FLAGS)

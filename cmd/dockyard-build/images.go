@@ -8,6 +8,7 @@ import (
 
 	"github.com/pkg/errors"
 
+	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
 	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
 
@@ -16,7 +17,6 @@ type imageFlags struct {
 	cache  *string
 	mirror *string
 	force  *bool
-	docker *string
 }
 
 func addImageFlags(fs *flag.FlagSet) imageFlags {
@@ -24,21 +24,26 @@ func addImageFlags(fs *flag.FlagSet) imageFlags {
 		cache:  fs.String("cache", defaultCache(), "cache directory"),
 		mirror: fs.String("mirror", imagebuild.DefaultMirror, "Debian archive for debootstrap"),
 		force:  fs.Bool("force", false, "rebuild even when the engine has an image with the same inputs"),
-		docker: fs.String("docker", "docker", "docker command"),
 	}
 }
 
-func (f imageFlags) builder() (*imagebuild.Builder, error) {
+// builder returns a Builder on the engine DOCKER_HOST names (the local socket when unset),
+// reached through Dockyard's runtime layer; done releases the engine connection.
+func (f imageFlags) builder() (b *imagebuild.Builder, done func(), err error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("building images needs root (debootstrap and chroot)")
+		return nil, nil, errors.New("building images needs root (debootstrap and chroot)")
+	}
+	rt, err := dockerruntime.New()
+	if err != nil {
+		return nil, nil, err
 	}
 	return &imagebuild.Builder{
 		CacheDir: *f.cache,
 		Log:      os.Stderr,
-		Docker:   &imagebuild.Docker{Command: *f.docker},
+		Runtime:  rt,
 		Mirror:   *f.mirror,
 		Force:    *f.force,
-	}, nil
+	}, func() { _ = rt.Close() }, nil
 }
 
 // runNodeImage builds localhost/dockyard/node:<version>.
@@ -48,10 +53,11 @@ func runNodeImage(ctx context.Context, args []string) error {
 	k8sVersion := fs.String("kubernetes-version", imagebuild.DefaultKubernetesVersion, "Kubernetes version")
 	flannelVersion := fs.String("flannel-version", imagebuild.DefaultFlannelVersion, "flannel version of the preloaded CNI image")
 	_ = fs.Parse(args)
-	b, err := common.builder()
+	b, done, err := common.builder()
 	if err != nil {
 		return err
 	}
+	defer done()
 	ref, err := b.NodeImage(ctx, imagebuild.NodeOptions{KubernetesVersion: *k8sVersion, FlannelVersion: *flannelVersion})
 	if err != nil {
 		return err
@@ -65,10 +71,11 @@ func runLBImage(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lb-image", flag.ExitOnError)
 	common := addImageFlags(fs)
 	_ = fs.Parse(args)
-	b, err := common.builder()
+	b, done, err := common.builder()
 	if err != nil {
 		return err
 	}
+	defer done()
 	ref, err := b.LoadBalancerImage(ctx)
 	if err != nil {
 		return err
@@ -83,10 +90,11 @@ func runCNIImage(ctx context.Context, args []string) error {
 	common := addImageFlags(fs)
 	flannelVersion := fs.String("flannel-version", imagebuild.DefaultFlannelVersion, "flannel version")
 	_ = fs.Parse(args)
-	b, err := common.builder()
+	b, done, err := common.builder()
 	if err != nil {
 		return err
 	}
+	defer done()
 	ref, err := b.CNIImage(ctx, *flannelVersion)
 	if err != nil {
 		return err

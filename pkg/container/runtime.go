@@ -74,6 +74,13 @@ type Runtime interface {
 	SaveImages(ctx context.Context, refs []string) (io.ReadCloser, error)
 	// LoadImages loads a tar stream produced by SaveImages (or docker save).
 	LoadImages(ctx context.Context, tarStream io.Reader) error
+	// InspectImage returns an image's ID and labels; ErrNotFound when the engine does not
+	// have it.
+	InspectImage(ctx context.Context, ref string) (*Image, error)
+	// RemoveImage removes an image name, or an image by ID, and the image itself when no
+	// other name and no container uses it. Removing an image that does not exist is not an
+	// error; one a container uses is.
+	RemoveImage(ctx context.Context, ref string) error
 }
 
 // EngineInfo describes a container engine.
@@ -217,6 +224,13 @@ type Network struct {
 	Subnets []string
 	// Containers attached, by name.
 	Containers []string
+}
+
+// Image is an image in the engine.
+type Image struct {
+	// ID is the engine's image ID (the digest of its configuration, "sha256:...").
+	ID     string
+	Labels map[string]string
 }
 
 // VolumeSpec describes a named volume to create.

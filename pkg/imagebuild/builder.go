@@ -5,7 +5,8 @@
 // inputs; images in the engine carry the hash of their inputs in the label InputsLabel, so an
 // unchanged image is not built again.
 //
-// Building needs root (debootstrap, chroot), the docker command and a running engine.
+// Building needs root (debootstrap, chroot) and a container engine, reached only through
+// Dockyard's runtime layer (container.Runtime; see engine.go).
 package imagebuild
 
 import (
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dockyard-dev/dockyard/images"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -47,8 +49,9 @@ type Builder struct {
 	CacheDir string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// Docker runs the docker command.
-	Docker *Docker
+	// Runtime is the container engine the images go into (pkg/container/docker.New() for
+	// the engine DOCKER_HOST names). The preload step runs a build node on it.
+	Runtime container.Runtime
 	// Mirror is the Debian archive debootstrap uses; DefaultMirror when empty.
 	Mirror string
 	// Suite is the Debian release; DefaultSuite when empty.
@@ -196,22 +199,17 @@ func (b *Builder) lock(name string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// existing returns the name of an image in the engine built from the given inputs, preferring
-// want; "" when there is none (or when Force is set).
+// existing returns want when the engine has it built from the given inputs; "" when it does
+// not (or when Force is set).
 func (b *Builder) existing(ctx context.Context, inputsHash, want string) (string, error) {
 	if b.Force {
 		return "", nil
 	}
-	names, err := b.Docker.ImagesWithLabel(ctx, InputsLabel, inputsHash)
-	if err != nil {
+	labels, ok, err := b.imageLabels(ctx, want)
+	if err != nil || !ok || labels[InputsLabel] != inputsHash {
 		return "", err
 	}
-	for _, n := range names {
-		if n == want {
-			return n, nil
-		}
-	}
-	return "", nil
+	return want, nil
 }
 
 func (b *Builder) layerPath(kind, key string) string {

@@ -34,17 +34,11 @@ func (b *Builder) LoadBalancerImage(ctx context.Context) (string, error) {
 		return "", err
 	}
 	hash := in.Hash()
-	if !b.Force {
-		names, err := b.Docker.ImagesWithLabel(ctx, InputsLabel, hash)
-		if err != nil {
-			return "", err
+	if name, err := b.existingLoadBalancer(ctx, hash); err != nil || name != "" {
+		if name != "" {
+			b.logf("%s is up to date (inputs %s)", name, short(hash))
 		}
-		for _, n := range names {
-			if strings.HasPrefix(n, LoadBalancerRepository+":") && !strings.HasSuffix(n, ":latest") {
-				b.logf("%s is up to date (inputs %s)", n, short(hash))
-				return n, nil
-			}
-		}
+		return name, err
 	}
 	unlock, err := b.lock("haproxy")
 	if err != nil {
@@ -86,6 +80,21 @@ func (b *Builder) LoadBalancerImage(ctx context.Context) (string, error) {
 	}
 	b.logf("built %s in %s (%d MiB compressed)", ref, time.Since(start).Round(time.Second), imageSize(img)>>20)
 	return ref, nil
+}
+
+// existingLoadBalancer returns the versioned name of the newest load balancer image when the
+// engine has it, and its ":latest", built from the given inputs; "" otherwise (or with Force).
+// The version is only known once the root filesystem is built, so ":latest" leads to it.
+func (b *Builder) existingLoadBalancer(ctx context.Context, inputsHash string) (string, error) {
+	if b.Force {
+		return "", nil
+	}
+	latest, ok, err := b.imageLabels(ctx, LoadBalancerRepository+":latest")
+	if err != nil || !ok || latest[InputsLabel] != inputsHash || latest[LabelPrefix+"version.haproxy"] == "" {
+		return "", err
+	}
+	ref := LoadBalancerRepository + ":" + ImageTag(latest[LabelPrefix+"version.haproxy"])
+	return b.existing(ctx, inputsHash, ref)
 }
 
 // ImageTag turns a Debian version into a valid image tag: "+" and "~" (not allowed in tags)

@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -205,28 +207,6 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	return ref, nil
 }
 
-// load loads an image into the engine under ref and drops the image ref named before, if it
-// is now unused.
-func (b *Builder) load(ctx context.Context, ref string, img v1.Image, extraRefs ...string) error {
-	previous := b.Docker.ImageID(ctx, ref)
-	named := []namedImage{{Ref: ref, Image: img}}
-	for _, r := range extraRefs {
-		named = append(named, namedImage{Ref: r, Image: img})
-	}
-	refs, err := refMap(named...)
-	if err != nil {
-		return err
-	}
-	b.logf("loading %s into the engine", ref)
-	if err := b.Docker.Load(ctx, refs); err != nil {
-		return err
-	}
-	if id := b.Docker.ImageID(ctx, ref); previous != "" && id != previous {
-		b.Docker.RemoveImage(ctx, previous)
-	}
-	return nil
-}
-
 func imageRefs[T interface{ ref() string }](items []T) string {
 	refs := make([]string, 0, len(items))
 	for _, it := range items {
@@ -360,36 +340,52 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	defer b.pruneLayers(kind, file)
 
 	start := time.Now()
-	stageRef := "localhost/dockyard/node-build:" + short(key)
-	container := "dockyard-build-" + short(key)
 	stageImg, err := assemble(stage, config)
 	if err != nil {
 		return nil, err
 	}
+	// One stage name per Kubernetes version (builds of a version hold its lock), so that an
+	// interrupted build or a runtime that cannot remove images leaves at most one behind.
+	stageRef := "localhost/dockyard/node-build:" + kubernetesVersion
 	refs, err := refMap(namedImage{Ref: stageRef, Image: stageImg})
 	if err != nil {
 		return nil, err
 	}
 	b.logf("[preload] loading build image %s", stageRef)
-	if err := b.Docker.Load(ctx, refs); err != nil {
+	if err := b.loadImages(ctx, refs); err != nil {
 		return nil, err
 	}
-	cleanup := func() {
-		// Not ctx: clean up after an interruption too.
-		c, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = b.Docker.Run(c, nil, io.Discard, "rm", "--force", "--volumes", container)
-		b.Docker.RemoveImage(c, stageRef)
-	}
-	_ = b.Docker.Run(ctx, nil, io.Discard, "rm", "--force", "--volumes", container)
-	defer cleanup()
 
-	args := append([]string{"run", "--detach", "--name", container, "--hostname", container,
-		"--label", LabelPrefix + "build=preload", "--network", "none"}, NodeContainerFlags...)
-	if err := b.Docker.Run(ctx, nil, io.Discard, append(args, stageRef)...); err != nil {
+	// The build container is a Dockyard node, created by Dockyard's node layer with the
+	// flags every node gets where --privileged is refused (see docker.NodeSpec), without a
+	// network, in a build-only "cluster" whose label finds its container and /var volume.
+	nodes := docker.NewManager(b.Runtime, docker.ManagerOptions{Privilege: docker.PrivilegeNever})
+	cluster := docker.ClusterKey{Namespace: "dockyard-build", Name: "dockyard-build-" + short(key)}
+	removeBuildNode := func(ctx context.Context) {
+		if err := nodes.DeleteCluster(ctx, cluster, "none"); err != nil {
+			b.logf("warning: removing the build container of %s: %v", cluster, err)
+		}
+	}
+	removeBuildNode(ctx) // left over by an interrupted build
+	defer func() {
+		// Not ctx: clean up after an interruption too.
+		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		removeBuildNode(c)
+		b.dropImage(c, stageRef, "the preload build image")
+	}()
+	node, err := nodes.CreateNode(ctx, docker.NodeSpec{
+		Cluster: cluster,
+		Machine: "preload",
+		Image:   stageRef,
+		Role:    docker.RoleWorker,
+		Network: "none",
+	})
+	if err != nil {
 		return nil, err
 	}
-	if err := b.waitForContainerd(ctx, container); err != nil {
+	name := node.Name
+	if err := b.waitForContainerd(ctx, name); err != nil {
 		return nil, err
 	}
 
@@ -400,19 +396,19 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	b.logf("[preload] importing %d images into the build container's containerd", len(preloaded))
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarball.MultiRefWrite(bundle, pw)) }()
-	err = b.Docker.Run(ctx, pr, io.Discard, "exec", "--interactive", container, "ctr", "--namespace", "k8s.io", "images", "import", "-")
+	_, err = b.exec(ctx, name, pr, "ctr", "--namespace", "k8s.io", "images", "import", "-")
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
 		return nil, err
 	}
 	if SupportsImagePinning(containerdVersion) {
 		for _, img := range preloaded {
-			if err := b.Docker.Run(ctx, nil, io.Discard, "exec", container, "ctr", "--namespace", "k8s.io", "images", "label", img.Ref, "io.cri-containerd.pinned=pinned"); err != nil {
+			if _, err := b.exec(ctx, name, nil, "ctr", "--namespace", "k8s.io", "images", "label", img.Ref, "io.cri-containerd.pinned=pinned"); err != nil {
 				return nil, err
 			}
 		}
 	}
-	listed, err := b.Docker.Output(ctx, "exec", container, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
+	listed, err := b.exec(ctx, name, nil, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
 	if err != nil {
 		return nil, err
 	}
@@ -422,12 +418,12 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 		}
 	}
 	// A clean stop closes containerd's metadata database before it is copied.
-	if err := b.Docker.Run(ctx, nil, io.Discard, "exec", container, "systemctl", "stop", "containerd"); err != nil {
+	if _, err := b.exec(ctx, name, nil, "systemctl", "stop", "containerd"); err != nil {
 		return nil, err
 	}
 	b.logf("[preload] capturing /var/lib/containerd")
 	layer, err := writeLayer(file, func(w io.Writer) error {
-		return b.Docker.Run(ctx, nil, w, "exec", container, "tar", "--numeric-owner", "--sort=name",
+		return b.execTo(ctx, name, w, "tar", "--numeric-owner", "--sort=name",
 			"--exclude=var/lib/containerd/tmpmounts/*", "-C", "/", "-cf", "-", "var/lib/containerd")
 	})
 	if err != nil {
@@ -438,9 +434,10 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	return layer, nil
 }
 
-// NodeContainerFlags are the docker run flags Dockyard starts node containers with where
-// --privileged is refused (Dockyard adds name, hostname, network, ports and labels). The image
-// build uses them too, for its preload container.
+// NodeContainerFlags are the docker run flags equivalent to the node containers Dockyard's
+// node layer creates where --privileged is refused (docker.NodeSpec; Dockyard adds name,
+// hostname, network, ports, labels and a named /var volume), for starting a node image by
+// hand. The image build itself creates its build node through the node layer.
 var NodeContainerFlags = []string{
 	"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
 	"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
@@ -454,15 +451,60 @@ var NodeContainerFlags = []string{
 	"--tty",
 }
 
-func (b *Builder) waitForContainerd(ctx context.Context, container string) error {
+// exec runs a command in a container with stdin (nil for none) and returns its standard
+// output; a non-zero exit is an error carrying the end of its output.
+func (b *Builder) exec(ctx context.Context, name string, stdin io.Reader, cmd ...string) (string, error) {
+	var out strings.Builder
+	err := b.execWith(ctx, name, stdin, &out, cmd...)
+	return strings.TrimSpace(out.String()), err
+}
+
+// execTo runs a command in a container, streaming its standard output to w.
+func (b *Builder) execTo(ctx context.Context, name string, w io.Writer, cmd ...string) error {
+	return b.execWith(ctx, name, nil, w, cmd...)
+}
+
+func (b *Builder) execWith(ctx context.Context, name string, stdin io.Reader, stdout io.Writer, cmd ...string) error {
+	var stderr tailBuffer
+	code, err := b.Runtime.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", strings.Join(shortArgs(cmd), " "), name, err)
+	}
+	if code != 0 {
+		return fmt.Errorf("%s in %s: exit %d: %s", strings.Join(shortArgs(cmd), " "), name, code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+func shortArgs(args []string) []string {
+	if len(args) > 8 {
+		return append(args[:8:8], "...")
+	}
+	return args
+}
+
+// tailBuffer keeps the last 4 KiB written to it.
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 4096 {
+		t.b = t.b[len(t.b)-4096:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
+
+func (b *Builder) waitForContainerd(ctx context.Context, name string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		err := b.Docker.Run(ctx, nil, io.Discard, "exec", container, "ctr", "--namespace", "k8s.io", "version")
+		_, err := b.exec(ctx, name, nil, "ctr", "--namespace", "k8s.io", "version")
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			logs, _ := b.Docker.Output(ctx, "logs", "--tail", "40", container)
+			logs, _ := b.Runtime.ContainerLogs(ctx, name, 40)
 			return fmt.Errorf("containerd did not start in the build container: %v\n%s", err, logs)
 		}
 		select {

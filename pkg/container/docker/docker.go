@@ -5,6 +5,7 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -522,6 +523,47 @@ func (r *Runtime) LoadImages(ctx context.Context, tarStream io.Reader) error {
 		return wrap(err, "loading images")
 	}
 	defer res.Close()
-	_, err = io.Copy(io.Discard, res)
-	return errors.Wrap(err, "loading images")
+	// The engine reports a failed load inside its JSON message stream, not as an HTTP error.
+	dec := json.NewDecoder(res)
+	for {
+		var msg struct {
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return errors.Wrap(err, "reading the engine's answer to loading images")
+		}
+		if msg.ErrorDetail != nil && msg.ErrorDetail.Message != "" {
+			return errors.Errorf("loading images: %s", msg.ErrorDetail.Message)
+		}
+		if msg.Error != "" {
+			return errors.Errorf("loading images: %s", msg.Error)
+		}
+	}
+}
+
+// InspectImage returns an image's ID and labels.
+func (r *Runtime) InspectImage(ctx context.Context, ref string) (*container.Image, error) {
+	res, err := r.client.ImageInspect(ctx, ref)
+	if err != nil {
+		return nil, wrap(err, "inspecting image %s", ref)
+	}
+	img := &container.Image{ID: res.ID}
+	if res.Config != nil {
+		img.Labels = res.Config.Labels
+	}
+	return img, nil
+}
+
+// RemoveImage removes an image name or ID, like docker image rm without --force.
+func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
+	_, err := r.client.ImageRemove(ctx, ref, client.ImageRemoveOptions{PruneChildren: true})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return wrap(err, "removing image %s", ref)
 }

@@ -214,6 +214,20 @@ func TestImagesOnARealEngine(t *testing.T) {
 	if err := rt.LoadImages(ctx, bytes.NewReader(saved)); err != nil {
 		t.Fatal(err)
 	}
+	// A stream that is not an image archive is an error, not a silent no-op.
+	if err := rt.LoadImages(ctx, strings.NewReader("not a tar archive")); err == nil {
+		t.Error("loading garbage succeeded")
+	}
+	img, err := rt.InspectImage(ctx, dockerenv.LoadBalancerImage())
+	if err != nil || !strings.HasPrefix(img.ID, "sha256:") {
+		t.Errorf("inspect image: %+v %v", img, err)
+	}
+	if _, err := rt.InspectImage(ctx, "localhost/dockyard/does-not-exist:v0"); !container.IsNotFound(err) {
+		t.Errorf("inspect missing image: %v", err)
+	}
+	if err := rt.RemoveImage(ctx, "localhost/dockyard/does-not-exist:v0"); err != nil {
+		t.Errorf("removing a missing image: %v", err)
+	}
 	// Pulling from a registry that cannot be reached fails with an error, not a hang.
 	pullCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

@@ -584,3 +584,22 @@ func (c *Container) HasPrefix(prefix string) bool {
 	}
 	return false
 }
+
+// InspectImage returns a fake image: its ID is derived from its name, it has no labels.
+func (r *Runtime) InspectImage(_ context.Context, ref string) (*container.Image, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.images[ref] {
+		return nil, notFound("image", ref)
+	}
+	return &container.Image{ID: "sha256:" + ref}, nil
+}
+
+// RemoveImage forgets an image.
+func (r *Runtime) RemoveImage(_ context.Context, ref string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("RemoveImage")
+	delete(r.images, ref)
+	return nil
+}

@@ -1,0 +1,464 @@
+//go:build images
+
+// Package images proves Dockyard's node image the way Dockyard's reconcilers use it, minus the
+// controllers: node containers created by Dockyard's node layer (docker.Manager) on the real
+// engine, bootstrap data rendered by Cluster API's kubeadm bootstrap provider (its cloudinit
+// package and kubeadm types, with certificates and a bootstrap token made as it makes them),
+// translated by pkg/bootstrap and run by the node layer's bootstrap runner. The control plane
+// initialises, flannel goes on from images/cni/flannel.yaml through the API server port the
+// node publishes on 127.0.0.1, a worker joins, a pod on the worker reaches a pod on the control
+// plane over the pod network, and nothing is pulled from a registry.
+//
+// Run with `make test-images` (builds the images first). Everything the test creates carries
+// the cluster label dockyard.x-k8s.io/cluster=dockyard-images/imgproof and is removed before
+// and after; set DOCKYARD_IMAGES_KEEP=1 to keep a failed run's containers for inspection. The
+// test ends with a table of timings and node memory; IMAGES_TIMINGS_DIR=<dir> also writes it
+// there, one file per run. A failure prints the containers, each node's bootstrap output,
+// failed units, kubelet and containerd journals, and the workload cluster's nodes, pods and
+// warning events.
+package images
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+)
+
+// Settings, from the environment `make test-images` sets.
+var (
+	kubernetesVersion = envOr("IMAGES_KUBERNETES_VERSION", "v1.34.4")
+	nodeImage         = envOr("DOCKYARD_TEST_NODE_IMAGE", "localhost/dockyard/node:"+kubernetesVersion)
+	flannelImage      = envOr("IMAGES_FLANNEL_IMAGE", "localhost/dockyard/flannel:v0.28.10")
+)
+
+// The test's cluster: its label (dockyard.x-k8s.io/cluster=dockyard-images/imgproof) is on
+// every container, volume and network the test creates.
+var cluster = docker.ClusterKey{Namespace: "dockyard-images", Name: "imgproof"}
+
+const (
+	podSubnet        = "10.244.0.0/16"
+	serviceSubnet    = "10.96.0.0/12"
+	bootstrapTimeout = 10 * time.Minute
+	// evictionHard is what Dockyard's cluster template gives kubelet (nodes share the host's
+	// disk).
+	evictionHard = "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"
+)
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestNodeImage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 38*time.Minute)
+	defer cancel()
+
+	rt, err := dockerruntime.New()
+	if err == nil {
+		_, err = rt.Info(ctx)
+	}
+	if err != nil {
+		t.Fatalf("this test needs a container engine (make test-images starts one): %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	for _, img := range []string{nodeImage, flannelImage} {
+		if ok, err := rt.ImageExists(ctx, img); err != nil || !ok {
+			t.Fatalf("image %s is missing (%v): make test-images builds it (make images)", img, err)
+		}
+	}
+
+	// Created before the cleanups below are registered, so it is removed after them: the
+	// failure dump still finds the kubeconfig.
+	workDir := t.TempDir()
+	p := &proof{t: t, rt: rt, nodes: docker.NewManager(rt, docker.ManagerOptions{}), network: docker.DefaultNetworkName(cluster),
+		workDir: workDir, timings: &timings{}}
+	p.sweep("before")
+	t.Cleanup(func() {
+		if t.Failed() && os.Getenv("DOCKYARD_IMAGES_KEEP") != "" {
+			t.Logf("DOCKYARD_IMAGES_KEEP is set: leaving the containers of %s (remove them with this test or by label %s=%s)",
+				cluster, docker.ClusterLabel, cluster)
+			return
+		}
+		p.sweep("after")
+	})
+	// Cleanups run last-in first-out: the dump sees the nodes before they go.
+	t.Cleanup(func() {
+		if t.Failed() {
+			p.dump()
+		}
+		p.timings.print(t)
+	})
+
+	net, err := p.nodes.EnsureNetwork(ctx, cluster, p.network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("network %s: %v", net.Name, net.Subnets)
+
+	// 1. The control plane node container, created by the node layer, until systemd and
+	// containerd are up.
+	cp := p.startNode(ctx, "control-plane", docker.RoleControlPlane)
+	cpAddress := docker.NodeAddress(cp.container, p.network)
+	endpoint := cpAddress + ":6443"
+
+	// 2. Bootstrap data as CABPK renders it for the first control plane, run like the
+	// DockyardMachine reconciler runs it.
+	pki, err := newClusterPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	initData, err := renderInitControlPlane(pki, endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.bootstrap(ctx, cp, initData, "kubeadm init")
+
+	// 3. The workload cluster's admin kubeconfig, aimed at the port the node publishes on
+	// 127.0.0.1, and the CNI.
+	kc := p.kubeClient(ctx, cp)
+	kc.apply(ctx, t, "images/cni/flannel.yaml", flannelManifest(t))
+	applied := time.Now()
+
+	// 4. The node is Ready, CoreDNS runs, kubectl answers from the host.
+	kc.waitNodeReady(ctx, t, cp.name, 6*time.Minute)
+	p.timings.add("control-plane: `kubeadm init` finished to node Ready (kubeconfig read, flannel applied from the host)", time.Since(cp.bootstrapped))
+	p.timings.add("control-plane: flannel applied to node Ready", time.Since(applied))
+	p.timings.add("control-plane: CreateNode called to node Ready", time.Since(cp.created))
+	kc.waitCoreDNS(ctx, t, 6*time.Minute)
+	p.timings.add("control-plane: CreateNode called to CoreDNS pods Ready", time.Since(cp.created))
+	out := kc.kubectl(ctx, t, "get", "nodes", "-o", "wide")
+	t.Logf("kubectl get nodes (from the host, through %s):\n%s", kc.server, out)
+	if !strings.Contains(out, cp.name) || !strings.Contains(out, " Ready ") {
+		t.Fatalf("kubectl get nodes from the host does not show %s Ready:\n%s", cp.name, out)
+	}
+
+	// 5. A worker joins with CABPK's node data and a bootstrap token made through the API.
+	token, err := kc.createBootstrapToken(ctx, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := p.startNode(ctx, "worker", docker.RoleWorker)
+	joinData, err := renderJoinWorker(pki, endpoint, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.bootstrap(ctx, w, joinData, "kubeadm join")
+	kc.waitNodeReady(ctx, t, w.name, 6*time.Minute)
+	p.timings.add("worker: CreateNode called to node Ready", time.Since(w.created))
+	// Cluster API's Machine controller lifts the uninitialized taint CABPK puts on joining
+	// nodes once it matched the Node; here the test does.
+	kc.removeTaint(ctx, t, w.name, clusterv1.NodeUninitializedTaint.Key)
+	for _, n := range []string{cp.name, w.name} {
+		kc.waitNodeReady(ctx, t, n, time.Minute)
+	}
+
+	// A pod on the worker connects to a pod on the control plane node over the pod network.
+	kc.podNetworkCheck(ctx, t, cp.name, w.name, flannelImage)
+
+	// Nothing was pulled: not by containerd in either node, not by any kubelet.
+	for _, n := range []*node{cp, w} {
+		p.assertNoPulls(ctx, n)
+	}
+	kc.assertNoPullingEvents(ctx, t)
+	out = kc.kubectl(ctx, t, "get", "nodes")
+	t.Logf("kubectl get nodes (from the host):\n%s", out)
+	if strings.Count(out, " Ready ") != 2 {
+		t.Fatalf("want both nodes Ready from the host's kubectl:\n%s", out)
+	}
+
+	// 6. Memory of the node containers with the cluster idle.
+	for _, n := range []*node{cp, w} {
+		if mib, err := p.memoryMiB(ctx, n.name); err != nil {
+			t.Logf("memory of %s: %v", n.name, err)
+		} else {
+			p.timings.addValue(fmt.Sprintf("%s node memory (cgroup usage without inactive file cache)", n.role), fmt.Sprintf("%d MiB", mib))
+		}
+	}
+}
+
+// proof holds what the steps share.
+type proof struct {
+	t       *testing.T
+	rt      container.Runtime
+	nodes   *docker.Manager
+	network string
+	workDir string
+	timings *timings
+	started []*node
+	kube    *kubeClient
+}
+
+// node is one node container of the test.
+type node struct {
+	name         string
+	role         string
+	container    *container.Container
+	created      time.Time // when CreateNode was called
+	bootstrapped time.Time // when kubeadm finished in the node
+}
+
+// sweep removes everything carrying the test cluster's label: containers, volumes, network.
+func (p *proof) sweep(when string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := p.nodes.DeleteCluster(ctx, cluster, p.network); err != nil {
+		p.t.Errorf("removing the test's containers, volumes and network (%s): %v", when, err)
+	}
+	for _, list := range []func() (int, error){
+		func() (int, error) { c, err := p.rt.ListContainers(ctx, cluster.ClusterLabels()); return len(c), err },
+		func() (int, error) { v, err := p.rt.ListVolumes(ctx, cluster.ClusterLabels()); return len(v), err },
+		func() (int, error) { n, err := p.rt.ListNetworks(ctx, cluster.ClusterLabels()); return len(n), err },
+	} {
+		if n, err := list(); err != nil || n != 0 {
+			p.t.Errorf("after removing the test's objects (%s): %d left, %v", when, n, err)
+		}
+	}
+}
+
+// startNode creates a node container through the node layer and waits for systemd and
+// containerd.
+func (p *proof) startNode(ctx context.Context, machine string, role docker.Role) *node {
+	t := p.t
+	n := &node{role: string(role), created: time.Now()}
+	c, err := p.nodes.CreateNode(ctx, docker.NodeSpec{
+		Cluster: cluster, Machine: machine, Image: nodeImage, Role: role, Network: p.network,
+	})
+	if err != nil {
+		t.Fatalf("creating the %s node: %v", role, err)
+	}
+	n.name, n.container = c.Name, c
+	p.started = append(p.started, n)
+	p.timings.add(fmt.Sprintf("%s: CreateNode (volume, create, start; the image's /var copied into the volume)", role), time.Since(n.created))
+
+	deadline := time.Now().Add(4 * time.Minute)
+	var last string
+	for {
+		st, err := p.nodes.CheckNode(ctx, n.name)
+		if err == nil && st.Ready {
+			break
+		}
+		last = fmt.Sprint(st.Detail, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: systemd and containerd not up within 4m: %s", n.name, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ready := time.Now()
+	c, err = p.rt.InspectContainer(ctx, n.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.container = c
+	p.timings.add(fmt.Sprintf("%s: container start to systemd running and containerd active", role), ready.Sub(c.StartedAt))
+	t.Logf("node %s (%s) is up at %s", n.name, role, docker.NodeAddress(c, p.network))
+	return n
+}
+
+// bootstrapPoll is how often the DockyardMachine reconciler looks at a running bootstrap.
+const bootstrapPoll = 2 * time.Second
+
+// bootstrap translates CABPK bootstrap data with pkg/bootstrap and runs it in the node with
+// the node layer's runner, following it with GetBootstrapStatus at the reconciler's pace,
+// until it succeeded. Durations come from the timestamps the data writes around kubeadm in
+// the node (the node's clock is the host's).
+func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string) {
+	t := p.t
+	plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, data, bootstrap.Options{Hostname: n.name})
+	if err != nil {
+		t.Fatalf("translating the bootstrap data of %s: %v", n.name, err)
+	}
+	if len(plan.Ignored) > 0 {
+		t.Logf("bootstrap data of %s: ignored %v", n.name, plan.Ignored)
+	}
+	start := time.Now()
+	if err := p.nodes.StartBootstrap(ctx, n.name, plan, bootstrapTimeout); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := p.nodes.GetBootstrapStatus(ctx, n.name, bootstrapTimeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch st.Phase {
+		case docker.BootstrapSucceeded:
+			kStart, kEnd, err := p.kubeadmTimes(ctx, n.name)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			n.bootstrapped = kEnd
+			p.timings.add(fmt.Sprintf("%s: StartBootstrap (%d steps) to `%s` finished", n.role, len(plan.Steps), what), kEnd.Sub(start))
+			p.timings.add(fmt.Sprintf("%s: `%s`", n.role, what), kEnd.Sub(kStart))
+			return
+		case docker.BootstrapNotStarted, docker.BootstrapRunning:
+		case docker.BootstrapInterrupted:
+			// A status read while the plan finishes can see the state file before the plan
+			// wrote its final state and the unit after it ended; a second read tells.
+			time.Sleep(time.Second)
+			if again, err := p.nodes.GetBootstrapStatus(ctx, n.name, bootstrapTimeout); err == nil && again.Phase == docker.BootstrapSucceeded {
+				t.Errorf("GetBootstrapStatus reported the finishing bootstrap of %s as %s, then %s: it reads the plan's state file "+
+					"before the unit's state (docker/bootstrap.go), and a reconciler would give up on this node", n.name, st.Phase, again.Phase)
+				continue
+			}
+			fallthrough
+		default:
+			t.Fatalf("bootstrap of %s: %s at step %d (exit %d, missing %q); output:\n%s",
+				n.name, st.Phase, st.Step, st.ExitCode, st.MissingSentinel, st.Output)
+		}
+		if time.Since(start) > bootstrapTimeout+time.Minute {
+			t.Fatalf("bootstrap of %s still %s after %s", n.name, st.Phase, time.Since(start).Round(time.Second))
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(bootstrapPoll):
+		}
+	}
+}
+
+// kubeadmTimes reads the timestamps the bootstrap data's pre- and post-kubeadm commands wrote
+// around kubeadm.
+func (p *proof) kubeadmTimes(ctx context.Context, name string) (start, end time.Time, err error) {
+	out, code, err := p.exec(ctx, name, "cat", kubeadmStartFile, kubeadmEndFile)
+	if err != nil || code != 0 {
+		return start, end, fmt.Errorf("reading the kubeadm timestamps: exit %d, %v: %s", code, err, out)
+	}
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		return start, end, fmt.Errorf("kubeadm timestamps: %q", out)
+	}
+	var ts [2]float64
+	for i := range ts {
+		if _, err := fmt.Sscan(f[i], &ts[i]); err != nil {
+			return start, end, fmt.Errorf("kubeadm timestamp %q: %v", f[i], err)
+		}
+	}
+	unix := func(s float64) time.Time { return time.Unix(0, int64(s*float64(time.Second))) }
+	return unix(ts[0]), unix(ts[1]), nil
+}
+
+// exec runs a command in a node and returns its combined output.
+func (p *proof) exec(ctx context.Context, name string, cmd ...string) (string, int, error) {
+	var out strings.Builder
+	code, err := p.rt.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
+	return out.String(), code, err
+}
+
+// assertNoPulls checks containerd's journal in a node: CRI calls were logged (the check can
+// see them) and none of them was PullImage.
+func (p *proof) assertNoPulls(ctx context.Context, n *node) {
+	out, _, err := p.exec(ctx, n.name, "journalctl", "--no-pager", "-o", "cat", "-u", "containerd")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	sandboxes, pulls := strings.Count(out, "RunPodSandbox"), strings.Count(out, "PullImage")
+	p.t.Logf("containerd journal of %s: %d RunPodSandbox, %d PullImage", n.name, sandboxes, pulls)
+	if sandboxes == 0 {
+		p.t.Errorf("containerd's journal in %s shows no RunPodSandbox: the pull check cannot see CRI calls", n.name)
+	}
+	if pulls != 0 {
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "PullImage") {
+				lines = append(lines, l)
+			}
+		}
+		p.t.Errorf("containerd in %s pulled images:\n%s", n.name, strings.Join(lines, "\n"))
+	}
+}
+
+// memoryMiB is the memory a node container uses, as docker stats counts it: the cgroup's usage
+// without inactive file cache. The node's cgroup namespace makes its own cgroup the root.
+func (p *proof) memoryMiB(ctx context.Context, name string) (int64, error) {
+	script := `if [ -f /sys/fs/cgroup/memory/memory.usage_in_bytes ]; then
+  echo "$(cat /sys/fs/cgroup/memory/memory.usage_in_bytes) $(awk '$1=="total_inactive_file"{print $2}' /sys/fs/cgroup/memory/memory.stat)"
+else
+  echo "$(cat /sys/fs/cgroup/memory.current) $(awk '$1=="inactive_file"{print $2}' /sys/fs/cgroup/memory.stat)"
+fi`
+	out, code, err := p.exec(ctx, name, "sh", "-c", script)
+	if err != nil || code != 0 {
+		return 0, fmt.Errorf("exit %d, %v: %s", code, err, out)
+	}
+	var usage, inactive int64
+	if _, err := fmt.Sscan(strings.TrimSpace(out), &usage, &inactive); err != nil {
+		return 0, fmt.Errorf("parsing %q: %v", out, err)
+	}
+	if inactive < usage {
+		usage -= inactive
+	}
+	return usage >> 20, nil
+}
+
+// dump prints what a person needs after a failure: the containers, and per node the
+// bootstrap output, failed units and the kubelet and containerd journals; the workload
+// cluster's nodes, pods and events when its API answers.
+func (p *proof) dump() {
+	t := p.t
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := p.rt.ListContainers(ctx, cluster.ClusterLabels())
+	t.Logf("=== containers of %s (%v)", cluster, err)
+	for _, c := range cs {
+		t.Logf("%s\t%s\timage %s\t%v", c.Name, c.State, c.Image, c.Networks)
+	}
+	for _, c := range cs {
+		if !c.Running {
+			logs, _ := p.rt.ContainerLogs(ctx, c.Name, 60)
+			t.Logf("=== %s: container output\n%s", c.Name, logs)
+			continue
+		}
+		for _, d := range []struct{ title, script string }{
+			{"bootstrap output", "tail -c 6000 /var/lib/dockyard/bootstrap/output.log; echo; cat /var/lib/dockyard/bootstrap/state"},
+			{"failed units", "systemctl --failed --no-pager"},
+			{"kubelet journal", "journalctl --no-pager -u kubelet -n 80"},
+			{"containerd journal", "journalctl --no-pager -u containerd -n 50"},
+			{"containers in containerd", "ctr --namespace k8s.io containers list"},
+		} {
+			out, _, err := p.exec(ctx, c.Name, "sh", "-c", d.script)
+			t.Logf("=== %s: %s (%v)\n%s", c.Name, d.title, err, docker.RedactSecrets(out))
+		}
+	}
+	if p.kube != nil {
+		p.kube.dump(ctx, t)
+	}
+}
+
+// timings collects the figures the test prints at the end.
+type timings struct {
+	rows [][2]string
+}
+
+func (tm *timings) add(what string, d time.Duration) {
+	tm.rows = append(tm.rows, [2]string{what, fmt.Sprintf("%.1f s", d.Seconds())})
+}
+
+func (tm *timings) addValue(what, value string) {
+	tm.rows = append(tm.rows, [2]string{what, value})
+}
+
+func (tm *timings) print(t *testing.T) {
+	if len(tm.rows) == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, r := range tm.rows {
+		fmt.Fprintf(&b, "| %s | %s |\n", r[0], r[1])
+	}
+	t.Logf("timings (node image %s):\n%s", nodeImage, b.String())
+	if dir := os.Getenv("IMAGES_TIMINGS_DIR"); dir != "" {
+		_ = os.MkdirAll(dir, 0o755)
+		_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("timings-%d.md", time.Now().Unix())), []byte(b.String()), 0o644)
+	}
+}
