@@ -208,8 +208,9 @@ func loadBalancerMessage(lb *container.Container, address string) string {
 func (r *DockyardClusterReconciler) reconcileDelete(ctx context.Context, dc *infrav1.DockyardCluster) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	name := clusterNameOf(dc.ObjectMeta)
-	if name == "" {
-		// Never owned by a Cluster, so nothing was created.
+	if name == "" || deletedForMove(dc) {
+		// Never owned by a Cluster (nothing was created), or moved to another management
+		// cluster by clusterctl move, whose Dockyard now owns the load balancer and network.
 		controllerutil.RemoveFinalizer(dc, infrav1.ClusterFinalizer)
 		return ctrl.Result{}, nil
 	}

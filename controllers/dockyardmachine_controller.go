@@ -574,8 +574,9 @@ func (r *DockyardMachineReconciler) reconcileDelete(ctx context.Context, s *mach
 	if !controllerutil.ContainsFinalizer(dm, infrav1.MachineFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	if s.key.Name == "" {
-		// Never part of a cluster: no container was created.
+	if s.key.Name == "" || deletedForMove(dm) {
+		// Never part of a cluster (no container was created), or moved to another management
+		// cluster by clusterctl move, whose Dockyard now owns the container.
 		controllerutil.RemoveFinalizer(dm, infrav1.MachineFinalizer)
 		return ctrl.Result{}, nil
 	}

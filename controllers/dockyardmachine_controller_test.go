@@ -580,3 +580,36 @@ func TestReadySummaryNamesWhatTheMachineWaitsFor(t *testing.T) {
 		t.Error("Ready should be false")
 	}
 }
+
+func TestDeletionForClusterctlMoveKeepsTheContainers(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	f.provisionMachine(cpName)
+
+	// clusterctl move deletes the source's objects with this annotation once the target has them.
+	for _, obj := range []client.Object{f.getMachine(cpName), f.getDockyardCluster()} {
+		obj.SetAnnotations(map[string]string{"clusterctl.cluster.x-k8s.io/delete-for-move": ""})
+		if err := f.c.Update(f.ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.c.Delete(f.ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.reconcileMachine(cpName)
+	f.reconcileMachine(cpName)
+	f.reconcileClusterN(2)
+	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: testNS, Name: cpName}, &infrav1.DockyardMachine{}); err == nil {
+		t.Error("DockyardMachine still exists: finalizer not removed")
+	}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.dc), &infrav1.DockyardCluster{}); err == nil {
+		t.Error("DockyardCluster still exists: finalizer not removed")
+	}
+	if names := f.rt.ContainerNames(); len(names) != 2 {
+		t.Errorf("containers after a move: %v, want the node and the load balancer kept", names)
+	}
+	if len(f.rt.VolumeNames()) == 0 || len(f.rt.NetworkNames()) != 1 {
+		t.Errorf("volumes %v networks %v removed by a move", f.rt.VolumeNames(), f.rt.NetworkNames())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -19,6 +20,13 @@ import (
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
+
+// deletedForMove reports whether clusterctl move deletes the object from this management
+// cluster because it now lives in another one: its containers must stay.
+func deletedForMove(obj metav1.Object) bool {
+	_, ok := obj.GetAnnotations()[clusterctlv1.DeleteForMoveAnnotation]
+	return ok
+}
 
 // clusterNetwork is the container network of a cluster: the spec's, or Dockyard's own.
 func clusterNetwork(dc *infrav1.DockyardCluster, key docker.ClusterKey) string {
