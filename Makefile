@@ -93,7 +93,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 		go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-all
-test-all: verify-generate vet test test-images test-e2e ## Everything CI runs (.ci/run): generated files, vet, and every suite.
+test-all: verify-generate vet test test-images test-clusterctl test-e2e ## Everything CI runs (.ci/run): generated files, vet, and every suite.
 
 .PHONY: templates
 templates: ## Write the clusterctl flavors in templates/ from templates/src/ and the CNI manifest.
@@ -109,64 +109,15 @@ test-e2e: images mgmt-binaries ## End to end: Cluster API's controllers drive Do
 
 ##@ Release
 
-# release-manifests lays out a clusterctl local repository in out/repository: Dockyard's
-# components, metadata, flavors and ClusterClasses; Cluster API's core, kubeadm bootstrap and
-# kubeadm control plane components built from the kustomize trees of the cluster-api module
-# go.mod requires; cert-manager's manifest rendered from its chart in the cert-manager module
-# (helm built from the module proxy). out/clusterctl.yaml points clusterctl at all of it, so
-# `clusterctl init --infrastructure dockyard --config out/clusterctl.yaml` needs no network.
 .PHONY: release-manifests
-release-manifests: RELEASE_REPOSITORY = $(CURDIR)/out/repository
-release-manifests: RELEASE_CAPI_VERSION = $(shell go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)
-release-manifests: RELEASE_CERT_MANAGER_VERSION = v1.21.1
-release-manifests: RELEASE_HELM = $(TOOLS_DIR)/helm-v3.22.0
 release-manifests: $(KUSTOMIZE) templates ## Write the clusterctl repository out/repository, out/clusterctl.yaml and out/infrastructure-components.yaml.
-	rm -rf out/repository out/clusterctl.yaml
-	mkdir -p out/repository/infrastructure-dockyard/$(VERSION)
-	$(KUSTOMIZE) build config/default > out/infrastructure-components.yaml
-	cp metadata.yaml out/metadata.yaml
-	cp out/infrastructure-components.yaml out/metadata.yaml templates/cluster-template*.yaml templates/clusterclass-*.yaml \
-		out/repository/infrastructure-dockyard/$(VERSION)/
-	tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
-	capi="$$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"; \
-	for p in "core cluster-api core-components.yaml cluster-api-controller" \
-		"bootstrap/kubeadm bootstrap-kubeadm bootstrap-components.yaml kubeadm-bootstrap-controller" \
-		"controlplane/kubeadm control-plane-kubeadm control-plane-components.yaml kubeadm-control-plane-controller"; do \
-		set -- $$p; dir="$(RELEASE_REPOSITORY)/$$2/$(RELEASE_CAPI_VERSION)"; mkdir -p "$$dir" "$$tmp/$$2"; \
-		(cd "$$tmp/$$2" && $(KUSTOMIZE) create --resources "$$(realpath --relative-to=. "$$capi/$$1/config/default")" && \
-			$(KUSTOMIZE) edit set image "gcr.io/k8s-staging-cluster-api/$$4=registry.k8s.io/cluster-api/$$4:$(RELEASE_CAPI_VERSION)" && \
-			$(KUSTOMIZE) edit add patch --kind Deployment \
-				--patch '[{"op":"replace","path":"/spec/template/spec/containers/0/imagePullPolicy","value":"IfNotPresent"}]'); \
-		$(KUSTOMIZE) build "$$tmp/$$2" > "$$dir/$$3"; \
-		cp "$$capi/metadata.yaml" "$$dir/metadata.yaml"; \
-	done; \
-	[ -x "$(RELEASE_HELM)" ] || hack/go-install.sh helm.sh/helm/v3/cmd/helm v3.22.0 "$(RELEASE_HELM)"; \
-	cm="$$(cd "$$tmp" && GOFLAGS=-mod=mod go mod download -json github.com/cert-manager/cert-manager@$(RELEASE_CERT_MANAGER_VERSION) | \
-		grep '"Dir"' | cut -d'"' -f4)"; \
-	cp -r "$$cm/deploy/charts/cert-manager" "$$tmp/cert-manager-chart"; chmod -R u+w "$$tmp/cert-manager-chart"; \
-	sed -i -e 's/^version: .*/version: $(RELEASE_CERT_MANAGER_VERSION)/' -e 's/^appVersion: .*/appVersion: $(RELEASE_CERT_MANAGER_VERSION)/' \
-		"$$tmp/cert-manager-chart/Chart.yaml"; \
-	dir="$(RELEASE_REPOSITORY)/cert-manager/$(RELEASE_CERT_MANAGER_VERSION)"; mkdir -p "$$dir"; \
-	{ cat "$$cm/deploy/manifests/namespace.yaml"; echo "---"; \
-		"$(RELEASE_HELM)" template cert-manager "$$tmp/cert-manager-chart" --namespace cert-manager --kube-version 1.29.0 \
-			--set crds.enabled=true --set creator=static --set startupapicheck.enabled=false | sed -e '1{/^---$$/d;}'; \
-	} > "$$dir/cert-manager.yaml"
-	@{ echo "# Written by make release-manifests: clusterctl reads every provider and cert-manager from"; \
-	  echo "# the local repository next to this file. Use with --config $(CURDIR)/out/clusterctl.yaml."; \
-	  echo "providers:"; \
-	  echo "- {name: cluster-api, type: CoreProvider, url: $(RELEASE_REPOSITORY)/cluster-api/$(RELEASE_CAPI_VERSION)/core-components.yaml}"; \
-	  echo "- {name: kubeadm, type: BootstrapProvider, url: $(RELEASE_REPOSITORY)/bootstrap-kubeadm/$(RELEASE_CAPI_VERSION)/bootstrap-components.yaml}"; \
-	  echo "- {name: kubeadm, type: ControlPlaneProvider, url: $(RELEASE_REPOSITORY)/control-plane-kubeadm/$(RELEASE_CAPI_VERSION)/control-plane-components.yaml}"; \
-	  echo "- {name: dockyard, type: InfrastructureProvider, url: $(RELEASE_REPOSITORY)/infrastructure-dockyard/$(VERSION)/infrastructure-components.yaml}"; \
-	  echo "cert-manager:"; \
-	  echo "  url: $(RELEASE_REPOSITORY)/cert-manager/$(RELEASE_CERT_MANAGER_VERSION)/cert-manager.yaml"; \
-	  echo "  version: $(RELEASE_CERT_MANAGER_VERSION)"; \
-	  echo "# No GitHub: do not look for a newer clusterctl."; \
-	  echo 'CLUSTERCTL_DISABLE_VERSIONCHECK: "true"'; \
-	  echo "# ClusterClass (the topology flavor) needs the ClusterTopology feature in Cluster API."; \
-	  echo 'CLUSTER_TOPOLOGY: "true"'; \
-	} > out/clusterctl.yaml
-	@echo "clusterctl repository in out/repository; config out/clusterctl.yaml"
+	KUSTOMIZE="$(KUSTOMIZE)" TOOLS_DIR="$(TOOLS_DIR)" VERSION="$(VERSION)" hack/release-manifests.sh
+
+.PHONY: test-clusterctl
+test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The real clusterctl with the repository: offline init, every flavor generated and dry-run, ClusterClass patches, describe.
+	hack/ensure-docker.sh
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" DOCKYARD_CLUSTERCTL_CONFIG="$(CURDIR)/out/clusterctl.yaml" \
+		go test ./test/clusterctl -count=1 -v -timeout 30m $(GO_TEST_FLAGS)
 
 ##@ Tools
 

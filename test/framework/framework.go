@@ -7,6 +7,8 @@
 // conversion, defaulting and validating webhook served. Each process logs to its own file under
 // LogDir. Stop ends only the processes Start started, by PID; RestartDockyard restarts only
 // Dockyard's manager. If the test binary dies, the kernel kills the processes (Linux).
+// InstallClusterctlInventory (or Options.ClusterctlInventory) registers the providers in
+// clusterctl's provider inventory, so clusterctl move, describe and generate work against it.
 package framework
 
 import (
@@ -81,6 +83,10 @@ type Options struct {
 	Log io.Writer
 	// ReadyTimeout bounds the wait for each process to be ready; default 2 minutes.
 	ReadyTimeout time.Duration
+	// ClusterctlInventory registers the providers in clusterctl's provider inventory, as
+	// `clusterctl init` would (see InstallClusterctlInventory), so clusterctl move, describe
+	// and generate treat the plane as a management cluster.
+	ClusterctlInventory bool
 }
 
 func (o Options) withDefaults() Options {
@@ -346,6 +352,11 @@ func Start(ctx context.Context, opts Options) (_ *ManagementPlane, rerr error) {
 	// watch yet is collected that much later.
 	if err := p.installProviders(ctx, pki.caPEM); err != nil {
 		return nil, err
+	}
+	if opts.ClusterctlInventory {
+		if err := p.InstallClusterctlInventory(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.startProcess(kcm); err != nil {
 		return nil, err

@@ -88,6 +88,7 @@ func TestManagementPlane(t *testing.T) {
 	})
 	t.Run("crds-served", func(t *testing.T) { testCRDsServed(ctx, t, plane) })
 	t.Run("conversion", func(t *testing.T) { testConversion(ctx, t, plane) })
+	t.Run("clusterctl-inventory", func(t *testing.T) { testClusterctlInventory(ctx, t, plane) })
 	t.Run("cluster-lifecycle", func(t *testing.T) { testClusterLifecycle(ctx, t, plane, lbImage) })
 }
 
@@ -496,3 +497,50 @@ func poll(ctx context.Context, t *testing.T, timeout time.Duration, what string,
 }
 
 func formatMiB(b int64) string { return fmt.Sprintf("%dMiB", b>>20) }
+
+// testClusterctlInventory registers the plane's providers in clusterctl's inventory, twice (the
+// second time changes nothing), and checks what clusterctl reads: one Provider per provider at
+// the plane's versions and the clusterctl label on every provider CRD (move discovers kinds
+// through it).
+func testClusterctlInventory(ctx context.Context, t *testing.T, plane *ManagementPlane) {
+	for range 2 {
+		if err := plane.InstallClusterctlInventory(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := plane.Client()
+	providers := &unstructured.UnstructuredList{}
+	providers.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "ProviderList"})
+	if err := c.List(ctx, providers); err != nil {
+		t.Fatal(err)
+	}
+	want, err := plane.InventoryProviders()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(providers.Items) != len(want) {
+		t.Fatalf("%d Providers, want %d", len(providers.Items), len(want))
+	}
+	for _, w := range want {
+		p := &unstructured.Unstructured{}
+		p.SetGroupVersionKind(schema.GroupVersionKind{Group: "clusterctl.cluster.x-k8s.io", Version: "v1alpha3", Kind: "Provider"})
+		if err := c.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Label}, p); err != nil {
+			t.Errorf("inventory entry of %s: %v", w.Label, err)
+			continue
+		}
+		version, _, _ := unstructured.NestedString(p.Object, "version")
+		typ, _, _ := unstructured.NestedString(p.Object, "type")
+		if version != w.Version || typ != string(w.Type) {
+			t.Errorf("Provider %s: %s %s, want %s %s", w.Label, typ, version, w.Type, w.Version)
+		}
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(ctx, crds, client.HasLabels{"cluster.x-k8s.io/provider"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, crd := range crds.Items {
+		if _, ok := crd.Labels["clusterctl.cluster.x-k8s.io"]; !ok {
+			t.Errorf("CRD %s lacks the clusterctl.cluster.x-k8s.io label", crd.Name)
+		}
+	}
+}

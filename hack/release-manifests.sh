@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Lays out a clusterctl local repository in out/repository, so `clusterctl init
+# --infrastructure dockyard --config out/clusterctl.yaml` needs no network:
+#   - Dockyard's components (config/default), metadata, flavors and ClusterClasses;
+#   - Cluster API's core, kubeadm bootstrap and kubeadm control plane components, built from
+#     the kustomize trees of the cluster-api module go.mod requires, with the released images;
+#   - cert-manager's manifest, rendered from its chart in the cert-manager Go module with helm
+#     built from the module proxy.
+# Also writes out/infrastructure-components.yaml and out/metadata.yaml.
+# Called by `make release-manifests` with KUSTOMIZE, TOOLS_DIR and VERSION set.
+set -euo pipefail
+
+: "${KUSTOMIZE:?}" "${TOOLS_DIR:?}" "${VERSION:?}"
+CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.1}"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+HELM="$TOOLS_DIR/helm-$HELM_VERSION"
+repo="$PWD/out/repository"
+capi_version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)"
+capi="$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
+
+rm -rf out/repository out/clusterctl.yaml
+mkdir -p "out/repository/infrastructure-dockyard/$VERSION"
+"$KUSTOMIZE" build config/default > out/infrastructure-components.yaml
+cp metadata.yaml out/metadata.yaml
+cp out/infrastructure-components.yaml out/metadata.yaml templates/cluster-template*.yaml templates/clusterclass-*.yaml \
+	"out/repository/infrastructure-dockyard/$VERSION/"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+# Cluster API's providers: <module dir> <clusterctl provider dir> <components file> <image name>
+for p in "core cluster-api core-components.yaml cluster-api-controller" \
+	"bootstrap/kubeadm bootstrap-kubeadm bootstrap-components.yaml kubeadm-bootstrap-controller" \
+	"controlplane/kubeadm control-plane-kubeadm control-plane-components.yaml kubeadm-control-plane-controller"; do
+	set -- $p
+	dir="$repo/$2/$capi_version"
+	mkdir -p "$dir" "$tmp/$2"
+	(
+		cd "$tmp/$2"
+		"$KUSTOMIZE" create --resources "$(realpath --relative-to=. "$capi/$1/config/default")"
+		"$KUSTOMIZE" edit set image "gcr.io/k8s-staging-cluster-api/$4=registry.k8s.io/cluster-api/$4:$capi_version"
+		"$KUSTOMIZE" edit add patch --kind Deployment \
+			--patch '[{"op":"replace","path":"/spec/template/spec/containers/0/imagePullPolicy","value":"IfNotPresent"}]'
+	)
+	"$KUSTOMIZE" build "$tmp/$2" > "$dir/$3"
+	cp "$capi/metadata.yaml" "$dir/metadata.yaml"
+done
+
+# cert-manager, as its own release renders it.
+[ -x "$HELM" ] || hack/go-install.sh helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "$HELM"
+cm="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" |
+	grep '"Dir"' | cut -d'"' -f4)"
+cp -r "$cm/deploy/charts/cert-manager" "$tmp/cert-manager-chart"
+chmod -R u+w "$tmp/cert-manager-chart"
+sed -i -e "s/^version: .*/version: $CERT_MANAGER_VERSION/" -e "s/^appVersion: .*/appVersion: $CERT_MANAGER_VERSION/" \
+	"$tmp/cert-manager-chart/Chart.yaml"
+dir="$repo/cert-manager/$CERT_MANAGER_VERSION"
+mkdir -p "$dir"
+{
+	cat "$cm/deploy/manifests/namespace.yaml"
+	echo "---"
+	"$HELM" template cert-manager "$tmp/cert-manager-chart" --namespace cert-manager --kube-version 1.29.0 \
+		--set crds.enabled=true --set creator=static --set startupapicheck.enabled=false | sed -e '1{/^---$/d;}'
+} > "$dir/cert-manager.yaml"
+
+cat > out/clusterctl.yaml <<CONFIG
+# Written by make release-manifests: clusterctl reads every provider and cert-manager from
+# the local repository next to this file. Use with --config $PWD/out/clusterctl.yaml.
+providers:
+- {name: cluster-api, type: CoreProvider, url: $repo/cluster-api/$capi_version/core-components.yaml}
+- {name: kubeadm, type: BootstrapProvider, url: $repo/bootstrap-kubeadm/$capi_version/bootstrap-components.yaml}
+- {name: kubeadm, type: ControlPlaneProvider, url: $repo/control-plane-kubeadm/$capi_version/control-plane-components.yaml}
+- {name: dockyard, type: InfrastructureProvider, url: $repo/infrastructure-dockyard/$VERSION/infrastructure-components.yaml}
+cert-manager:
+  url: $repo/cert-manager/$CERT_MANAGER_VERSION/cert-manager.yaml
+  version: $CERT_MANAGER_VERSION
+# No GitHub: do not look for a newer clusterctl.
+CLUSTERCTL_DISABLE_VERSIONCHECK: "true"
+# ClusterClass (the topology flavor) needs the ClusterTopology feature in Cluster API.
+CLUSTER_TOPOLOGY: "true"
+CONFIG
+echo "clusterctl repository in out/repository; config out/clusterctl.yaml"

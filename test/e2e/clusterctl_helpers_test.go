@@ -1,0 +1,218 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/scheme"
+	"github.com/dockyard-dev/dockyard/test/envtest"
+	"github.com/dockyard-dev/dockyard/test/framework"
+)
+
+// The clusterctl specs (topology_test.go, move_test.go) use their own namespace prefix, so
+// they and the rest of the suite never sweep each other's containers.
+const cctlNamespacePrefix = "dockyard-cctl-e2e"
+
+// clusterctl runs the clusterctl binary the plane was built with, as a user would: a private
+// HOME, no version check against GitHub, the given variables. It returns the combined output.
+func clusterctl(ctx context.Context, vars map[string]string, args ...string) string {
+	home, err := os.MkdirTemp("", "dockyard-cctl-home-")
+	Expect(err).NotTo(HaveOccurred())
+	defer os.RemoveAll(home)
+	cmd := exec.CommandContext(ctx, plane.Binaries().Clusterctl, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true"}
+	for k, v := range vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err = cmd.Run()
+	fmt.Fprintf(GinkgoWriter, "clusterctl %s (%s):\n%s%s\n", strings.Join(args, " "), time.Since(start).Round(time.Millisecond),
+		tailLines(stdout.String(), 300), stderr.String())
+	Expect(err).NotTo(HaveOccurred(), "clusterctl %s:\n%s\n%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	return stdout.String()
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > n {
+		return fmt.Sprintf("... (%d lines)\n", len(lines)-n) + strings.Join(lines[len(lines)-n:], "")
+	}
+	return s
+}
+
+// generateFromTemplate renders a file of templates/ with `clusterctl generate cluster --from`
+// (or `generate yaml --from` when c is zero) and returns the objects.
+func generateFromTemplate(ctx context.Context, file string, c clusterSpec, vars map[string]string) []unstructured.Unstructured {
+	path := filepath.Join(envtest.RepoRoot(), "templates", file)
+	var out string
+	if c.name == "" {
+		out = clusterctl(ctx, vars, "generate", "yaml", "--from", path)
+	} else {
+		out = clusterctl(ctx, vars, "generate", "cluster", c.name, "--from", path,
+			"--target-namespace", c.namespace, "--kubernetes-version", kubernetesVersion,
+			"--control-plane-machine-count", fmt.Sprint(c.controlPlane), "--worker-machine-count", fmt.Sprint(c.workers))
+	}
+	objs, err := capiyaml.ToUnstructured([]byte(out))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(out).NotTo(ContainSubstring("${"), "clusterctl left variables unset")
+	return objs
+}
+
+// createObjects creates objects (setting a namespace on namespaced ones that lack it).
+func createObjects(ctx context.Context, cl client.Client, namespace string, objs []unstructured.Unstructured) {
+	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
+	for i := range objs {
+		if objs[i].GetNamespace() == "" {
+			objs[i].SetNamespace(namespace)
+		}
+		Expect(cl.Create(ctx, &objs[i])).To(Succeed(), "creating %s %s", objs[i].GetKind(), objs[i].GetName())
+	}
+}
+
+// sweepCctl removes engine leftovers of an interrupted run of the clusterctl specs.
+func sweepCctl(ctx context.Context) {
+	anyCluster := map[string]string{docker.ClusterLabel: ""}
+	cs, _ := engine.ListContainers(ctx, anyCluster)
+	for _, c := range cs {
+		if strings.HasPrefix(c.Labels[docker.ClusterLabel], cctlNamespacePrefix) {
+			_ = engine.RemoveContainer(ctx, c.Name)
+		}
+	}
+	vs, _ := engine.ListVolumes(ctx, anyCluster)
+	for _, v := range vs {
+		if strings.HasPrefix(v.Labels[docker.ClusterLabel], cctlNamespacePrefix) {
+			_ = engine.RemoveVolume(ctx, v.Name)
+		}
+	}
+	ns, _ := engine.ListNetworks(ctx, anyCluster)
+	for _, n := range ns {
+		if strings.HasPrefix(n.Labels[docker.ClusterLabel], cctlNamespacePrefix) {
+			_ = engine.RemoveNetwork(ctx, n.Name)
+		}
+	}
+}
+
+// clusterContainers lists the engine's containers of a cluster by name.
+func clusterContainers(ctx context.Context, c clusterSpec) map[string]container.Container {
+	cs, err := engine.ListContainers(ctx, c.key().ClusterLabels())
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]container.Container{}
+	for _, ct := range cs {
+		out[ct.Name] = ct
+	}
+	return out
+}
+
+// verifyRunningOn waits until the cluster on a management plane has exactly the given
+// Machines, all Running, their Nodes Ready and carrying the DockyardMachine's providerID; it
+// returns the DockyardMachines by name.
+func verifyRunningOn(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec, controlPlanes, workers int) map[string]*infrav1.DockyardMachine {
+	cl := mp.Client()
+	var dms map[string]*infrav1.DockyardMachine
+	Eventually(func(g Gomega) {
+		dms = map[string]*infrav1.DockyardMachine{}
+		list := &clusterv1.MachineList{}
+		g.Expect(cl.List(ctx, list, client.InNamespace(c.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.name})).To(Succeed())
+		cps := 0
+		for _, m := range list.Items {
+			if _, ok := m.Labels[clusterv1.MachineControlPlaneLabel]; ok {
+				cps++
+			}
+		}
+		g.Expect(cps).To(Equal(controlPlanes), "control plane machines")
+		g.Expect(len(list.Items)-cps).To(Equal(workers), "worker machines")
+
+		secret := &corev1.Secret{}
+		g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-kubeconfig"}, secret)).To(Succeed())
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(secret.Data["value"])
+		g.Expect(err).NotTo(HaveOccurred())
+		cfg.Timeout = 10 * time.Second
+		wl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, m := range list.Items {
+			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "machine %s phase", m.Name)
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node yet", m.Name)
+			dm := &infrav1.DockyardMachine{}
+			g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: m.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
+			node := &corev1.Node{}
+			g.Expect(wl.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())
+			g.Expect(node.Spec.ProviderID).To(Equal(dm.Spec.ProviderID), "node %s providerID", node.Name)
+			g.Expect(node.Spec.ProviderID).To(HavePrefix(infrav1.ProviderIDPrefix))
+			g.Expect(nodeReady(node)).To(BeTrue(), "node %s is not Ready", node.Name)
+			dms[dm.Name] = dm
+		}
+	}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+	return dms
+}
+
+// deleteOn deletes a Cluster on a management plane and waits until neither the plane nor the
+// engine keeps anything of it.
+func deleteOn(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec) {
+	cl := mp.Client()
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}}
+	Expect(client.IgnoreNotFound(cl.Delete(ctx, cluster))).To(Succeed())
+	Eventually(func(g Gomega) {
+		err := cl.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Cluster still exists: %v", err)
+		for _, list := range []client.ObjectList{&clusterv1.MachineList{}, &infrav1.DockyardMachineList{}, &infrav1.DockyardClusterList{}} {
+			g.Expect(cl.List(ctx, list, client.InNamespace(c.namespace))).To(Succeed())
+			g.Expect(meta(list)).To(BeZero(), "%T left", list)
+		}
+	}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+	Eventually(func(g Gomega) {
+		labels := c.key().ClusterLabels()
+		cs, err := engine.ListContainers(ctx, labels)
+		g.Expect(err).NotTo(HaveOccurred())
+		vs, err := engine.ListVolumes(ctx, labels)
+		g.Expect(err).NotTo(HaveOccurred())
+		ns, err := engine.ListNetworks(ctx, labels)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(cs).To(BeEmpty(), "containers left on the engine")
+		g.Expect(vs).To(BeEmpty(), "volumes left on the engine")
+		g.Expect(ns).To(BeEmpty(), "networks left on the engine")
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
+}
+
+// expectDescribeHealthy runs `clusterctl describe cluster` with every condition and expects
+// Dockyard's conditions in it: the DockyardCluster's load balancer, and for each node the
+// container and bootstrap conditions Cluster API mirrors into its Machine's
+// InfrastructureReady.
+func expectDescribeHealthy(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec, nodes []string) {
+	Eventually(func(g Gomega) {
+		raw := clusterctl(ctx, nil, "describe", "cluster", c.name, "--namespace", c.namespace, "--kubeconfig", mp.Kubeconfig(),
+			"--show-conditions", "all", "--grouping=false")
+		flat := strings.Join(strings.Fields(strings.NewReplacer("│", " ", "├─", " ", "└─", " ").Replace(raw)), " ")
+		g.Expect(flat).To(ContainSubstring("DockyardCluster "+c.namespace+"/"+c.name), raw)
+		g.Expect(flat).To(ContainSubstring("LoadBalancerAvailable True LoadBalancerAvailable"), raw)
+		for _, node := range nodes {
+			g.Expect(flat).To(ContainSubstring("ContainerProvisioned: Node container "+node+" runs"), raw)
+			g.Expect(flat).To(ContainSubstring("BootstrapSucceeded: Bootstrap data ran in node "+node), raw)
+		}
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(5 * time.Second).Should(Succeed())
+}
