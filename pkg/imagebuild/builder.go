@@ -62,6 +62,9 @@ type Builder struct {
 	goOnce    sync.Once
 	goVersion string
 	logMu     sync.Mutex
+	// aptMu serialises the builder's own apt-get runs: root filesystems are built in parallel
+	// and apt holds a lock on its lists while it updates them.
+	aptMu sync.Mutex
 }
 
 // Defaults of Builder.

@@ -237,19 +237,45 @@ func collectOutputs(src, dst string) error {
 	})
 }
 
+// ensureDebootstrap installs Debian's debootstrap package when the host lacks it. Parallel
+// root filesystem builds wait for one installation, and a lock held by another apt process on
+// the host is waited for (up to 10 minutes) rather than failed on.
 func ensureDebootstrap(ctx context.Context, b *Builder) error {
+	b.aptMu.Lock()
+	defer b.aptMu.Unlock()
 	if _, err := exec.LookPath("debootstrap"); err == nil {
 		return nil
 	}
 	b.logf("installing debootstrap from Debian's archive")
 	for _, args := range [][]string{{"update", "-qq"}, {"install", "-y", "-qq", "debootstrap"}} {
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
+		if err := aptGet(ctx, b, args...); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// aptGet runs apt-get, retrying while another process holds one of apt's locks (apt-get
+// update does not honour DPkg::Lock::Timeout for its lists lock).
+func aptGet(ctx context.Context, b *Builder, args ...string) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=60"}, args...)...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(string(out), "Could not get lock") || time.Now().After(deadline) {
+			return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		b.logf("apt-get %s: another process holds apt's lock; retrying", args[0])
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+		}
+	}
 }
 
 // runLogged runs a command with its output appended to logFile.

@@ -25,7 +25,6 @@ import (
 	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/test/envtest"
@@ -95,29 +94,6 @@ func createObjects(ctx context.Context, cl client.Client, namespace string, objs
 	}
 }
 
-// sweepCctl removes engine leftovers of an interrupted run of the clusterctl specs.
-func sweepCctl(ctx context.Context) {
-	anyCluster := map[string]string{docker.ClusterLabel: ""}
-	cs, _ := engine.ListContainers(ctx, anyCluster)
-	for _, c := range cs {
-		if strings.HasPrefix(c.Labels[docker.ClusterLabel], cctlNamespacePrefix) {
-			_ = engine.RemoveContainer(ctx, c.Name)
-		}
-	}
-	vs, _ := engine.ListVolumes(ctx, anyCluster)
-	for _, v := range vs {
-		if strings.HasPrefix(v.Labels[docker.ClusterLabel], cctlNamespacePrefix) {
-			_ = engine.RemoveVolume(ctx, v.Name)
-		}
-	}
-	ns, _ := engine.ListNetworks(ctx, anyCluster)
-	for _, n := range ns {
-		if strings.HasPrefix(n.Labels[docker.ClusterLabel], cctlNamespacePrefix) {
-			_ = engine.RemoveNetwork(ctx, n.Name)
-		}
-	}
-}
-
 // clusterContainers lists the engine's containers of a cluster by name.
 func clusterContainers(ctx context.Context, c clusterSpec) map[string]container.Container {
 	cs, err := engine.ListContainers(ctx, c.key().ClusterLabels())
@@ -172,7 +148,8 @@ func verifyRunningOn(ctx context.Context, mp *framework.ManagementPlane, c clust
 }
 
 // deleteOn deletes a Cluster on a management plane and waits until neither the plane nor the
-// engine keeps anything of it.
+// engine keeps anything of it: no Dockyard object, no container, volume or network with the
+// cluster's label.
 func deleteOn(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec) {
 	cl := mp.Client()
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}}

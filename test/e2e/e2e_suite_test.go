@@ -65,7 +65,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ok).To(BeTrue(), "image %s is missing: make test-e2e builds it (make images)", img)
 	}
-	sweepEngine(ctx)
+	sweepEngine(ctx, testNamespacePrefix, cctlNamespacePrefix)
 
 	By("starting the management plane: etcd, kube-apiserver, kube-controller-manager, Cluster API and Dockyard")
 	// A failed run keeps its work directory for inspection; this run starts from nothing.
@@ -92,7 +92,7 @@ var _ = AfterSuite(func(ctx SpecContext) {
 		Expect(plane.Stop(ctx)).To(Succeed())
 	}
 	if engine != nil {
-		sweepEngine(ctx)
+		sweepEngine(ctx, testNamespacePrefix, cctlNamespacePrefix)
 	}
 	report := timings.String()
 	fmt.Fprintln(GinkgoWriter, report)
@@ -114,24 +114,33 @@ var _ = ReportAfterEach(func(ctx SpecContext, report SpecReport) {
 })
 
 // sweepEngine removes what an earlier, interrupted run left on the engine: every container,
-// volume and network carrying Dockyard's cluster label in the suite's namespaces.
-func sweepEngine(ctx context.Context) {
+// volume and network whose Dockyard cluster label starts with one of prefixes (the suite's
+// namespaces).
+func sweepEngine(ctx context.Context, prefixes ...string) {
+	ours := func(labels map[string]string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(labels[docker.ClusterLabel], p) {
+				return true
+			}
+		}
+		return false
+	}
 	any := map[string]string{docker.ClusterLabel: ""}
 	cs, _ := engine.ListContainers(ctx, any)
 	for _, c := range cs {
-		if strings.HasPrefix(c.Labels[docker.ClusterLabel], testNamespacePrefix) {
+		if ours(c.Labels) {
 			_ = engine.RemoveContainer(ctx, c.Name)
 		}
 	}
 	vs, _ := engine.ListVolumes(ctx, any)
 	for _, v := range vs {
-		if strings.HasPrefix(v.Labels[docker.ClusterLabel], testNamespacePrefix) {
+		if ours(v.Labels) {
 			_ = engine.RemoveVolume(ctx, v.Name)
 		}
 	}
 	ns, _ := engine.ListNetworks(ctx, any)
 	for _, n := range ns {
-		if strings.HasPrefix(n.Labels[docker.ClusterLabel], testNamespacePrefix) {
+		if ours(n.Labels) {
 			_ = engine.RemoveNetwork(ctx, n.Name)
 		}
 	}

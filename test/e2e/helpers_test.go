@@ -18,7 +18,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -200,33 +199,6 @@ func kubectl(kubeconfig []byte, args ...string) (string, error) {
 	cmd := exec.Command(bin, append([]string{"--kubeconfig", path, "--request-timeout", "20s"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// deleteClusterAndVerify deletes a Cluster and waits until neither the management cluster
-// nor the engine keeps anything of it.
-func deleteClusterAndVerify(ctx context.Context, c clusterSpec) {
-	cl := plane.Client()
-	Expect(cl.Delete(ctx, getCluster(ctx, c))).To(Succeed())
-	Eventually(func(g Gomega) {
-		err := cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Cluster still exists: %v", err)
-		for _, list := range []client.ObjectList{&clusterv1.MachineList{}, &infrav1.DockyardMachineList{}, &infrav1.DockyardClusterList{}} {
-			g.Expect(cl.List(ctx, list, client.InNamespace(c.namespace))).To(Succeed())
-			g.Expect(meta(list)).To(BeZero(), "%T left", list)
-		}
-	}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
-	Eventually(func(g Gomega) {
-		labels := c.key().ClusterLabels()
-		cs, err := engine.ListContainers(ctx, labels)
-		g.Expect(err).NotTo(HaveOccurred())
-		vs, err := engine.ListVolumes(ctx, labels)
-		g.Expect(err).NotTo(HaveOccurred())
-		ns, err := engine.ListNetworks(ctx, labels)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(cs).To(BeEmpty(), "containers left on the engine")
-		g.Expect(vs).To(BeEmpty(), "volumes left on the engine")
-		g.Expect(ns).To(BeEmpty(), "networks left on the engine")
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
 }
 
 func meta(list client.ObjectList) int {

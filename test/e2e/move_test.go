@@ -41,7 +41,7 @@ var _ = Describe("clusterctl move to another management plane", Ordered, func() 
 	var target *framework.ManagementPlane
 
 	BeforeAll(func(ctx SpecContext) {
-		sweepCctl(ctx)
+		sweepEngine(ctx, cctlNamespacePrefix)
 		By("registering the suite's plane in clusterctl's provider inventory and starting a target plane")
 		Expect(plane.InstallClusterctlInventory(ctx)).To(Succeed())
 		start := time.Now()
@@ -78,7 +78,7 @@ var _ = Describe("clusterctl move to another management plane", Ordered, func() 
 				target.KeepWorkDir()
 			}
 			Expect(target.Stop(ctx)).To(Succeed())
-			sweepCctl(ctx)
+			sweepEngine(ctx, cctlNamespacePrefix)
 		}, NodeTimeout(8*time.Minute))
 	})
 

@@ -129,7 +129,7 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 
 	It("deletes the cluster and leaves nothing behind", func(ctx SpecContext) {
 		start := time.Now()
-		deleteClusterAndVerify(ctx, c)
+		deleteOn(ctx, plane, c)
 		whenDone("delete the cluster (3 control planes) until nothing is left", start)
 	})
 })

@@ -66,6 +66,6 @@ var _ = Describe("Dockyard's manager restarting in the middle of a quick start",
 				"node %s: the bootstrap runner started more than once:\n%s", node, out)
 		}
 
-		deleteClusterAndVerify(ctx, c)
+		deleteOn(ctx, plane, c)
 	})
 })

@@ -33,7 +33,7 @@ var _ = Describe("Topology flavor (ClusterClass dockyard-quick-start)", Ordered,
 	}
 
 	BeforeAll(func(ctx SpecContext) {
-		sweepCctl(ctx)
+		sweepEngine(ctx, cctlNamespacePrefix)
 		DeferCleanup(func(ctx SpecContext) {
 			cl := plane.Client()
 			_ = cl.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}})
@@ -41,7 +41,7 @@ var _ = Describe("Topology flavor (ClusterClass dockyard-quick-start)", Ordered,
 				return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{}))
 			}).WithContext(ctx).WithTimeout(5 * time.Minute).Should(BeTrue())
 			_ = cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}})
-			sweepCctl(ctx)
+			sweepEngine(ctx, cctlNamespacePrefix)
 		}, NodeTimeout(6*time.Minute))
 	})
 

@@ -98,45 +98,47 @@ func loadWebhookConfigurations(path, namePrefix string, port int, caBundle []byt
 	if err != nil {
 		return nil, err
 	}
-	url := func(cc admissionregistrationv1.WebhookClientConfig) (*string, error) {
+	local := func(cc *admissionregistrationv1.WebhookClientConfig) error {
 		if cc.Service == nil || cc.Service.Path == nil {
-			return nil, errors.Errorf("webhook in %s has no service path", path)
+			return errors.Errorf("webhook in %s has no service path", path)
 		}
 		u := fmt.Sprintf("https://127.0.0.1:%d%s", port, *cc.Service.Path)
-		return &u, nil
+		*cc = admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
+		return nil
 	}
 	var out []client.Object
 	for _, obj := range objs {
+		var cfg client.Object
+		var configs []*admissionregistrationv1.WebhookClientConfig
 		switch obj["kind"] {
 		case "MutatingWebhookConfiguration":
-			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, cfg); err != nil {
+			m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, m); err != nil {
 				return nil, errors.Wrapf(err, "decoding %s", path)
 			}
-			for i := range cfg.Webhooks {
-				u, err := url(cfg.Webhooks[i].ClientConfig)
-				if err != nil {
-					return nil, err
-				}
-				cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: u, CABundle: caBundle}
+			for i := range m.Webhooks {
+				configs = append(configs, &m.Webhooks[i].ClientConfig)
 			}
-			cfg.Name = namePrefix + cfg.Name
-			out = append(out, cfg)
+			cfg = m
 		case "ValidatingWebhookConfiguration":
-			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, cfg); err != nil {
+			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, v); err != nil {
 				return nil, errors.Wrapf(err, "decoding %s", path)
 			}
-			for i := range cfg.Webhooks {
-				u, err := url(cfg.Webhooks[i].ClientConfig)
-				if err != nil {
-					return nil, err
-				}
-				cfg.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: u, CABundle: caBundle}
+			for i := range v.Webhooks {
+				configs = append(configs, &v.Webhooks[i].ClientConfig)
 			}
-			cfg.Name = namePrefix + cfg.Name
-			out = append(out, cfg)
+			cfg = v
+		default:
+			continue
 		}
+		for _, cc := range configs {
+			if err := local(cc); err != nil {
+				return nil, err
+			}
+		}
+		cfg.SetName(namePrefix + cfg.GetName())
+		out = append(out, cfg)
 	}
 	if len(out) == 0 {
 		return nil, errors.Errorf("no webhook configuration in %s", path)
