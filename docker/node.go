@@ -47,7 +47,9 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		{Type: container.MountVolume, Source: volumeName(name), Target: "/var"},
 		{Type: container.MountTmpfs, Target: "/run"},
 		{Type: container.MountTmpfs, Target: "/tmp"},
-		{Type: container.MountBind, Source: "/lib/modules", Target: "/lib/modules", ReadOnly: true},
+		// Kernel modules for kube-proxy and CNI plugins to load; some hosts (micro-VMs with a
+		// monolithic kernel) have none, and the node does without.
+		{Type: container.MountBind, Source: "/lib/modules", Target: "/lib/modules", ReadOnly: true, Optional: true},
 	}
 	mounts = append(mounts, s.ExtraMounts...)
 

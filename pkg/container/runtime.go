@@ -159,6 +159,10 @@ type Mount struct {
 	Source   string
 	Target   string
 	ReadOnly bool
+	// Optional leaves a bind mount out when its source does not exist on the engine's host
+	// (which may not be the host the controller runs on), e.g. /lib/modules on a kernel
+	// without loadable modules. A missing source of a mount that is not optional is an error.
+	Optional bool
 }
 
 // PortMapping publishes a container port on the host.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,6 +113,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 		hc.MaskedPaths = []string{}
 		hc.ReadonlyPaths = []string{}
 	}
+	var optional []string // sources of optional bind mounts
 	for _, m := range spec.Mounts {
 		switch m.Type {
 		case container.MountTmpfs:
@@ -120,6 +122,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 		case container.MountBind:
 			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+			if m.Optional {
+				optional = append(optional, m.Source)
+			}
 		default:
 			return errors.Errorf("container %s: unknown mount type %q", spec.Name, m.Type)
 		}
@@ -153,10 +158,34 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 			spec.Network: {Aliases: spec.NetworkAliases},
 		}}
 	}
-	_, err := r.client.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name: spec.Name, Config: cfg, HostConfig: hc, NetworkingConfig: netCfg,
-	})
-	return wrap(err, "creating container %s", spec.Name)
+	for {
+		_, err := r.client.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name: spec.Name, Config: cfg, HostConfig: hc, NetworkingConfig: netCfg,
+		})
+		// The engine checks bind sources on its own host; only it can say one is missing.
+		missing := missingBindSource(err, optional)
+		if missing == "" {
+			return wrap(err, "creating container %s", spec.Name)
+		}
+		optional = slices.DeleteFunc(optional, func(src string) bool { return src == missing })
+		hc.Mounts = slices.DeleteFunc(hc.Mounts, func(m mount.Mount) bool {
+			return m.Type == mount.TypeBind && m.Source == missing
+		})
+	}
+}
+
+// missingBindSource returns which of sources a container create error says does not exist on
+// the engine's host, "" when it says nothing of them.
+func missingBindSource(err error, sources []string) string {
+	if err == nil {
+		return ""
+	}
+	for _, src := range sources {
+		if strings.Contains(err.Error(), "bind source path does not exist: "+src) {
+			return src
+		}
+	}
+	return ""
 }
 
 // StartContainer starts a container.

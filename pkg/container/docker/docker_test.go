@@ -195,6 +195,42 @@ func TestContainerLifecycleOnARealEngine(t *testing.T) {
 	}
 }
 
+// An optional bind mount whose source the engine's host lacks is left out (a node on a host
+// without /lib/modules); one whose source exists is kept; a required one fails, naming it.
+func TestOptionalBindMountsOnARealEngine(t *testing.T) {
+	rt, labels := engineTest(t)
+	ctx := context.Background()
+	name := "dockyard-rt-test-optional-mount"
+	missing := "/dockyard-test-missing-" + strings.ToLower(t.Name())
+	spec := container.ContainerSpec{
+		Name: name, Image: dockerenv.LoadBalancerImage(), Labels: labels,
+		Entrypoint: []string{"sleep"}, Cmd: []string{"600"},
+		Mounts: []container.Mount{
+			{Type: container.MountBind, Source: missing, Target: "/missing", ReadOnly: true, Optional: true},
+			{Type: container.MountBind, Source: "/etc", Target: "/host-etc", ReadOnly: true, Optional: true},
+		},
+	}
+	if err := rt.CreateContainer(ctx, spec); err != nil {
+		t.Fatalf("an optional mount with a missing source should be left out: %v", err)
+	}
+	if err := rt.StartContainer(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]int{"test -e /missing": 1, "test -f /host-etc/hostname": 0} {
+		code, err := rt.Exec(ctx, name, container.ExecOptions{Cmd: []string{"sh", "-c", cmd}})
+		if err != nil || code != want {
+			t.Errorf("%s: exit %d, want %d (%v)", cmd, code, want, err)
+		}
+	}
+
+	spec.Name = name + "-required"
+	spec.Mounts[0].Optional = false
+	err := rt.CreateContainer(ctx, spec)
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("a required mount with a missing source: want an error naming %s, got %v", missing, err)
+	}
+}
+
 func TestImagesOnARealEngine(t *testing.T) {
 	rt, _ := engineTest(t)
 	ctx := context.Background()
