@@ -256,11 +256,11 @@ func ensureDebootstrap(ctx context.Context, b *Builder) error {
 }
 
 // aptGet runs apt-get, retrying while another process holds one of apt's locks (apt-get
-// update does not honour DPkg::Lock::Timeout for its lists lock).
+// update fails at once on its lists lock, whatever DPkg::Lock::Timeout says).
 func aptGet(ctx context.Context, b *Builder, args ...string) error {
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		cmd := exec.CommandContext(ctx, "apt-get", append([]string{"-o", "DPkg::Lock::Timeout=60"}, args...)...)
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		out, err := cmd.CombinedOutput()
 		if err == nil {
