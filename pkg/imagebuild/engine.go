@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"strings"
+	"slices"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -31,19 +29,28 @@ func (b *Builder) runtime() (container.Runtime, error) {
 	return b.Runtime, nil
 }
 
-// imageLabels returns the labels of an image in the engine; ok is false when the engine does
-// not have it.
-func (b *Builder) imageLabels(ctx context.Context, ref string) (labels map[string]string, ok bool, err error) {
+// inspectImage returns an image in the engine; ok is false when the engine does not have it.
+func (b *Builder) inspectImage(ctx context.Context, ref string) (img *container.Image, ok bool, err error) {
 	rt, err := b.runtime()
 	if err != nil {
 		return nil, false, err
 	}
-	img, err := rt.InspectImage(ctx, ref)
+	img, err = rt.InspectImage(ctx, ref)
 	if container.IsNotFound(err) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	return img, true, nil
+}
+
+// imageLabels returns the labels of an image in the engine; ok is false when the engine does
+// not have it.
+func (b *Builder) imageLabels(ctx context.Context, ref string) (labels map[string]string, ok bool, err error) {
+	img, ok, err := b.inspectImage(ctx, ref)
+	if !ok {
+		return nil, ok, err
 	}
 	return img.Labels, true, nil
 }
@@ -66,8 +73,8 @@ func (b *Builder) loadImages(ctx context.Context, images map[name.Reference]v1.I
 }
 
 // load loads an image into the engine under ref (and extraRefs), checks that the engine now
-// has it under every name, and drops the images these names pointed to before when the
-// runtime can remove images.
+// has it under every name, and drops the images these names pointed to before, as the engine
+// reported them, so a rebuild leaves no untagged image behind.
 func (b *Builder) load(ctx context.Context, ref string, img v1.Image, extraRefs ...string) error {
 	named := []namedImage{{Ref: ref, Image: img}}
 	for _, r := range extraRefs {
@@ -81,9 +88,15 @@ func (b *Builder) load(ctx context.Context, ref string, img v1.Image, extraRefs 
 	if err != nil {
 		return err
 	}
-	id, err := img.ConfigName()
-	if err != nil {
-		return err
+	var before []string
+	for _, n := range named {
+		prev, ok, err := b.inspectImage(ctx, n.Ref)
+		if err != nil {
+			return err
+		}
+		if ok && !slices.Contains(before, prev.ID) {
+			before = append(before, prev.ID)
+		}
 	}
 	b.logf("loading %s into the engine", ref)
 	if err := b.loadImages(ctx, refs); err != nil {
@@ -91,23 +104,24 @@ func (b *Builder) load(ctx context.Context, ref string, img v1.Image, extraRefs 
 	}
 	// The engine may report a failed load only inside its response stream; check the result.
 	want := cf.Config.Labels[InputsLabel]
+	var after []string
 	for _, n := range named {
-		labels, ok, err := b.imageLabels(ctx, n.Ref)
+		got, ok, err := b.inspectImage(ctx, n.Ref)
 		if err != nil {
 			return err
 		}
-		if !ok || labels[InputsLabel] != want {
-			return fmt.Errorf("loading %s: the engine does not have it afterwards (inputs label %q, want %q)", n.Ref, labels[InputsLabel], want)
+		if !ok {
+			return fmt.Errorf("loading %s: the engine does not have it afterwards", n.Ref)
 		}
-	}
-	var superseded []string
-	for _, n := range named {
-		if prev := b.recordLoaded(n.Ref, id.String()); prev != "" && prev != id.String() && !contains(superseded, prev) {
-			superseded = append(superseded, prev)
+		if have := got.Labels[InputsLabel]; have != want {
+			return fmt.Errorf("loading %s: the engine has another image under it afterwards (inputs label %q, want %q)", n.Ref, have, want)
 		}
+		after = append(after, got.ID)
 	}
-	for _, prev := range superseded {
-		b.dropImage(ctx, prev, "the previous build of "+ref)
+	for _, prev := range before {
+		if !slices.Contains(after, prev) {
+			b.dropImage(ctx, prev, "the previous build of "+ref)
+		}
 	}
 	return nil
 }
@@ -118,24 +132,4 @@ func (b *Builder) dropImage(ctx context.Context, ref, what string) {
 	if err := b.Runtime.RemoveImage(ctx, ref); err != nil {
 		b.logf("kept %s (%s): %v", ref, what, err)
 	}
-}
-
-// recordLoaded remembers (in the cache) the image ID last loaded under ref and returns the one
-// recorded before, "" when none.
-func (b *Builder) recordLoaded(ref, id string) string {
-	file := filepath.Join(b.CacheDir, "images", strings.NewReplacer("/", "_", ":", "_").Replace(ref))
-	prev, _ := os.ReadFile(file)
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err == nil {
-		_ = writeFileAtomic(file, []byte(id+"\n"), 0o644)
-	}
-	return strings.TrimSpace(string(prev))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -192,6 +192,16 @@ func TestLoadDropsSupersededImages(t *testing.T) {
 		t.Errorf("latest does not name the second image")
 	}
 
+	// What the names pointed to comes from the engine, not from a cache that may be new.
+	fresh := &Builder{CacheDir: t.TempDir(), Runtime: e}
+	third := testImage(t, map[string]string{InputsLabel: "h3"})
+	if err := fresh.load(ctx, ref, third, latest); err != nil {
+		t.Fatal(err)
+	}
+	secondID, _ := second.ConfigName()
+	if len(e.removed) != 2 || e.removed[1] != secondID.String() {
+		t.Errorf("removed %v, want the second image %s after the first", e.removed, secondID)
+	}
 }
 
 func TestExistingLoadBalancer(t *testing.T) {
