@@ -58,6 +58,12 @@ type Runtime interface {
 	ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error)
 	// RemoveNetwork removes a network; removing one that does not exist is not an error.
 	RemoveNetwork(ctx context.Context, name string) error
+	// ConnectNetwork attaches an existing container to one more network; a container already
+	// attached is left as it is. ErrNotFound when the container or the network does not exist.
+	ConnectNetwork(ctx context.Context, network, name string) error
+	// DisconnectNetwork detaches a container from a network; a container (or network) that is
+	// not there, or not attached, is not an error.
+	DisconnectNetwork(ctx context.Context, network, name string) error
 
 	// CreateVolume creates a named volume.
 	CreateVolume(ctx context.Context, spec VolumeSpec) error

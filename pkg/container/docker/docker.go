@@ -485,6 +485,47 @@ func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
 	return wrap(err, "removing network %s", name)
 }
 
+// ConnectNetwork attaches a container to a network unless it already is.
+func (r *Runtime) ConnectNetwork(ctx context.Context, networkName, name string) error {
+	c, err := r.InspectContainer(ctx, name)
+	if err != nil {
+		return err
+	}
+	if _, ok := c.Networks[networkName]; ok {
+		return nil
+	}
+	_, err = r.client.NetworkConnect(ctx, networkName, client.NetworkConnectOptions{Container: name})
+	if err == nil {
+		return nil
+	}
+	// Two managers (or a retry) may have connected it in between: judge by the outcome.
+	if c, ierr := r.InspectContainer(ctx, name); ierr == nil {
+		if _, ok := c.Networks[networkName]; ok {
+			return nil
+		}
+	}
+	return wrap(err, "connecting container %s to network %s", name, networkName)
+}
+
+// DisconnectNetwork detaches a container from a network when it is attached.
+func (r *Runtime) DisconnectNetwork(ctx context.Context, networkName, name string) error {
+	c, err := r.InspectContainer(ctx, name)
+	if container.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, ok := c.Networks[networkName]; !ok {
+		return nil
+	}
+	_, err = r.client.NetworkDisconnect(ctx, networkName, client.NetworkDisconnectOptions{Container: name})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return wrap(err, "disconnecting container %s from network %s", name, networkName)
+}
+
 // CreateVolume creates a named volume.
 func (r *Runtime) CreateVolume(ctx context.Context, spec container.VolumeSpec) error {
 	_, err := r.client.VolumeCreate(ctx, client.VolumeCreateOptions{Name: spec.Name, Labels: spec.Labels})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
 	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
@@ -289,4 +290,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func() erro
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+func TestNetworkAttachmentsConformOnARealEngine(t *testing.T) {
+	rt, labels := engineTest(t)
+	conformance.NetworkAttachments(t, conformance.Subject{
+		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-rt-test-conf",
+		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
+	})
 }

@@ -388,7 +388,7 @@ func (r *Runtime) InspectNetwork(_ context.Context, name string) (*container.Net
 func (r *Runtime) attached(network string) []string {
 	var names []string
 	for _, c := range r.containers {
-		if c.Spec.Network == network {
+		if _, connected := c.State.Networks[network]; connected || c.Spec.Network == network {
 			names = append(names, c.Spec.Name)
 		}
 	}
@@ -419,6 +419,42 @@ func (r *Runtime) RemoveNetwork(_ context.Context, name string) error {
 		return errors.Errorf("network %s has active endpoints: %v", name, used)
 	}
 	delete(r.networks, name)
+	return nil
+}
+
+// ConnectNetwork attaches a container to one more network, with a made-up address.
+func (r *Runtime) ConnectNetwork(_ context.Context, network, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("ConnectNetwork")
+	c, ok := r.containers[name]
+	if !ok {
+		return notFound("container", name)
+	}
+	if _, ok := r.networks[network]; !ok {
+		return notFound("network", network)
+	}
+	if _, ok := c.State.Networks[network]; ok {
+		return nil
+	}
+	r.nextIP++
+	c.State.Networks[network] = container.Endpoint{IPv4: fmt.Sprintf("172.30.%d.%d", r.nextIP/250, r.nextIP%250+2)}
+	return nil
+}
+
+// DisconnectNetwork detaches a container from a network.
+func (r *Runtime) DisconnectNetwork(_ context.Context, network, name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("DisconnectNetwork")
+	c, ok := r.containers[name]
+	if !ok {
+		return nil
+	}
+	delete(c.State.Networks, network)
+	if c.Spec.Network == network {
+		c.Spec.Network = ""
+	}
 	return nil
 }
 
