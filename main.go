@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -56,6 +57,7 @@ type options struct {
 	loadBalancerImage           string
 	nodeImageRepository         string
 	nodePrivileged              string
+	managementNode              string
 	managerOptions              flags.ManagerOptions
 	logOptions                  *logs.Options
 }
@@ -100,6 +102,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Repository of the node image of machines whose spec.image is empty; the tag is the Machine's Kubernetes version.")
 	fs.StringVar(&o.nodePrivileged, "node-privileged", string(docker.PrivilegeAuto),
 		"Run node containers privileged: auto (probe the engine once, fall back to an explicit capability set where privileged containers are refused), always or never.")
+	fs.StringVar(&o.managementNode, "management-node", os.Getenv("NODE_NAME"),
+		"Container name of the node this manager runs on (defaults to $NODE_NAME, which the Deployment sets). When the management cluster's nodes are containers on the same engine (kind, or a Dockyard cluster), they are connected to every workload cluster's network so controllers in pods reach the workload API servers. Empty, or a name no container has: nothing is connected.")
 	flags.AddManagerOptions(fs, &o.managerOptions)
 }
 
@@ -176,7 +180,14 @@ func run(o options) error {
 		return err
 	}
 	defer engine.Close()
-	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege})
+	management, err := docker.ManagementSelector(ctx, engine, o.managementNode)
+	if err != nil {
+		return err
+	}
+	if management != nil {
+		log.Info("Connecting the management cluster's nodes to every workload cluster network", "node", o.managementNode, "selector", management)
+	}
+	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege, ManagementNodes: management})
 
 	if err := setupControllers(ctx, mgr, o, nodes); err != nil {
 		return err

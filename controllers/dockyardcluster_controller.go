@@ -191,6 +191,10 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 	}
 	dc.Status.Initialization.Provisioned = ptr.To(true)
 	setLoadBalancerCondition(dc, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "%s", loadBalancerMessage(lb, address))
+	if r.Nodes.HasManagementNodes() {
+		// Nodes that join the management cluster later must join this network too.
+		return ctrl.Result{RequeueAfter: docker.ManagementResync}, nil
+	}
 	return ctrl.Result{}, nil
 }
 

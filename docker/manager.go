@@ -44,12 +44,16 @@ func ParsePrivilegeMode(s string) (PrivilegeMode, error) {
 // ManagerOptions configure a Manager.
 type ManagerOptions struct {
 	Privilege PrivilegeMode
+	// ManagementNodes selects the management cluster's node containers, which are connected
+	// to every cluster network (see ManagementSelector); nil connects nothing.
+	ManagementNodes map[string]string
 }
 
 // Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
 type Manager struct {
-	runtime   container.Runtime
-	privilege PrivilegeMode
+	runtime    container.Runtime
+	privilege  PrivilegeMode
+	management map[string]string
 
 	// privileged caches what the engine allowed the first node in auto mode; the engine does
 	// not change its mind while the manager runs, and a restart probes again.
@@ -65,7 +69,7 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	if opts.Privilege == "" {
 		opts.Privilege = PrivilegeAuto
 	}
-	return &Manager{runtime: rt, privilege: opts.Privilege}
+	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes}
 }
 
 // Runtime returns the engine the Manager drives.

@@ -9,17 +9,22 @@ import (
 )
 
 // EnsureNetwork returns a cluster's network, creating it (labelled as the cluster's own) when
-// it does not exist. An existing network is used as it is.
+// it does not exist, with the management nodes connected to it. An existing network is used
+// as it is.
 func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name string) (*container.Network, error) {
 	n, err := m.runtime.InspectNetwork(ctx, name)
-	if err == nil {
-		return n, nil
+	if container.IsNotFound(err) {
+		if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()}); err != nil {
+			return nil, err
+		}
+		n, err = m.runtime.InspectNetwork(ctx, name)
 	}
-	if !container.IsNotFound(err) {
+	if err != nil {
 		return nil, err
 	}
-	if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()}); err != nil {
-		return nil, err
+	connected, err := m.connectManagementNodes(ctx, name)
+	if err != nil || !connected {
+		return n, err
 	}
 	return m.runtime.InspectNetwork(ctx, name)
 }
@@ -40,7 +45,15 @@ func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network
 		return err
 	}
 	if n.Labels[ClusterLabel] != cluster.String() {
-		return nil // not ours: the user's network stays
+		// Not ours: the user's network stays, and so do the management nodes on it, which
+		// other clusters on that network may still need.
+		return nil
+	}
+	if err := m.disconnectManagementNodes(ctx, network); err != nil {
+		return err
+	}
+	if n, err = m.runtime.InspectNetwork(ctx, network); err != nil {
+		return err
 	}
 	if len(n.Containers) > 0 {
 		return errors.Errorf("network %s is still used by %v", network, n.Containers)

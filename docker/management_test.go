@@ -1,0 +1,127 @@
+package docker_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+)
+
+// startFake creates and starts a container of the fake engine on a network.
+func startFake(t *testing.T, rt *fake.Runtime, name, network string, labels map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := rt.InspectNetwork(ctx, network); container.IsNotFound(err) {
+		if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: network}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.CreateContainer(ctx, container.ContainerSpec{Name: name, Image: "img", Network: network, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("img")
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "control-plane"})
+	startFake(t, rt, "mgmt-md-0-abc", "dockyard-default-mgmt", map[string]string{
+		docker.ClusterLabel: "default/mgmt", docker.KindClusterLabel: "mgmt", docker.KindRoleLabel: "worker",
+	})
+	startFake(t, rt, "stranger", "bridge", nil)
+
+	for _, tc := range []struct {
+		node    string
+		want    map[string]string
+		wantErr bool
+	}{
+		{node: "", want: nil},
+		{node: "not-a-container", want: nil},
+		{node: "kind-control-plane", want: map[string]string{docker.KindClusterLabel: "kind"}},
+		// Dockyard's label is exact (namespace and name); kind's holds only the name.
+		{node: "mgmt-md-0-abc", want: map[string]string{docker.ClusterLabel: "default/mgmt"}},
+		{node: "stranger", wantErr: true},
+	} {
+		got, err := docker.ManagementSelector(ctx, rt, tc.node)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q: error %v, want error %v", tc.node, err, tc.wantErr)
+		}
+		if len(got) != len(tc.want) || (len(got) > 0 && got[docker.ClusterLabel] != tc.want[docker.ClusterLabel]) ||
+			(len(got) > 0 && got[docker.KindClusterLabel] != tc.want[docker.KindClusterLabel]) {
+			t.Errorf("%q: selector %v, want %v", tc.node, got, tc.want)
+		}
+	}
+}
+
+func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("img")
+	kind := map[string]string{docker.KindClusterLabel: "kind"}
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "control-plane"})
+	startFake(t, rt, "kind-worker", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "worker"})
+	startFake(t, rt, "kind-external-load-balancer", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "external-load-balancer"})
+	m := docker.NewManager(rt, docker.ManagerOptions{ManagementNodes: kind})
+	if !m.HasManagementNodes() {
+		t.Fatal("HasManagementNodes: false with a selector")
+	}
+
+	a := docker.ClusterKey{Namespace: "ns", Name: "a"}
+	b := docker.ClusterKey{Namespace: "ns", Name: "b"}
+	for _, k := range []docker.ClusterKey{a, b} {
+		n, err := m.EnsureNetwork(ctx, k, docker.DefaultNetworkName(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"kind-control-plane", "kind-worker"}
+		if !slices.Equal(n.Containers, want) {
+			t.Errorf("network %s has %v, want the management nodes %v (load balancer left out)", n.Name, n.Containers, want)
+		}
+	}
+	// A second pass changes nothing.
+	calls := rt.Calls["ConnectNetwork"]
+	if _, err := m.EnsureNetwork(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+		t.Fatal(err)
+	}
+	if rt.Calls["ConnectNetwork"] != calls {
+		t.Errorf("EnsureNetwork connected again nodes already on the network")
+	}
+
+	// A workload node of cluster a is on a's network only: clusters stay isolated.
+	startFake(t, rt, "a-node", docker.DefaultNetworkName(a), a.MachineLabels("node"))
+	c, _ := rt.InspectContainer(ctx, "a-node")
+	if _, ok := c.Networks[docker.DefaultNetworkName(b)]; ok {
+		t.Errorf("a workload node joined another cluster's network: %v", c.Networks)
+	}
+
+	if err := m.DeleteCluster(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+		t.Fatalf("deleting a cluster whose network management nodes joined: %v", err)
+	}
+	if _, err := rt.InspectNetwork(ctx, docker.DefaultNetworkName(a)); !container.IsNotFound(err) {
+		t.Errorf("network of the deleted cluster: %v, want it removed", err)
+	}
+	nb, _ := rt.InspectNetwork(ctx, docker.DefaultNetworkName(b))
+	if !slices.Contains(nb.Containers, "kind-worker") {
+		t.Errorf("deleting cluster a took the management nodes off b's network: %v", nb.Containers)
+	}
+}
+
+func TestWithoutManagementNodesNetworksAreLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("img")
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{docker.KindClusterLabel: "kind"})
+	m := docker.NewManager(rt, docker.ManagerOptions{})
+	k := docker.ClusterKey{Namespace: "ns", Name: "a"}
+	n, err := m.EnsureNetwork(ctx, k, docker.DefaultNetworkName(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Containers) != 0 || rt.Calls["ConnectNetwork"] != 0 {
+		t.Errorf("no selector, yet the network has %v", n.Containers)
+	}
+}
