@@ -408,3 +408,96 @@ func TestDeletingAClusterLeavesNothingOnTheEngine(t *testing.T) {
 		t.Errorf("left on the engine: containers %v, volumes %v, networks %v", cs, vs, ns)
 	}
 }
+
+// TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated plays a management cluster
+// whose node is a container on the engine (like kind's, on a network of its own): it cannot
+// reach a workload cluster's load balancer until a manager that knows its nodes ensures the
+// workload network, while a node of another workload cluster still cannot.
+func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testing.T) {
+	m, rt, a := engineCluster(t)
+	_, _, b := engineCluster(t)
+	ctx := context.Background()
+	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
+
+	// The "kind" management cluster: one node on its own network, with kind's labels only.
+	mgmtCluster := docker.ClusterKey{Namespace: "dockyard-test", Name: a.Name + "-kind"}
+	mgmtNode := mgmtCluster.Name + "-control-plane"
+	t.Cleanup(func() {
+		_ = rt.RemoveContainer(context.Background(), mgmtNode)
+		_ = rt.RemoveNetwork(context.Background(), mgmtCluster.Name)
+	})
+	sleeper := func(name, network string, labels map[string]string) {
+		t.Helper()
+		spec := container.ContainerSpec{Name: name, Image: dockerenv.LoadBalancerImage(), Labels: labels, Network: network,
+			Entrypoint: []string{"sleep"}, Cmd: []string{"600"}}
+		if err := rt.CreateContainer(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: mgmtCluster.Name}); err != nil {
+		t.Fatal(err)
+	}
+	sleeper(mgmtNode, mgmtCluster.Name, map[string]string{docker.KindClusterLabel: mgmtCluster.Name, docker.KindRoleLabel: "control-plane"})
+
+	// Workload cluster a's load balancer, and a node of workload cluster b.
+	if _, err := m.EnsureNetwork(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: a, Image: dockerenv.LoadBalancerImage(), Network: docker.DefaultNetworkName(a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := docker.NodeAddress(lb, docker.DefaultNetworkName(a))
+	if _, err := m.UpdateLoadBalancer(ctx, a, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.EnsureNetwork(ctx, b, docker.DefaultNetworkName(b)); err != nil {
+		t.Fatal(err)
+	}
+	otherNode := b.Name + "-node"
+	sleeper(otherNode, docker.DefaultNetworkName(b), b.MachineLabels("node"))
+
+	reaches := func(from string) bool {
+		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", endpoint, docker.APIServerPort)
+		_, code := execOut(t, rt, from, "timeout", "3", "bash", "-c", probe)
+		return code == 0
+	}
+	eventually(t, 30*time.Second, "the load balancer answering its own network", func() error {
+		if !reaches(lb.Name) {
+			return fmt.Errorf("%s:%d does not answer", endpoint, docker.APIServerPort)
+		}
+		return nil
+	})
+	if reaches(mgmtNode) {
+		t.Fatalf("%s reached %s before joining its network: the engine does not isolate networks, the test proves nothing", mgmtNode, endpoint)
+	}
+
+	selector, err := docker.ManagementSelector(ctx, rt, mgmtNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mgr := docker.NewManager(rt, docker.ManagerOptions{ManagementNodes: selector})
+	if _, err := mgr.EnsureNetwork(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+		t.Fatal(err)
+	}
+	if !reaches(mgmtNode) {
+		t.Errorf("management node %s cannot reach workload endpoint %s:%d after joining the cluster network", mgmtNode, endpoint, docker.APIServerPort)
+	}
+	if reaches(otherNode) {
+		t.Errorf("a node of workload cluster %s reaches cluster %s's endpoint: clusters must stay isolated", b, a)
+	}
+
+	// Deleting the workload cluster takes the management node off its network, then removes it.
+	if err := mgr.DeleteCluster(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+		t.Fatalf("deleting a cluster whose network the management node joined: %v", err)
+	}
+	if _, err := rt.InspectNetwork(ctx, docker.DefaultNetworkName(a)); !container.IsNotFound(err) {
+		t.Errorf("network %s: %v, want it removed", docker.DefaultNetworkName(a), err)
+	}
+	if c, err := rt.InspectContainer(ctx, mgmtNode); err != nil || !c.Running {
+		t.Errorf("management node after the delete: %+v, %v; want it running, untouched", c, err)
+	}
+}
