@@ -84,7 +84,7 @@ envtest-assets: ## Build kube-apiserver and etcd for envtest (cached; skipped wh
 
 .PHONY: mgmt-binaries
 mgmt-binaries: envtest-assets ## Build the management plane's binaries: Cluster API's managers, clusterctl, kube-controller-manager (cached).
-	go run ./cmd/dockyard-mgmt build >/dev/null
+	go run ./test/cmd/dockyard-mgmt build >/dev/null
 
 .PHONY: test
 test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, envtest (real kube-apiserver) and real-engine tests.

@@ -1,0 +1,204 @@
+package mgmt
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/cloudinit"
+	kubeadmtypes "sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types/upstream"
+	"sigs.k8s.io/cluster-api/util/secret"
+	capiversion "sigs.k8s.io/cluster-api/util/version"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// adminKubeconfig is where kubeadm writes the administrator's kubeconfig in the node.
+const adminKubeconfig = "/etc/kubernetes/admin.conf"
+
+// evictionHard keeps kubelet from evicting pods of a node whose disk is the host's (kind does
+// the same).
+const evictionHard = "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%"
+
+// bootstrapNode runs kubeadm init in the node, once: a plan that started before (this command
+// was interrupted) is waited for, not started again.
+func bootstrapNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Options) error {
+	st, err := nodes.GetBootstrapStatus(ctx, c.Node, bootstrapTimeout)
+	if err != nil {
+		return err
+	}
+	if st.Phase == docker.BootstrapNotStarted {
+		data, err := initData(c, opts.KubernetesVersion)
+		if err != nil {
+			return errors.Wrapf(err, "management cluster %s: rendering the bootstrap data", c.Name)
+		}
+		plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, data, bootstrap.Options{Hostname: c.Node})
+		if err != nil {
+			return errors.Wrapf(err, "management cluster %s: translating the bootstrap data", c.Name)
+		}
+		opts.Logf("Running kubeadm init in %s", c.Node)
+		if err := nodes.StartBootstrap(ctx, c.Node, plan, bootstrapTimeout); err != nil {
+			return err
+		}
+	}
+	return poll(ctx, bootstrapTimeout+time.Minute, func() (bool, string, error) {
+		st, err := nodes.GetBootstrapStatus(ctx, c.Node, bootstrapTimeout)
+		if err != nil {
+			return false, "", err
+		}
+		switch st.Phase {
+		case docker.BootstrapSucceeded:
+			return true, "", nil
+		case docker.BootstrapNotStarted, docker.BootstrapRunning:
+			return false, fmt.Sprintf("bootstrap %s at step %d", st.Phase, st.Step), nil
+		}
+		return false, "", errors.Errorf("management cluster %s: bootstrap %s at step %d (exit %d); output:\n%s",
+			c.Name, st.Phase, st.Step, st.ExitCode, st.Output)
+	})
+}
+
+// initData renders the node's cloud-config the way Cluster API's kubeadm bootstrap provider
+// does for a cluster's first control plane machine: kubeadm's configuration through CABPK's
+// own types for the version, certificates from Cluster API's secret package. The node keeps
+// no control plane taint (it runs every pod) and applies the CNI its image ships.
+func initData(c *Cluster, kubernetesVersion string) ([]byte, error) {
+	version, err := capiversion.ParseTolerantImageTag(kubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certs.Generate(); err != nil {
+		return nil, errors.Wrap(err, "generating the cluster certificates")
+	}
+	clusterConfig := bootstrapv1.ClusterConfiguration{
+		ControlPlaneEndpoint: fmt.Sprintf("%s:%d", c.Node, docker.APIServerPort),
+		APIServer:            bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", c.Node}},
+	}
+	kubelet := []bootstrapv1.Arg{{Name: "eviction-hard", Value: ptr.To(evictionHard)}}
+	initConfig := bootstrapv1.InitConfiguration{
+		NodeRegistration: bootstrapv1.NodeRegistrationOptions{
+			Name: c.Node, KubeletExtraArgs: kubelet, Taints: ptr.To([]corev1.Taint{}),
+		},
+	}
+	clusterData, err := kubeadmtypes.MarshalClusterConfigurationForVersion(&clusterConfig, version, &upstream.AdditionalData{
+		ClusterName:       ptr.To(c.Name),
+		KubernetesVersion: ptr.To(kubernetesVersion),
+		PodSubnet:         ptr.To(podSubnet),
+		ServiceSubnet:     ptr.To(serviceSubnet),
+		DNSDomain:         ptr.To("cluster.local"),
+	})
+	if err != nil {
+		return nil, errors.Wrap(err, "rendering the ClusterConfiguration")
+	}
+	initData, err := kubeadmtypes.MarshalInitConfigurationForVersion(&initConfig, version)
+	if err != nil {
+		return nil, errors.Wrap(err, "rendering the InitConfiguration")
+	}
+	return cloudinit.NewInitControlPlane(&cloudinit.ControlPlaneInput{
+		BaseUserData: cloudinit.BaseUserData{
+			PostKubeadmCommands: cniCommands(podSubnet),
+			KubernetesVersion:   version,
+		},
+		Certificates:         certs,
+		ClusterConfiguration: clusterData,
+		InitConfiguration:    initData,
+	})
+}
+
+// readKubeconfig reads the administrator's kubeconfig from the node and points it at the API
+// server's port published on the host's loopback.
+func readKubeconfig(ctx context.Context, rt container.Runtime, node string) ([]byte, error) {
+	c, err := rt.InspectContainer(ctx, node)
+	if err != nil {
+		return nil, errors.Wrapf(err, "management cluster node %s", node)
+	}
+	port := 0
+	for _, p := range c.Ports {
+		if p.ContainerPort == docker.APIServerPort && p.HostPort != 0 {
+			port = p.HostPort
+		}
+	}
+	if port == 0 || !c.Running {
+		return nil, errors.Errorf("management cluster node %s is %s and publishes no API server port", node, c.State)
+	}
+	var out, stderr bytes.Buffer
+	code, err := rt.Exec(ctx, node, container.ExecOptions{Cmd: []string{"cat", adminKubeconfig}, Stdout: &out, Stderr: &stderr})
+	if err != nil {
+		return nil, errors.Wrapf(err, "reading %s in %s", adminKubeconfig, node)
+	}
+	if code != 0 {
+		return nil, errors.Errorf("reading %s in %s: exit %d: %s (was kubeadm init run?)", adminKubeconfig, node, code, stderr.String())
+	}
+	cfg, err := clientcmd.Load(out.Bytes())
+	if err != nil {
+		return nil, errors.Wrapf(err, "parsing %s of %s", adminKubeconfig, node)
+	}
+	for _, cluster := range cfg.Clusters {
+		u := url.URL{Scheme: "https", Host: "127.0.0.1:" + strconv.Itoa(port)}
+		cluster.Server = u.String()
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// waitReady waits until the node reports Ready (its CNI runs) and CoreDNS has a ready pod.
+func waitReady(ctx context.Context, kubeconfig []byte, node string) error {
+	restConfig, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return errors.Wrap(err, "reading the kubeconfig")
+	}
+	restConfig.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return errors.Wrap(err, "making a client")
+	}
+	return poll(ctx, readyTimeout, func() (bool, string, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Sprintf("reading node %s: %v", node, err), nil
+		}
+		if !nodeReady(n) {
+			return false, fmt.Sprintf("node %s is not Ready", node), nil
+		}
+		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
+		if err != nil {
+			return false, fmt.Sprintf("listing CoreDNS pods: %v", err), nil
+		}
+		for i := range pods.Items {
+			if podReady(&pods.Items[i]) {
+				return true, "", nil
+			}
+		}
+		return false, "CoreDNS has no ready pod", nil
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,192 @@
+// Package mgmt makes a management cluster: Kubernetes in one Dockyard node container on the
+// local engine, with the images of the components to install preloaded and the engine's socket
+// mounted, so Dockyard's manager can run in it as a pod and drive the same engine. It is made
+// directly through Dockyard's node layer (package docker), as Cluster API's kubeadm bootstrap
+// provider would make a first control plane machine, without Cluster API running anywhere,
+// and it outlives the process that made it, like a kind cluster.
+//
+// Its containers carry Dockyard's cluster label with an empty namespace ("/<name>"), which no
+// Cluster API cluster can have, so workload clusters' sweeps never select it, and the manager
+// running in it recognises its node as a management node (docker.ManagementSelector).
+package mgmt
+
+import (
+	"context"
+	"time"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+const (
+	// DefaultName is the management cluster's name when none is given.
+	DefaultName = "dockyard-mgmt"
+	// DefaultEngineSocket is where the engine's socket is, on the engine's host.
+	DefaultEngineSocket = "/var/run/docker.sock"
+	// nodeMachine names the one node: its container is "<cluster name>-control-plane".
+	nodeMachine = "control-plane"
+	// podSubnet and serviceSubnet are kubeadm's and kind's defaults.
+	podSubnet     = "10.244.0.0/16"
+	serviceSubnet = "10.96.0.0/12"
+)
+
+// Timeouts, generous for two slow cores.
+const (
+	nodeBootTimeout  = 3 * time.Minute
+	bootstrapTimeout = 10 * time.Minute
+	readyTimeout     = 5 * time.Minute
+	pollInterval     = 2 * time.Second
+)
+
+// Options describe a management cluster.
+type Options struct {
+	// Name of the cluster; DefaultName when empty.
+	Name string
+	// NodeImage is a Dockyard (or kind) node image.
+	NodeImage string
+	// KubernetesVersion the node image holds, e.g. "v1.34.4".
+	KubernetesVersion string
+	// Images are copied from the engine into the node, so pods using them never pull.
+	Images []string
+	// EngineSocket is the engine's socket on the engine's host, mounted at
+	// /var/run/docker.sock in the node; DefaultEngineSocket when empty.
+	EngineSocket string
+	// Logf reports progress; nil is quiet.
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) defaults() error {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.EngineSocket == "" {
+		o.EngineSocket = DefaultEngineSocket
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.NodeImage == "" || o.KubernetesVersion == "" {
+		return errors.New("a management cluster needs a node image and its Kubernetes version")
+	}
+	return nil
+}
+
+// Cluster is a management cluster on the engine.
+type Cluster struct {
+	Name string
+	// Node is the node container's name (and the Kubernetes node's).
+	Node string
+	// Network is the engine network the node is on.
+	Network string
+	// Kubeconfig is the administrator's kubeconfig, pointing at the API server's port
+	// published on the host's loopback.
+	Kubeconfig []byte
+}
+
+// key is the cluster's identity in Dockyard's labels.
+func key(name string) docker.ClusterKey { return docker.ClusterKey{Name: name} }
+
+// NodeName is the name of the management cluster's node container.
+func NodeName(name string) string { return docker.NodeName(name, nodeMachine) }
+
+// Create makes the management cluster, or finishes making it: every step is skipped when
+// already done, so running it again (after an interruption too) converges.
+func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: opts.Name, Node: NodeName(opts.Name), Network: opts.Name}
+	if _, err := nodes.EnsureNetwork(ctx, key(c.Name), c.Network); err != nil {
+		return nil, errors.Wrapf(err, "management cluster %s: network", c.Name)
+	}
+	if err := ensureNode(ctx, nodes, c, opts); err != nil {
+		return nil, err
+	}
+	opts.Logf("Copying %d images into %s", len(opts.Images), c.Node)
+	if err := nodes.PreloadImages(ctx, c.Node, opts.Images); err != nil {
+		return nil, errors.Wrapf(err, "management cluster %s: preloading images (build them with `make component-images`)", c.Name)
+	}
+	if err := bootstrapNode(ctx, nodes, c, opts); err != nil {
+		return nil, err
+	}
+	kubeconfig, err := readKubeconfig(ctx, nodes.Runtime(), c.Node)
+	if err != nil {
+		return nil, err
+	}
+	c.Kubeconfig = kubeconfig
+	opts.Logf("Waiting for node %s to be Ready", c.Node)
+	if err := waitReady(ctx, c.Kubeconfig, c.Node); err != nil {
+		return nil, errors.Wrapf(err, "management cluster %s", c.Name)
+	}
+	return c, nil
+}
+
+// Get returns an existing management cluster with its kubeconfig.
+func Get(ctx context.Context, nodes *docker.Manager, name string) (*Cluster, error) {
+	if name == "" {
+		name = DefaultName
+	}
+	c := &Cluster{Name: name, Node: NodeName(name), Network: name}
+	kubeconfig, err := readKubeconfig(ctx, nodes.Runtime(), c.Node)
+	if err != nil {
+		return nil, err
+	}
+	c.Kubeconfig = kubeconfig
+	return c, nil
+}
+
+// Delete removes everything of the management cluster from the engine: its node, volume and
+// network. Workload clusters it managed are not touched (delete them first).
+func Delete(ctx context.Context, nodes *docker.Manager, name string) error {
+	if name == "" {
+		name = DefaultName
+	}
+	return errors.Wrapf(nodes.DeleteCluster(ctx, key(name), name), "deleting management cluster %s", name)
+}
+
+// ensureNode creates the node container unless it exists, starts it when it stopped, and
+// waits for systemd and containerd in it.
+func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Options) error {
+	existing, err := nodes.GetNode(ctx, key(c.Name), nodeMachine)
+	switch {
+	case err == nil && existing == nil:
+		opts.Logf("Creating node %s from %s", c.Node, opts.NodeImage)
+		_, err = nodes.CreateNode(ctx, docker.NodeSpec{
+			Cluster: key(c.Name), Machine: nodeMachine, Image: opts.NodeImage, Role: docker.RoleControlPlane,
+			Network: c.Network,
+			ExtraMounts: []container.Mount{
+				{Type: container.MountBind, Source: opts.EngineSocket, Target: DefaultEngineSocket},
+			},
+		})
+	case err == nil && !existing.Running:
+		opts.Logf("Starting node %s", c.Node)
+		err = nodes.Runtime().StartContainer(ctx, c.Node)
+	}
+	if err != nil {
+		return errors.Wrapf(err, "management cluster %s: node", c.Name)
+	}
+	return poll(ctx, nodeBootTimeout, func() (bool, string, error) {
+		st, err := nodes.CheckNode(ctx, c.Node)
+		return st.Ready, st.Detail, err
+	})
+}
+
+// poll calls check until it reports done, fails, or the timeout passes; the last detail it
+// gave is in the timeout's error.
+func poll(ctx context.Context, timeout time.Duration, check func() (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		done, detail, err := check()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Errorf("not done after %s: %s", timeout, detail)
+		case <-time.After(pollInterval):
+		}
+	}
+}
