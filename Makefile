@@ -37,11 +37,15 @@ QUICKSTART_IMAGES ?= local
 QUICKSTART_FLAGS ?=
 
 .PHONY: quickstart
-quickstart: ## Set up everything on this machine and create a 1+1 workload cluster (Ctrl-C deletes it).
+quickstart: ## Set up everything on this machine: a management cluster in containers with Cluster API and Dockyard installed by clusterctl, and a 1+1 workload cluster (both persist).
 	hack/ensure-docker.sh
-	@if [ "$(QUICKSTART_IMAGES)" = local ]; then $(MAKE) --no-print-directory images; else $(MAKE) --no-print-directory cni-image; fi
-	$(MAKE) --no-print-directory mgmt-binaries
+	@if [ "$(QUICKSTART_IMAGES)" = local ]; then $(MAKE) --no-print-directory images; fi
+	$(MAKE) --no-print-directory component-images release-manifests
 	go run ./cmd/dockyard quickstart --images $(QUICKSTART_IMAGES) --kubernetes-version $(KUBERNETES_VERSION) $(QUICKSTART_FLAGS)
+
+.PHONY: quickstart-delete
+quickstart-delete: ## Delete the quickstart's workload cluster, then its management cluster: nothing is left on the engine.
+	go run ./cmd/dockyard delete $(QUICKSTART_FLAGS)
 
 .PHONY: help
 help: ## Show this help.
@@ -67,9 +71,9 @@ build: ## Build the manager binary into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/manager .
 
 .PHONY: docker-build
-docker-build: build ## Build the manager image localhost/dockyard/manager:dev (no registry needed).
+docker-build: build ## Build the manager image localhost/dockyard/manager:$(VERSION) from the Dockerfile (make component-images builds it too, with the other components).
 	hack/ensure-docker.sh
-	DOCKER_BUILDKIT=0 docker build -t localhost/dockyard/manager:dev .
+	DOCKER_BUILDKIT=0 docker build -t localhost/dockyard/manager:$(VERSION) .
 
 .PHONY: vet
 vet: ## Run go vet.
@@ -103,7 +107,7 @@ E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/e2e-artifacts
 E2E_FLAGS ?=
 
 .PHONY: test-e2e
-test-e2e: images mgmt-binaries ## End to end: Cluster API's controllers drive Dockyard on the real engine.
+test-e2e: images component-images release-manifests mgmt-binaries ## End to end: Cluster API's controllers drive Dockyard on the real engine.
 	E2E_ARTIFACTS="$(E2E_ARTIFACTS)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test -tags e2e ./test/e2e -count=1 -v -timeout 85m -ginkgo.v -ginkgo.timeout 80m $(E2E_FLAGS)
 

@@ -5,13 +5,14 @@
 #   - Cluster API's core, kubeadm bootstrap and kubeadm control plane components, built from
 #     the kustomize trees of the cluster-api module go.mod requires, with the released images;
 #   - cert-manager's manifest, rendered from its chart in the cert-manager Go module with helm
-#     built from the module proxy.
+#     built from the module proxy, the way cert-manager's own release (make/manifests.mk) does.
+# Every image is one `make component-images` builds, under the name its release publishes.
 # Also writes out/infrastructure-components.yaml and out/metadata.yaml.
 # Called by `make release-manifests` with KUSTOMIZE, TOOLS_DIR and VERSION set.
 set -euo pipefail
 
 : "${KUSTOMIZE:?}" "${TOOLS_DIR:?}" "${VERSION:?}"
-CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.1}"
+CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.11.5}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 HELM="$TOOLS_DIR/helm-$HELM_VERSION"
 repo="$PWD/out/repository"
@@ -20,13 +21,20 @@ capi="$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
 
 rm -rf out/repository out/clusterctl.yaml
 mkdir -p "out/repository/infrastructure-dockyard/$VERSION"
-"$KUSTOMIZE" build config/default > out/infrastructure-components.yaml
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+# Dockyard's components, with the manager image of this version.
+mkdir -p "$tmp/dockyard"
+(
+	cd "$tmp/dockyard"
+	"$KUSTOMIZE" create --resources "$(realpath --relative-to=. "$OLDPWD/config/default")"
+	"$KUSTOMIZE" edit set image "localhost/dockyard/manager=localhost/dockyard/manager:$VERSION"
+)
+"$KUSTOMIZE" build "$tmp/dockyard" > out/infrastructure-components.yaml
 cp metadata.yaml out/metadata.yaml
 cp out/infrastructure-components.yaml out/metadata.yaml templates/cluster-template*.yaml templates/clusterclass-*.yaml \
 	"out/repository/infrastructure-dockyard/$VERSION/"
-
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
 
 # Cluster API's providers: <module dir> <clusterctl provider dir> <components file> <image name>
 for p in "core cluster-api core-components.yaml cluster-api-controller" \
@@ -50,17 +58,30 @@ done
 [ -x "$HELM" ] || hack/go-install.sh helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "$HELM"
 cm="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" |
 	grep '"Dir"' | cut -d'"' -f4)"
-cp -r "$cm/deploy/charts/cert-manager" "$tmp/cert-manager-chart"
-chmod -R u+w "$tmp/cert-manager-chart"
-sed -i -e "s/^version: .*/version: $CERT_MANAGER_VERSION/" -e "s/^appVersion: .*/appVersion: $CERT_MANAGER_VERSION/" \
-	"$tmp/cert-manager-chart/Chart.yaml"
+# The chart as cert-manager's release assembles it: Chart.yaml from its template, the CRDs
+# as one template behind installCRDs.
+chart="$tmp/cert-manager-chart"
+mkdir -p "$chart/templates"
+cp "$cm"/deploy/charts/cert-manager/templates/* "$chart/templates/"
+cp "$cm/deploy/charts/cert-manager/values.yaml" "$chart/values.yaml"
+sed -e "s/^version: .*/version: $CERT_MANAGER_VERSION/" -e "s/^appVersion: .*/appVersion: $CERT_MANAGER_VERSION/" \
+	-e '/^annotations:/,$d' "$cm/deploy/charts/cert-manager/Chart.template.yaml" > "$chart/Chart.yaml"
+{
+	echo '{{- if .Values.installCRDs }}'
+	for f in "$cm"/deploy/crds/crd-*.yaml; do
+		echo "---"
+		cat "$f"
+	done
+	echo '{{- end }}'
+} > "$chart/templates/crds.yaml"
+chmod -R u+w "$chart"
 dir="$repo/cert-manager/$CERT_MANAGER_VERSION"
 mkdir -p "$dir"
 {
 	cat "$cm/deploy/manifests/namespace.yaml"
 	echo "---"
-	"$HELM" template cert-manager "$tmp/cert-manager-chart" --namespace cert-manager --kube-version 1.29.0 \
-		--set crds.enabled=true --set creator=static --set startupapicheck.enabled=false | sed -e '1{/^---$/d;}'
+	"$HELM" template cert-manager "$chart" --namespace cert-manager --api-versions="" --kube-version 1.34.0 \
+		--set installCRDs=true --set creator=static --set startupapicheck.enabled=false | sed -e '1{/^---$/d;}'
 } > "$dir/cert-manager.yaml"
 
 cat > out/clusterctl.yaml <<CONFIG

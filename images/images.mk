@@ -6,6 +6,8 @@
 
 KUBERNETES_VERSION ?= v1.34.4
 FLANNEL_VERSION ?= v0.28.10
+# cert-manager's newest release whose commands the Go module proxy serves (docs/images.md).
+CERT_MANAGER_VERSION ?= v1.11.5
 DOCKYARD_CACHE ?= $(HOME)/.cache/dockyard
 # Extra flags for dockyard-build, e.g. IMAGE_BUILD_FLAGS=--force.
 IMAGE_BUILD_FLAGS ?=
@@ -29,6 +31,13 @@ lb-image: ## Build the load balancer image localhost/dockyard/haproxy:<Debian ha
 cni-image: ## Build the CNI image localhost/dockyard/flannel:$(FLANNEL_VERSION) (cached).
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) cni-image --cache "$(DOCKYARD_CACHE)" --flannel-version $(FLANNEL_VERSION) $(IMAGE_BUILD_FLAGS)
+
+.PHONY: component-images
+component-images: ## Build the images clusterctl installs: Dockyard's manager:$(VERSION), Cluster API's controllers, cert-manager $(CERT_MANAGER_VERSION) (cached).
+	hack/ensure-docker.sh
+	$(DOCKYARD_BUILD) component-images --cache "$(DOCKYARD_CACHE)" --version $(VERSION) \
+		--cluster-api-version $$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api) \
+		--cert-manager-version $(CERT_MANAGER_VERSION) $(IMAGE_BUILD_FLAGS)
 
 .PHONY: images
 images: node-image lb-image cni-image ## Build the node, load balancer and CNI images.

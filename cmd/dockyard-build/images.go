@@ -102,3 +102,32 @@ func runCNIImage(ctx context.Context, args []string) error {
 	fmt.Println(ref)
 	return nil
 }
+
+// runComponentImages builds the images clusterctl init and move run: Dockyard's manager,
+// Cluster API's three controllers and cert-manager's three commands.
+func runComponentImages(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("component-images", flag.ExitOnError)
+	common := addImageFlags(fs)
+	var r imagebuild.Release
+	fs.StringVar(&r.Dockyard, "version", "", "Dockyard's version, the manager image's tag")
+	fs.StringVar(&r.RepoDir, "repo", ".", "Dockyard's source tree")
+	fs.StringVar(&r.ClusterAPI, "cluster-api-version", "", "Cluster API version (the one go.mod requires)")
+	fs.StringVar(&r.CertManager, "cert-manager-version", "v1.11.5", "cert-manager version")
+	_ = fs.Parse(args)
+	if r.Dockyard == "" || r.ClusterAPI == "" {
+		return errors.New("--version and --cluster-api-version are required")
+	}
+	b, done, err := common.builder()
+	if err != nil {
+		return err
+	}
+	defer done()
+	names, err := b.ReleaseImages(ctx, r)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		fmt.Println(n)
+	}
+	return nil
+}

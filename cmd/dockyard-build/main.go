@@ -24,6 +24,8 @@ commands:
   node-image  build the node image localhost/dockyard/node:<--kubernetes-version> (needs root)
   lb-image    build the load balancer image localhost/dockyard/haproxy:<version> (needs root)
   cni-image   build the flannel image localhost/dockyard/flannel:<--flannel-version> (needs root)
+  component-images  build the images of Dockyard's manager, Cluster API's controllers and
+              cert-manager, named as their releases publish them
 
 Run "dockyard-build <command> -h" for a command's flags.
 `
@@ -45,6 +47,8 @@ func main() {
 		err = runLBImage(ctx, os.Args[2:])
 	case "cni-image":
 		err = runCNIImage(ctx, os.Args[2:])
+	case "component-images":
+		err = runComponentImages(ctx, os.Args[2:])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

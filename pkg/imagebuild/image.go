@@ -18,6 +18,8 @@ type imageConfig struct {
 	Labels     map[string]string
 	StopSignal string
 	WorkingDir string
+	// User runs the entrypoint, e.g. "65532:65532"; root when empty.
+	User string
 	// Created is the image's creation time; the Unix epoch when zero, so that an image
 	// assembled twice from the same layers has the same ID.
 	Created time.Time
@@ -56,6 +58,7 @@ func assemble(layers []v1.Layer, c imageConfig) (v1.Image, error) {
 	cf.Config.Labels = c.Labels
 	cf.Config.StopSignal = c.StopSignal
 	cf.Config.WorkingDir = c.WorkingDir
+	cf.Config.User = c.User
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
 		return nil, fmt.Errorf("setting image configuration: %w", err)

@@ -20,7 +20,7 @@ type clusterctlConfig struct {
 	} `json:"cert-manager"`
 }
 
-var imageField = regexp.MustCompile(`(?m)^[\s-]*image:\s*["']?([^"'\s]+)`)
+var imageField = regexp.MustCompile(`(?m)^[ \t-]*image:[ \t]*["']?([^"'\s]+)`)
 
 // ComponentImages lists the container images of every component file a clusterctl
 // configuration names (local repositories only: they are what a machine without a registry

@@ -17,7 +17,8 @@ func TestComponentImagesListsEveryImageOfEveryComponentFile(t *testing.T) {
 		return p
 	}
 	core := write("core.yaml", "spec:\n  containers:\n  - image: registry.k8s.io/cluster-api/cluster-api-controller:v1.14.2\n    name: manager\n")
-	infra := write("infra.yaml", "containers:\n- name: manager\n  image: \"localhost/dockyard/manager:v0.1.0\"\n")
+	// A CRD's schema has properties named image; they are not images.
+	infra := write("infra.yaml", "properties:\n  image:\n    description: the node image\n---\ncontainers:\n- name: manager\n  image: \"localhost/dockyard/manager:v0.1.0\"\n")
 	cm := write("cm.yaml", "image: quay.io/jetstack/cert-manager-webhook:v1.11.5\n---\n  image: 'quay.io/jetstack/cert-manager-controller:v1.11.5'\n")
 	cfg := write("clusterctl.yaml", "providers:\n- {name: cluster-api, type: CoreProvider, url: "+core+"}\n- {name: dockyard, type: InfrastructureProvider, url: "+infra+"}\ncert-manager:\n  url: "+cm+"\n  version: v1.11.5\n")
 

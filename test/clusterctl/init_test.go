@@ -77,7 +77,7 @@ func TestInitOffline(t *testing.T) {
 			"registry.k8s.io/cluster-api/cluster-api-controller:" + repo.capiVersion,
 			"registry.k8s.io/cluster-api/kubeadm-bootstrap-controller:" + repo.capiVersion,
 			"registry.k8s.io/cluster-api/kubeadm-control-plane-controller:" + repo.capiVersion,
-			"localhost/dockyard/manager:dev",
+			"localhost/dockyard/manager:" + repo.dockyardVersion,
 		} {
 			if !strings.Contains(images, want) {
 				t.Errorf("clusterctl init list-images does not list %s:\n%s", want, images)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,6 +15,9 @@ import (
 
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 )
 
 // commonVariables are clusterctl's own; every other variable of a flavor carries DOCKYARD_.
@@ -233,6 +237,33 @@ func TestRepositoryLayout(t *testing.T) {
 	for _, want := range []string{"CLUSTER_TOPOLOGY: \"true\"", "CLUSTERCTL_DISABLE_VERSIONCHECK: \"true\"", "cert-manager:\n  url: " + filepath.Join(repo.dir, "cert-manager", repo.certManagerVersion, "cert-manager.yaml")} {
 		if !strings.Contains(config, want) {
 			t.Errorf("%s lacks %q", repo.config, want)
+		}
+	}
+}
+
+// TestRepositoryRunsOnlyImagesBuiltHere: every image the repository's components run, with
+// cert-manager's, is one `make component-images` builds under its release name, so clusterctl
+// init pulls nothing on a machine without a registry.
+func TestRepositoryRunsOnlyImagesBuiltHere(t *testing.T) {
+	repo := requireRepository(t)
+	built := imagebuild.ReleaseImageNames(imagebuild.Release{
+		Dockyard: repo.dockyardVersion, ClusterAPI: repo.capiVersion, CertManager: repo.certManagerVersion,
+	})
+	got, err := mgmt.ComponentImages(repo.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, slices.Sorted(slices.Values(built))) {
+		t.Errorf("the repository's components run\n  %v\nmake component-images builds\n  %v", got, built)
+	}
+	for _, f := range []string{
+		filepath.Join(repo.dir, "cert-manager", repo.certManagerVersion, "cert-manager.yaml"),
+		filepath.Join(repo.dir, "infrastructure-dockyard", repo.dockyardVersion, "infrastructure-components.yaml"),
+	} {
+		for _, m := range regexp.MustCompile(`imagePullPolicy: (\w+)`).FindAllSubmatch(readFile(t, f), -1) {
+			if string(m[1]) != "IfNotPresent" {
+				t.Errorf("%s: imagePullPolicy %s, want IfNotPresent", f, m[1])
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package release
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 	"github.com/dockyard-dev/dockyard/test/envtest"
 )
 
@@ -114,5 +116,42 @@ func TestComponentVariablesArePrefixed(t *testing.T) {
 		if !strings.HasPrefix(v[1], "DOCKYARD_") {
 			t.Errorf("variable %s lacks the DOCKYARD_ prefix", v[1])
 		}
+	}
+}
+
+// TestManagerImageIsTheReleaseVersion keeps the components' manager image, the Makefile's
+// VERSION (which tags the image make component-images builds) and metadata.yaml's release
+// series in step, so `clusterctl upgrade` changes what runs.
+func TestManagerImageIsTheReleaseVersion(t *testing.T) {
+	makefile, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VERSION \?= (v(\d+)\.(\d+)\.\d+)$`).FindSubmatch(makefile)
+	if m == nil {
+		t.Fatal("the Makefile sets no VERSION ?= vX.Y.Z")
+	}
+	version := string(m[1])
+	want := imagebuild.ManagerImageName(version)
+	var images []string
+	for _, o := range buildComponents(t) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			images = append(images, c.(map[string]any)["image"].(string))
+		}
+	}
+	if len(images) != 1 || images[0] != want {
+		t.Errorf("the components run %v; want %s, the image make component-images builds for VERSION %s", images, want, version)
+	}
+	metadata, err := os.ReadFile(filepath.Join(envtest.RepoRoot(), "metadata.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := fmt.Sprintf("- major: %s\n  minor: %s\n", m[2], m[3])
+	if !strings.Contains(string(metadata), series) {
+		t.Errorf("metadata.yaml has no release series %s.%s for VERSION %s", m[2], m[3], version)
 	}
 }

@@ -1,0 +1,180 @@
+package imagebuild
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/dockyard-dev/dockyard/pkg/gobuild"
+)
+
+// The images a management cluster runs, named and tagged as their releases publish them, so
+// the components YAML of a clusterctl repository is used unmodified: pull policy IfNotPresent
+// finds them in the engine (or in a node that preloaded them) and nothing is pulled.
+
+// Release versions of the components, as the clusterctl repository names them.
+type Release struct {
+	// Dockyard is Dockyard's own version (the Makefile's VERSION).
+	Dockyard string
+	// RepoDir is Dockyard's source tree, whose main package is the manager.
+	RepoDir string
+	// ClusterAPI is the version of Cluster API's core, kubeadm bootstrap and control plane.
+	ClusterAPI string
+	// CertManager is cert-manager's version (see gobuild.CertManager for why v1.11).
+	CertManager string
+}
+
+// Users the images run as: the upstream images' non-root users. Numeric, so Kubernetes can
+// check runAsNonRoot.
+const (
+	nonRootUser     = "65532:65532"
+	certManagerUser = "1000"
+)
+
+// ManagerImageName is Dockyard's manager image of a version.
+func ManagerImageName(version string) string { return "localhost/dockyard/manager:" + version }
+
+// ClusterAPIImageName is the image of a Cluster API controller (cluster-api-controller,
+// kubeadm-bootstrap-controller, kubeadm-control-plane-controller) of a version.
+func ClusterAPIImageName(controller, version string) string {
+	return "registry.k8s.io/cluster-api/" + controller + ":" + version
+}
+
+// CertManagerImageName is the image of a cert-manager command (controller, webhook,
+// cainjector) of a version.
+func CertManagerImageName(command, version string) string {
+	return "quay.io/jetstack/cert-manager-" + command + ":" + version
+}
+
+// clusterAPIControllers maps each Cluster API image to the command gobuild builds for it.
+var clusterAPIControllers = map[string]string{
+	"cluster-api-controller":           gobuild.ClusterAPICore,
+	"kubeadm-bootstrap-controller":     gobuild.ClusterAPIKubeadmBootstrap,
+	"kubeadm-control-plane-controller": gobuild.ClusterAPIKubeadmControlPlane,
+}
+
+// ReleaseImageNames lists every image ReleaseImages builds for a release.
+func ReleaseImageNames(r Release) []string {
+	names := []string{ManagerImageName(r.Dockyard)}
+	for _, c := range sortedKeys(clusterAPIControllers) {
+		names = append(names, ClusterAPIImageName(c, r.ClusterAPI))
+	}
+	for _, c := range gobuild.CertManagerCommands {
+		names = append(names, CertManagerImageName(c, r.CertManager))
+	}
+	return names
+}
+
+// componentImage is one binary on the static base, as its entrypoint.
+type componentImage struct {
+	Ref, Binary, Path, User, Title, Version string
+}
+
+// ReleaseImages builds the images of every component of a release into the engine and returns
+// their names. An image whose binary did not change is not loaded again.
+func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error) {
+	start := time.Now()
+	manager, err := b.buildManager(ctx, r.RepoDir)
+	if err != nil {
+		return nil, err
+	}
+	list := []componentImage{{Ref: ManagerImageName(r.Dockyard), Binary: manager, Path: "/manager", User: nonRootUser,
+		Title: "dockyard-manager", Version: r.Dockyard}}
+
+	capi, err := gobuild.ClusterAPI(r.ClusterAPI, gobuild.ClusterAPICore, gobuild.ClusterAPIKubeadmBootstrap, gobuild.ClusterAPIKubeadmControlPlane)
+	if err != nil {
+		return nil, err
+	}
+	capiBins, err := b.runBuild(ctx, capi)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range sortedKeys(clusterAPIControllers) {
+		list = append(list, componentImage{Ref: ClusterAPIImageName(c, r.ClusterAPI), Binary: capiBins[clusterAPIControllers[c]],
+			Path: "/manager", User: nonRootUser, Title: c, Version: r.ClusterAPI})
+	}
+
+	cm, err := gobuild.CertManager(r.CertManager)
+	if err != nil {
+		return nil, err
+	}
+	cmBins, err := b.runBuild(ctx, cm)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range gobuild.CertManagerCommands {
+		list = append(list, componentImage{Ref: CertManagerImageName(c, r.CertManager), Binary: cmBins[c],
+			Path: "/app/cmd/" + c + "/" + c, User: certManagerUser, Title: "cert-manager-" + c, Version: r.CertManager})
+	}
+
+	var names []string
+	for _, ci := range list {
+		if err := b.componentImage(ctx, ci); err != nil {
+			return nil, err
+		}
+		names = append(names, ci.Ref)
+	}
+	b.logf("release images ready in %s", time.Since(start).Round(time.Second))
+	return names, nil
+}
+
+// componentImage assembles and loads one image unless the engine has it from the same binary.
+func (b *Builder) componentImage(ctx context.Context, ci componentImage) error {
+	binHash, err := fileHash(ci.Binary)
+	if err != nil {
+		return err
+	}
+	in := &Inputs{}
+	in.Set("recipe", recipeVersion)
+	in.Set("image", ci.Ref)
+	in.Set("binary", binHash)
+	in.Set("path", ci.Path)
+	in.Set("user", ci.User)
+	hash := in.Hash()
+	if name, err := b.existing(ctx, hash, ci.Ref); err != nil || name != "" {
+		if name != "" {
+			b.logf("%s is up to date (inputs %s)", name, short(hash))
+		}
+		return err
+	}
+	base, err := b.staticBaseLayer()
+	if err != nil {
+		return err
+	}
+	layer, err := b.binaryLayer("component", []binaryFile{{Src: ci.Binary, Dst: ci.Path, Mode: 0o755}}, nil)
+	if err != nil {
+		return err
+	}
+	labels := componentLabels(ci.Title, ci.Version)
+	labels[InputsLabel] = hash
+	img, err := assemble([]v1.Layer{base, layer}, imageConfig{Entrypoint: []string{ci.Path}, User: ci.User, Labels: labels})
+	if err != nil {
+		return err
+	}
+	if err := b.load(ctx, ci.Ref, img); err != nil {
+		return err
+	}
+	b.logf("built %s (%d MiB compressed)", ci.Ref, imageSize(img)>>20)
+	return nil
+}
+
+// buildManager builds Dockyard's manager from the source tree: static, reproducible (the same
+// sources give the same binary, so an unchanged tree rebuilds no image).
+func (b *Builder) buildManager(ctx context.Context, repoDir string) (string, error) {
+	out := filepath.Join(b.CacheDir, "build", "dockyard-manager", "manager")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out+".tmp", ".")
+	cmd.Dir = repoDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building Dockyard's manager in %s: %w\n%s", repoDir, err, output)
+	}
+	return out, os.Rename(out+".tmp", out)
+}
