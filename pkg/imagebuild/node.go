@@ -288,6 +288,8 @@ func (b *Builder) nodeFilesLayer(kubernetesVersion, containerdConfig string, pre
 		{"/etc/containerd/config.toml", 0o644, []byte(containerdConfig)},
 		{"/etc/dockyard/preloaded-images", 0o644, []byte(list.String())},
 		{"/kind/version", 0o644, []byte(kubernetesVersion)},
+		// The CNI follows the node image, by kind's convention (images/cni/install-cni.sh).
+		{"/kind/manifests/default-cni.yaml", 0o644, mustEmbedded("cni/flannel.yaml")},
 	}
 	in := &Inputs{}
 	for _, f := range files {

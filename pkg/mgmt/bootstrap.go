@@ -107,9 +107,14 @@ func initData(c *Cluster, kubernetesVersion string) ([]byte, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "rendering the InitConfiguration")
 	}
+	files, commands, err := cniInstaller()
+	if err != nil {
+		return nil, err
+	}
 	return cloudinit.NewInitControlPlane(&cloudinit.ControlPlaneInput{
 		BaseUserData: cloudinit.BaseUserData{
-			PostKubeadmCommands: cniCommands(podSubnet),
+			AdditionalFiles:     files,
+			PostKubeadmCommands: commands,
 			KubernetesVersion:   version,
 		},
 		Certificates:         certs,

@@ -1,16 +1,23 @@
 package mgmt
 
-import "fmt"
+import (
+	"github.com/pkg/errors"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
-// cniManifest is where node images keep their CNI manifest, by kind's convention: kindest/node
-// ships kindnetd there, Dockyard's node image flannel. Both are templates of the pod subnet.
-const cniManifest = "/kind/manifests/default-cni.yaml"
+	"github.com/dockyard-dev/dockyard/images"
+)
 
-// cniCommands apply the CNI the node image ships, rendered for the pod subnet, retrying while
-// the API server settles. The template's "{{ .PodSubnet }}" is matched with character classes
-// so the command itself holds no template braces.
-func cniCommands(podSubnet string) []string {
-	render := fmt.Sprintf(`sed -e 's#[{][{] *[.]PodSubnet *[}][}]#%s#g' %s`, podSubnet, cniManifest)
-	apply := "kubectl --kubeconfig " + adminKubeconfig + " apply -f -"
-	return []string{fmt.Sprintf(`(for i in $(seq 30); do %s | %s && exit 0; sleep 2; done; exit 1)`, render, apply)}
+// installCNIPath is where the CNI installer goes in the node, as in the flavors.
+const installCNIPath = "/etc/dockyard/install-cni.sh"
+
+// cniInstaller is the file and command that apply the CNI the node image ships: the script the
+// flavors embed too (images/cni/install-cni.sh), so the management cluster and workload
+// clusters get their pod network the same way, with Dockyard's node image or kindest/node.
+func cniInstaller() ([]bootstrapv1.File, []string, error) {
+	script, err := images.Files.ReadFile("cni/install-cni.sh")
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "reading the CNI installer")
+	}
+	files := []bootstrapv1.File{{Path: installCNIPath, Owner: "root:root", Permissions: "0755", Content: string(script)}}
+	return files, []string{"sh " + installCNIPath}, nil
 }

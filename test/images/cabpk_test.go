@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"math/big"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -16,6 +17,8 @@ import (
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types/upstream"
 	"sigs.k8s.io/cluster-api/util/secret"
 	capiversion "sigs.k8s.io/cluster-api/util/version"
+
+	nodeimages "github.com/dockyard-dev/dockyard/images"
 )
 
 // Bootstrap data the way Cluster API's kubeadm bootstrap provider (CABPK) builds it for the
@@ -94,11 +97,19 @@ func renderInitControlPlane(pki *clusterPKI, endpoint string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering the InitConfiguration: %w", err)
 	}
+	// The node applies the CNI its image ships, with the flavors' script and command.
+	script, err := nodeimages.Files.ReadFile("cni/install-cni.sh")
+	if err != nil {
+		return nil, err
+	}
 	return cloudinit.NewInitControlPlane(&cloudinit.ControlPlaneInput{
 		BaseUserData: cloudinit.BaseUserData{
 			PreKubeadmCommands:  preKubeadmTiming,
-			PostKubeadmCommands: postKubeadmTiming,
-			KubernetesVersion:   version,
+			PostKubeadmCommands: append(slices.Clone(postKubeadmTiming), "sh /etc/dockyard/install-cni.sh"),
+			AdditionalFiles: []bootstrapv1.File{{
+				Path: "/etc/dockyard/install-cni.sh", Owner: "root:root", Permissions: "0755", Content: string(script),
+			}},
+			KubernetesVersion: version,
 		},
 		Certificates:         pki.certificates,
 		ClusterConfiguration: clusterData,

@@ -4,9 +4,7 @@ package images
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,8 +17,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dockyard-dev/dockyard/docker"
-	nodeimages "github.com/dockyard-dev/dockyard/images"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -148,38 +143,6 @@ func (kc *kubeClient) kubectl(ctx context.Context, t *testing.T, args ...string)
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-func flannelManifest(t *testing.T) []byte {
-	b, err := nodeimages.Files.ReadFile("cni/flannel.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// apply creates every object of a multi-document manifest.
-func (kc *kubeClient) apply(ctx context.Context, t *testing.T, name string, manifest []byte) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifest), 4096)
-	n := 0
-	for {
-		u := &unstructured.Unstructured{}
-		err := dec.Decode(&u.Object)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := kc.generic.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s: creating %s %s: %v", name, u.GetKind(), u.GetName(), err)
-		}
-		n++
-	}
-	t.Logf("applied %s (%d objects)", name, n)
 }
 
 func nodeReady(n *corev1.Node) bool {
