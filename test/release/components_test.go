@@ -155,3 +155,40 @@ func TestManagerImageIsTheReleaseVersion(t *testing.T) {
 		t.Errorf("metadata.yaml has no release series %s.%s for VERSION %s", m[2], m[3], version)
 	}
 }
+
+// TestWebhookCertificateResolves: the namePrefix reaches every reference, so cert-manager finds
+// the Issuer the Certificate names and the manager mounts the Secret it writes (a Certificate
+// naming an unprefixed Issuer is never issued, and the manager pod never starts).
+func TestWebhookCertificateResolves(t *testing.T) {
+	issuers := map[string]bool{}
+	var certs []unstructured.Unstructured
+	secretVolumes := map[string]bool{}
+	for _, o := range buildComponents(t) {
+		switch o.GetKind() {
+		case "Issuer":
+			issuers[o.GetName()] = true
+		case "Certificate":
+			certs = append(certs, o)
+		case "Deployment":
+			volumes, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
+			for _, v := range volumes {
+				if name, ok, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName"); ok {
+					secretVolumes[name] = true
+				}
+			}
+		}
+	}
+	if len(certs) == 0 {
+		t.Fatal("the components have no Certificate for the webhook server")
+	}
+	for _, c := range certs {
+		issuer, _, _ := unstructured.NestedString(c.Object, "spec", "issuerRef", "name")
+		if !issuers[issuer] {
+			t.Errorf("Certificate %s names Issuer %q; the components have %v", c.GetName(), issuer, issuers)
+		}
+		secret, _, _ := unstructured.NestedString(c.Object, "spec", "secretName")
+		if !secretVolumes[secret] {
+			t.Errorf("Certificate %s writes Secret %q, which no Deployment mounts (%v)", c.GetName(), secret, secretVolumes)
+		}
+	}
+}
