@@ -9,11 +9,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -499,5 +501,57 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 	}
 	if c, err := rt.InspectContainer(ctx, mgmtNode); err != nil || !c.Running {
 		t.Errorf("management node after the delete: %+v, %v; want it running, untouched", c, err)
+	}
+}
+
+// TestAFixedAPIServerPortSurvivesJoiningANetwork: Docker publishes a container's ports on its
+// gateway network, the first of its networks by name; when the container joins a network whose
+// name sorts first (as a management cluster's node joins workload networks), Docker publishes
+// the ports anew there, on another host port unless the port is fixed. A node published on a
+// fixed host port keeps it, so the management cluster's kubeconfig stays right.
+func TestAFixedAPIServerPortSurvivesJoiningANetwork(t *testing.T) {
+	m, rt, key := engineCluster(t)
+	ctx := context.Background()
+	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
+	network := docker.DefaultNetworkName(key)
+	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: key, Machine: "cp", Image: dockerenv.NodeImage(),
+		Role: docker.RoleControlPlane, Network: network, APIServerHostPort: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := func() []container.PortMapping {
+		c, err := rt.InspectContainer(ctx, node.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Ports
+	}
+	want := []container.PortMapping{{ContainerPort: docker.APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: port}}
+	if got := published(); !slices.Equal(got, want) {
+		t.Fatalf("published %+v, want %+v", got, want)
+	}
+	other := "dockyard-a-" + key.Name // sorts before the node's network
+
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: other, Labels: key.ClusterLabels()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.RemoveNetwork(context.Background(), other) })
+	if err := rt.ConnectNetwork(ctx, other, node.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got := published(); !slices.Equal(got, want) {
+		t.Errorf("after joining network %s the node publishes %+v, want %+v", other, got, want)
+	}
+	if err := rt.DisconnectNetwork(ctx, other, node.Name); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -27,6 +27,10 @@ type NodeSpec struct {
 	// ExtraMounts are bind mounts from the host.
 	ExtraMounts []container.Mount
 	Resources   container.Resources
+	// APIServerHostPort publishes a control plane node's API server on this port of the host's
+	// 127.0.0.1; 0 lets the engine choose one, which it may change when the node joins
+	// another network or restarts. Only a caller on the engine's host can pick a free port.
+	APIServerHostPort int
 }
 
 // Name returns the container name of the node.
@@ -67,7 +71,7 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		Security:      nodeSecurity(privileged),
 	}
 	if s.Role == RoleControlPlane {
-		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1"}}
+		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: s.APIServerHostPort}}
 	}
 	return spec
 }

@@ -12,6 +12,7 @@ package mgmt
 
 import (
 	"context"
+	"net"
 	"time"
 
 	"github.com/pkg/errors"
@@ -153,9 +154,13 @@ func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Opt
 	switch {
 	case err == nil && existing == nil:
 		opts.Logf("Creating node %s from %s", c.Node, opts.NodeImage)
+		var port int
+		if port, err = freePort(); err != nil {
+			return err
+		}
 		_, err = nodes.CreateNode(ctx, docker.NodeSpec{
 			Cluster: key(c.Name), Machine: nodeMachine, Image: opts.NodeImage, Role: docker.RoleControlPlane,
-			Network: c.Network,
+			Network: c.Network, APIServerHostPort: port,
 			ExtraMounts: []container.Mount{
 				{Type: container.MountBind, Source: opts.EngineSocket, Target: DefaultEngineSocket},
 			},
@@ -171,6 +176,18 @@ func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Opt
 		st, err := nodes.CheckNode(ctx, c.Node)
 		return st.Ready, st.Detail, err
 	})
+}
+
+// freePort finds a free port on the host's loopback for the API server. A fixed port (kind
+// does the same) stays when the engine publishes the node's ports anew, which Docker does when
+// the node joins a workload cluster's network (docker/engine_test.go); the kubeconfig names it.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, errors.Wrap(err, "finding a free port for the API server")
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // poll calls check until it reports done, fails, or the timeout passes; the last detail it
