@@ -100,7 +100,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 test-all: verify-generate vet test test-images test-clusterctl test-e2e ## Everything CI runs (.ci/run): generated files, vet, and every suite.
 
 .PHONY: templates
-templates: ## Write the clusterctl flavors in templates/ from templates/src/ and the CNI manifest.
+templates: ## Write the clusterctl flavors in templates/ from templates/src/, inlining the CNI installer images/cni/install-cni.sh.
 	go run ./hack/gentemplates
 
 E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/e2e-artifacts

@@ -1,35 +1,107 @@
 package images
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"text/template"
 
 	"sigs.k8s.io/yaml"
 )
 
-// renderCNI runs the substitution images/cni/install-cni.sh applies to a node image's CNI
-// template, with the pod subnet in place of the script's command substitution.
-func renderCNI(t *testing.T, manifest, subnet string) string {
+// The paths install-cni.sh uses on a node, moved into a test directory.
+var installCNIPaths = []string{"/kind/manifests/default-cni.yaml", "/run/dockyard-cni", "/etc/kubernetes/admin.conf"}
+
+// fakeKubectl stands in for kubectl on the node: it answers kubeadm's ClusterConfiguration from
+// a file (failing the first time when fail-once exists, like an API server that is not up yet),
+// "applies" by copying the file to applied.yaml, and hands `kubectl kustomize` (local, no API)
+// to a real kubectl.
+const fakeKubectl = `#!/bin/sh
+echo "$*" >>"$FAKE_DIR/calls"
+[ "$KUBECONFIG" = "$FAKE_DIR/admin.conf" ] || { echo "KUBECONFIG=$KUBECONFIG" >&2; exit 3; }
+case "$*" in
+*"-n kube-system get configmap kubeadm-config -o jsonpath={.data.ClusterConfiguration}")
+	if [ -e "$FAKE_DIR/fail-once" ]; then rm "$FAKE_DIR/fail-once"; echo "connection refused" >&2; exit 1; fi
+	cat "$FAKE_DIR/cluster-configuration.yaml" ;;
+*" apply -f "*)
+	for a in "$@"; do last="$a"; done
+	cp "$last" "$FAKE_DIR/applied.yaml" ;;
+"kustomize "*)
+	exec "$REAL_KUBECTL" "$@" ;;
+*)
+	echo "unexpected: kubectl $*" >&2; exit 2 ;;
+esac
+`
+
+type installRun struct {
+	applied string // the manifest applied, "" if none
+	calls   string // the kubectl command lines
+	output  string
+	err     error
+}
+
+// runInstallCNI runs images/cni/install-cni.sh as a node would, against manifest as the node
+// image's /kind/manifests/default-cni.yaml and clusterConfiguration as kubeadm's.
+func runInstallCNI(t *testing.T, manifest, clusterConfiguration string, failOnce bool) installRun {
 	t.Helper()
 	script, err := Files.ReadFile("cni/install-cni.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("sed -e \"(s#[^#]*#)`[^`]*`(#g)\"").FindSubmatch(script)
-	if m == nil {
-		t.Fatal("install-cni.sh no longer renders the template with sed -e \"s#...#`...`#g\"; update this test")
+	dir := t.TempDir()
+	text := string(script)
+	for _, p := range installCNIPaths {
+		if !strings.Contains(text, p) {
+			t.Fatalf("install-cni.sh no longer uses %s; update this test", p)
+		}
+		text = strings.ReplaceAll(text, p, filepath.Join(dir, filepath.Base(p)))
 	}
-	cmd := exec.Command("sed", "-e", string(m[1])+subnet+string(m[2]))
-	cmd.Stdin = strings.NewReader(manifest)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
+	text = strings.ReplaceAll(text, "sleep 4", "sleep 0")
+	files := map[string]string{
+		"install-cni.sh":             text,
+		"default-cni.yaml":           manifest,
+		"cluster-configuration.yaml": clusterConfiguration,
+		"bin/kubectl":                fakeKubectl,
 	}
-	return string(out)
+	if failOnce {
+		files["fail-once"] = ""
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("sh", filepath.Join(dir, "install-cni.sh"))
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(dir, "bin")+":"+os.Getenv("PATH"), "FAKE_DIR="+dir, "REAL_KUBECTL="+realKubectl())
+	out, err := cmd.CombinedOutput()
+	r := installRun{output: string(out), err: err}
+	if b, err := os.ReadFile(filepath.Join(dir, "applied.yaml")); err == nil {
+		r.applied = string(b)
+	}
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+	r.calls = string(calls)
+	return r
+}
+
+// realKubectl is a kubectl for `kubectl kustomize`: envtest's (make test sets
+// KUBEBUILDER_ASSETS), else the one on PATH; "" when there is none.
+func realKubectl() string {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "kubectl")); err == nil {
+			return filepath.Join(dir, "kubectl")
+		}
+	}
+	p, _ := exec.LookPath("kubectl")
+	return p
 }
 
 // kindCNITemplate reads kindnetd's manifest from the kind module, as kindest/node ships it.
@@ -51,29 +123,157 @@ func kindCNITemplate(t *testing.T) string {
 	return string(m[1]) + "docker.io/kindest/kindnetd:test" + string(m[2])
 }
 
-// TestCNITemplatesRenderAlike: the script renders kindest/node's kindnetd and Dockyard's flannel
-// manifests alike: both are kind-style templates whose only field is the pod subnet.
-func TestCNITemplatesRenderAlike(t *testing.T) {
+// kindTemplate renders a CNI manifest the way kind's installcni action does.
+func kindTemplate(t *testing.T, manifest, podSubnet string) string {
+	t.Helper()
+	tmpl, err := template.New("cni-manifest").Parse(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := tmpl.Execute(&out, &struct{ PodSubnet string }{PodSubnet: podSubnet}); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+// objects decodes a multi-document manifest, keyed by kind/namespace/name.
+func objects(t *testing.T, name, manifest string) map[string]map[string]any {
+	t.Helper()
+	objs := map[string]map[string]any{}
+	for i, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(manifest, -1) {
+		var o map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("%s: document %d is not YAML: %v\n%s", name, i, err, doc)
+		}
+		if len(o) == 0 {
+			continue
+		}
+		meta, _ := o["metadata"].(map[string]any)
+		objs[o["kind"].(string)+"/"+str(meta["namespace"])+"/"+str(meta["name"])] = o
+	}
+	return objs
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// clusterConfiguration is kubeadm's ClusterConfiguration as the kubeadm-config ConfigMap holds
+// it for a Cluster API cluster.
+func clusterConfiguration(podSubnet string) string {
+	return `apiServer:
+  certSANs:
+  - localhost
+  - 127.0.0.1
+apiVersion: kubeadm.k8s.io/v1beta4
+clusterName: demo
+controlPlaneEndpoint: 172.18.0.3:6443
+kind: ClusterConfiguration
+kubernetesVersion: v1.34.4
+networking:
+  dnsDomain: cluster.local
+` + podSubnet + `  serviceSubnet: 10.96.0.0/12
+`
+}
+
+// TestInstallCNIFlannel: Dockyard's node image manifest, rendered and applied by the script,
+// once the API server answers: flannel's network is the cluster's pod subnet, exactly as kind
+// would render it.
+func TestInstallCNIFlannel(t *testing.T) {
 	flannel, err := Files.ReadFile("cni/flannel.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, manifest := range map[string]string{"flannel": string(flannel), "kindnetd": kindCNITemplate(t)} {
-		if !strings.Contains(manifest, "would you kindly template this file") {
-			t.Errorf("%s: no kind template marker", name)
+	r := runInstallCNI(t, string(flannel), clusterConfiguration("  podSubnet: 10.200.0.0/16\n"), true)
+	if r.err != nil {
+		t.Fatalf("install-cni.sh: %v\n%s", r.err, r.output)
+	}
+	if strings.Count(r.calls, "get configmap kubeadm-config") != 2 {
+		t.Errorf("want a retry after the first failure; kubectl calls:\n%s", r.calls)
+	}
+	if strings.Contains(r.applied, "{{") {
+		t.Errorf("template fields left after rendering:\n%s", r.applied)
+	}
+	if !strings.Contains(r.applied, `"Network": "10.200.0.0/16"`) {
+		t.Errorf("flannel's network is not the pod subnet:\n%s", r.applied)
+	}
+	if want := kindTemplate(t, string(flannel), "10.200.0.0/16"); r.applied != want {
+		t.Errorf("the script and kind render flannel's manifest differently:\n%s", r.applied)
+	}
+	if n := len(objects(t, "flannel", r.applied)); n != 6 {
+		t.Errorf("applied %d objects, want flannel's 6", n)
+	}
+}
+
+// TestInstallCNIKindnetd: kindest/node's manifest (kind's own, from the kind module) gets what
+// kind gives it: the pod subnet in the template and CONTROL_PLANE_ENDPOINT in kindnetd's env.
+func TestInstallCNIKindnetd(t *testing.T) {
+	if realKubectl() == "" {
+		t.Skip("no kubectl for `kubectl kustomize` (set KUBEBUILDER_ASSETS or put kubectl on PATH)")
+	}
+	kindnetd := kindCNITemplate(t)
+	for _, marker := range []string{"would you kindly template this file", "would you kindly patch this file"} {
+		if !strings.Contains(kindnetd, marker) {
+			t.Errorf("kind's manifest lacks %q", marker)
 		}
-		out := renderCNI(t, manifest, "10.200.0.0/16")
-		if strings.Contains(out, "{{") {
-			t.Errorf("%s: template fields left after rendering:\n%s", name, out)
+	}
+	r := runInstallCNI(t, kindnetd, clusterConfiguration("  podSubnet: 10.200.0.0/16\n"), false)
+	if r.err != nil {
+		t.Fatalf("install-cni.sh: %v\n%s", r.err, r.output)
+	}
+	if strings.Contains(r.applied, "{{") {
+		t.Errorf("template fields left after rendering:\n%s", r.applied)
+	}
+	// What kind applies: the template rendered, then the first container of each DaemonSet
+	// with CONTROL_PLANE_ENDPOINT.
+	want := objects(t, "kind", kindTemplate(t, kindnetd, "10.200.0.0/16"))
+	daemonSets := 0
+	for _, o := range want {
+		if o["kind"] != "DaemonSet" {
+			continue
 		}
-		if !strings.Contains(out, "10.200.0.0/16") {
-			t.Errorf("%s: the pod subnet is not in the rendered manifest", name)
-		}
-		for i, doc := range strings.Split(out, "\n---\n") {
-			var v map[string]any
-			if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
-				t.Errorf("%s: document %d is not YAML: %v", name, i, err)
-			}
+		daemonSets++
+		c := o["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+		c["env"] = append(c["env"].([]any), map[string]any{"name": "CONTROL_PLANE_ENDPOINT", "value": "172.18.0.3:6443"})
+	}
+	if daemonSets != 1 {
+		t.Errorf("kind's manifest has %d DaemonSets, want kindnet", daemonSets)
+	}
+	got := objects(t, "applied", r.applied)
+	if !reflect.DeepEqual(got, want) {
+		g, _ := yaml.Marshal(got)
+		w, _ := yaml.Marshal(want)
+		t.Errorf("applied:\n%s\nwant (kind's rendering and patch):\n%s", g, w)
+	}
+	if !strings.Contains(r.applied, "value: 10.200.0.0/16") {
+		t.Errorf("POD_SUBNET is not the pod subnet:\n%s", r.applied)
+	}
+}
+
+// TestInstallCNIWithoutPodSubnet: a cluster without a pod subnet fails at once, saying why.
+func TestInstallCNIWithoutPodSubnet(t *testing.T) {
+	flannel, err := Files.ReadFile("cni/flannel.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runInstallCNI(t, string(flannel), clusterConfiguration(""), false)
+	if r.err == nil || r.applied != "" {
+		t.Fatalf("install-cni.sh succeeded without a pod subnet:\n%s", r.output)
+	}
+	if !strings.Contains(r.output, "no networking.podSubnet") || strings.Count(r.calls, "kubeadm-config") != 1 {
+		t.Errorf("want one attempt and the reason; output:\n%s\ncalls:\n%s", r.output, r.calls)
+	}
+}
+
+// TestInstallCNIScriptIsEmbeddable: the flavors inline the script in bootstrap data, which
+// clusterctl substitutes ($) and cloud-init may render as jinja ({{ {% {#).
+func TestInstallCNIScriptIsEmbeddable(t *testing.T) {
+	script, err := Files.ReadFile("cni/install-cni.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"$", "{{", "{%", "{#"} {
+		if bytes.Contains(script, []byte(s)) {
+			t.Errorf("install-cni.sh contains %q", s)
 		}
 	}
 }

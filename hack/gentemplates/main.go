@@ -33,6 +33,12 @@ func run(srcDir, outDir, script string) error {
 		// clusterctl substitutes $VAR and ${VAR} everywhere in a template.
 		return fmt.Errorf("%s contains '$', which clusterctl would substitute", script)
 	}
+	for _, delim := range []string{"{{", "{%", "{#"} {
+		if strings.Contains(string(content), delim) {
+			// CABPK's cloud-config is a jinja template ("## template: jinja").
+			return fmt.Errorf("%s contains %q, which a jinja template would interpret", script, delim)
+		}
+	}
 	sources, err := filepath.Glob(filepath.Join(srcDir, "*.yaml"))
 	if err != nil {
 		return err

@@ -1,19 +1,73 @@
 #!/bin/sh
-# Applies the CNI manifest of the node image, kind's way: /kind/manifests/default-cni.yaml
-# (kindnetd in kindest/node, flannel in Dockyard's node image), a template whose
-# PodSubnet field becomes the cluster's pod CIDR, read from kubeadm's ClusterConfiguration.
-# Run on control plane nodes after kubeadm (postKubeadmCommands); it retries while the API
-# server settles and applying again changes nothing.
+# Applies the CNI manifest of the node image the way kind does (kind's installcni action):
+# /kind/manifests/default-cni.yaml is kindnetd in kindest/node and flannel in Dockyard's node
+# image. When the file says "would you kindly template this file" it is a Go template whose
+# only field is .PodSubnet, here the pod subnet of kubeadm's ClusterConfiguration (Cluster API
+# writes the Cluster's spec.clusterNetwork.pods.cidrBlocks there, comma-separated, which is
+# also what kind puts in the field). When it says "would you kindly patch this file", the
+# first container of each DaemonSet gets CONTROL_PLANE_ENDPOINT=<kubeadm's
+# controlPlaneEndpoint> (kindnetd then reaches the API server without kube-proxy).
 #
-# No dollar sign in this file: clusterctl substitutes variables in the templates embedding it.
+# Run on control plane nodes after kubeadm (postKubeadmCommands): it retries while the API
+# server settles, and applying again (every control plane node runs it) changes nothing.
+#
+# One source for the clusterctl flavors (make templates inlines it), the management cluster
+# (pkg/mgmt) and test/images. Hence no dollar sign (clusterctl substitutes variables in the
+# templates embedding it) and no double braces (bootstrap data may be a jinja template).
 set -eu
 export KUBECONFIG=/etc/kubernetes/admin.conf
 mkdir -p /run/dockyard-cni
+cd /run/dockyard-cni
+
+# fetch reads kubeadm's ClusterConfiguration from the cluster.
+fetch() {
+	kubectl --request-timeout=10s -n kube-system get configmap kubeadm-config \
+		-o 'jsonpath={.data.ClusterConfiguration}' >cluster-configuration.yaml
+}
+
+# render writes manifest.yaml from the node image's manifest; a cluster without a pod subnet
+# (or, for a manifest to patch, without a control plane endpoint) is an error, not a retry.
+render() {
+	sed -n 's/^ *podSubnet: *//p' cluster-configuration.yaml | tr -d "\"'" >pod-subnet
+	if ! grep -q . pod-subnet; then
+		echo "install-cni: kubeadm's ClusterConfiguration has no networking.podSubnet (the Cluster's spec.clusterNetwork.pods.cidrBlocks)" >&2
+		exit 1
+	fi
+	if grep -q 'would you kindly template this file' /kind/manifests/default-cni.yaml; then
+		sed -e "s#[{][{] *[.]PodSubnet *[}][}]#`cat pod-subnet`#g" /kind/manifests/default-cni.yaml >cni.yaml || return 1
+	else
+		cp /kind/manifests/default-cni.yaml cni.yaml || return 1
+	fi
+	if ! grep -q 'would you kindly patch this file' cni.yaml; then
+		mv cni.yaml manifest.yaml
+		return
+	fi
+	sed -n 's/^controlPlaneEndpoint: *//p' cluster-configuration.yaml | tr -d "\"'" >endpoint
+	if ! grep -q . endpoint; then
+		echo "install-cni: kubeadm's ClusterConfiguration has no controlPlaneEndpoint" >&2
+		exit 1
+	fi
+	cat >kustomization.yaml <<EOF
+resources:
+- cni.yaml
+patches:
+- target:
+    group: apps
+    version: v1
+    kind: DaemonSet
+  patch: |-
+    - op: add
+      path: /spec/template/spec/containers/0/env/-
+      value:
+        name: CONTROL_PLANE_ENDPOINT
+        value: "`cat endpoint`"
+EOF
+	kubectl kustomize . >manifest.yaml
+}
+
 for attempt in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30; do
-	if kubectl -n kube-system get configmap kubeadm-config -o 'jsonpath={.data.ClusterConfiguration}' >/run/dockyard-cni/cluster.yaml &&
-		sed -n 's/^ *podSubnet: *//p' /run/dockyard-cni/cluster.yaml | tr -d '"' | grep . >/run/dockyard-cni/pod-subnet &&
-		sed -e "s#[{][{] *[.]PodSubnet *[}][}]#`cat /run/dockyard-cni/pod-subnet`#g" /kind/manifests/default-cni.yaml >/run/dockyard-cni/cni.yaml &&
-		kubectl apply -f /run/dockyard-cni/cni.yaml; then
+	if fetch && render && kubectl --request-timeout=30s apply -f manifest.yaml; then
+		echo "install-cni: applied /kind/manifests/default-cni.yaml for pod subnet `cat pod-subnet`"
 		exit 0
 	fi
 	echo "install-cni: attempt failed; retrying" >&2

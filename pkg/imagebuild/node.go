@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -158,7 +159,11 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	filesLayer, err := b.nodeFilesLayer(o.KubernetesVersion, containerdConfig, preloaded)
+	cni, err := defaultCNIManifest(flannel.Ref)
+	if err != nil {
+		return "", err
+	}
+	filesLayer, err := b.nodeFilesLayer(o.KubernetesVersion, containerdConfig, preloaded, cni)
 	if err != nil {
 		return "", err
 	}
@@ -268,9 +273,23 @@ func (b *Builder) prebuild(ctx context.Context, list []KubeadmImage, flannelVers
 	return nil
 }
 
+// flannelImageRef matches the flannel image references of images/cni/flannel.yaml.
+var flannelImageRef = regexp.MustCompile(`localhost/dockyard/flannel:[^\s"']+`)
+
+// defaultCNIManifest is the node image's /kind/manifests/default-cni.yaml: images/cni/flannel.yaml
+// (a kind-style template of the pod subnet) running flannelRef, the flannel image the node
+// preloads, whatever flannel version the image is built with.
+func defaultCNIManifest(flannelRef string) ([]byte, error) {
+	manifest := mustEmbedded("cni/flannel.yaml")
+	if !flannelImageRef.Match(manifest) {
+		return nil, fmt.Errorf("images/cni/flannel.yaml names no %s image", flannelImageRef)
+	}
+	return flannelImageRef.ReplaceAllLiteral(manifest, []byte(flannelRef)), nil
+}
+
 // nodeFilesLayer holds Dockyard's files of the node: entrypoint, kubelet units, containerd
-// configuration, sysctls and the kind-style version file.
-func (b *Builder) nodeFilesLayer(kubernetesVersion, containerdConfig string, preloaded []namedImage) (*fileLayer, error) {
+// configuration, sysctls, the kind-style version file and the node image's CNI manifest.
+func (b *Builder) nodeFilesLayer(kubernetesVersion, containerdConfig string, preloaded []namedImage, cniManifest []byte) (*fileLayer, error) {
 	var list strings.Builder
 	for _, img := range preloaded {
 		list.WriteString(img.Ref + "\n")
@@ -288,8 +307,9 @@ func (b *Builder) nodeFilesLayer(kubernetesVersion, containerdConfig string, pre
 		{"/etc/containerd/config.toml", 0o644, []byte(containerdConfig)},
 		{"/etc/dockyard/preloaded-images", 0o644, []byte(list.String())},
 		{"/kind/version", 0o644, []byte(kubernetesVersion)},
-		// The CNI follows the node image, by kind's convention (images/cni/install-cni.sh).
-		{"/kind/manifests/default-cni.yaml", 0o644, mustEmbedded("cni/flannel.yaml")},
+		// The CNI follows the node image, by kind's convention: kind applies this file at
+		// create time, Dockyard's flavors with images/cni/install-cni.sh.
+		{"/kind/manifests/default-cni.yaml", 0o644, cniManifest},
 	}
 	in := &Inputs{}
 	for _, f := range files {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
+	nodeimages "github.com/dockyard-dev/dockyard/images"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
@@ -241,12 +243,51 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 			t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])
 		}
 	}
-	// The control plane applies the CNI its node image ships; the pod CIDR comes from kubeadm's
-	// configuration, which follows the Cluster's.
-	for _, want := range []string{"path: /etc/dockyard/install-cni.sh", "/kind/manifests/default-cni.yaml", "sh /etc/dockyard/install-cni.sh"} {
-		if !strings.Contains(all, strings.TrimPrefix(want, "path: ")) {
-			t.Errorf("flavor %q: the control plane does not install the node image's CNI (%s missing)", flavor, want)
+	// The control plane applies the CNI its node image ships (kind's convention), with the
+	// script of images/cni/install-cni.sh as it is; the pod CIDR comes from kubeadm's
+	// configuration, which follows the Cluster's: no template carries its own.
+	checkCNIInstaller(t, flavor, objs)
+	if strings.Contains(all, "10.244.0.0/16") {
+		t.Errorf("flavor %q hardcodes 10.244.0.0/16 although DOCKYARD_POD_CIDR=%s", flavor, flavorVariables["DOCKYARD_POD_CIDR"])
+	}
+}
+
+// checkCNIInstaller: the flavor's control plane (its KubeadmControlPlane or the ClusterClass's
+// KubeadmControlPlaneTemplate) writes images/cni/install-cni.sh and runs it after kubeadm.
+func checkCNIInstaller(t *testing.T, flavor string, objs []unstructured.Unstructured) {
+	t.Helper()
+	script, err := nodeimages.Files.ReadFile("cni/install-cni.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for i := range objs {
+		var path []string
+		switch objs[i].GetKind() {
+		case "KubeadmControlPlane":
+			path = []string{"spec", "kubeadmConfigSpec"}
+		case "KubeadmControlPlaneTemplate":
+			path = []string{"spec", "template", "spec", "kubeadmConfigSpec"}
+		default:
+			continue
 		}
+		found++
+		files, _, _ := unstructured.NestedSlice(objs[i].Object, append(path, "files")...)
+		commands, _, _ := unstructured.NestedStringSlice(objs[i].Object, append(path, "postKubeadmCommands")...)
+		written := false
+		for _, f := range files {
+			f, _ := f.(map[string]any)
+			if f["path"] == "/etc/dockyard/install-cni.sh" {
+				written = f["content"] == string(script) && f["permissions"] == "0755"
+			}
+		}
+		if !written || !slices.Contains(commands, "sh /etc/dockyard/install-cni.sh") {
+			t.Errorf("flavor %q: %s does not write images/cni/install-cni.sh to /etc/dockyard/install-cni.sh (0755) and run it after kubeadm (commands %q)",
+				flavor, id(&objs[i]), commands)
+		}
+	}
+	if found == 0 {
+		t.Errorf("flavor %q: no KubeadmControlPlane or KubeadmControlPlaneTemplate", flavor)
 	}
 }
 
@@ -347,10 +388,18 @@ func testTopologyPatches(ctx context.Context, t *testing.T, repo repository, pla
 	}
 	spec := kcp.Spec.KubeadmConfigSpec
 	var admission string
+	installer := false
 	for _, f := range spec.Files {
-		if f.Path == "/etc/kubernetes/dockyard/admission.yaml" {
+		switch f.Path {
+		case "/etc/kubernetes/dockyard/admission.yaml":
 			admission = f.Content
+		case "/etc/dockyard/install-cni.sh":
+			installer = true
 		}
+	}
+	// The Pod Security patch appends its file to the template's CNI installer.
+	if !installer || !slices.Contains(spec.PostKubeadmCommands, "sh /etc/dockyard/install-cni.sh") {
+		t.Errorf("the KubeadmControlPlane lost the CNI installer: files %d, postKubeadmCommands %q", len(spec.Files), spec.PostKubeadmCommands)
 	}
 	for _, want := range []string{`enforce: "restricted"`, `audit: "restricted"`, `warn: "baseline"`, "namespaces: [kube-system]"} {
 		if !strings.Contains(admission, want) {

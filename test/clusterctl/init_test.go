@@ -10,6 +10,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -301,8 +302,15 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 			t.Errorf("manager args %q lack %s", args, want)
 		}
 	}
-	if env := d.Spec.Template.Spec.Containers[0].Env; len(env) != 1 || env[0].Value != "unix:///var/run/docker.sock" {
-		t.Errorf("manager env = %+v, want DOCKER_HOST defaulted", env)
+	env := map[string]corev1.EnvVar{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	if len(env) != 2 || env["DOCKER_HOST"].Value != "unix:///var/run/docker.sock" {
+		t.Errorf("manager env = %+v, want DOCKER_HOST defaulted and NODE_NAME", env)
+	}
+	if f := env["NODE_NAME"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "spec.nodeName" {
+		t.Errorf("manager env NODE_NAME = %+v, want the pod's spec.nodeName (--management-node defaults to it)", env["NODE_NAME"])
 	}
 	for _, crdName := range []string{"dockyardclusters", "dockyardclustertemplates", "dockyardmachines", "dockyardmachinetemplates"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

@@ -109,7 +109,11 @@ func clusterContainers(ctx context.Context, c clusterSpec) map[string]container.
 // Machines, all Running, their Nodes Ready and carrying the DockyardMachine's providerID; it
 // returns the DockyardMachines by name.
 func verifyRunningOn(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec, controlPlanes, workers int) map[string]*infrav1.DockyardMachine {
-	cl := mp.Client()
+	return verifyRunningWith(ctx, mp.Client(), c, controlPlanes, workers)
+}
+
+// verifyRunningWith is verifyRunningOn for a management cluster's client.
+func verifyRunningWith(ctx context.Context, cl client.Client, c clusterSpec, controlPlanes, workers int) map[string]*infrav1.DockyardMachine {
 	var dms map[string]*infrav1.DockyardMachine
 	Eventually(func(g Gomega) {
 		dms = map[string]*infrav1.DockyardMachine{}
@@ -151,7 +155,11 @@ func verifyRunningOn(ctx context.Context, mp *framework.ManagementPlane, c clust
 // engine keeps anything of it: no Dockyard object, no container, volume or network with the
 // cluster's label.
 func deleteOn(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec) {
-	cl := mp.Client()
+	deleteWith(ctx, mp.Client(), c)
+}
+
+// deleteWith is deleteOn for a management cluster's client.
+func deleteWith(ctx context.Context, cl client.Client, c clusterSpec) {
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}}
 	Expect(client.IgnoreNotFound(cl.Delete(ctx, cluster))).To(Succeed())
 	Eventually(func(g Gomega) {

@@ -67,6 +67,16 @@ type clusterSpec struct {
 	namespace    string
 	controlPlane int
 	workers      int
+	// mgmt is the client of the management cluster holding the cluster's objects; the
+	// suite's plane when nil.
+	mgmt client.Client
+}
+
+func (c clusterSpec) client() client.Client {
+	if c.mgmt != nil {
+		return c.mgmt
+	}
+	return plane.Client()
 }
 
 func (c clusterSpec) key() docker.ClusterKey {
@@ -93,14 +103,14 @@ func createCluster(ctx context.Context, c clusterSpec) {
 
 func getCluster(ctx context.Context, c clusterSpec) *clusterv1.Cluster {
 	cluster := &clusterv1.Cluster{}
-	Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, cluster)).To(Succeed())
+	Expect(c.client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, cluster)).To(Succeed())
 	return cluster
 }
 
 // machines lists the cluster's Machines, control planes when controlPlane is true.
 func machines(ctx context.Context, c clusterSpec, controlPlane bool) []clusterv1.Machine {
 	list := &clusterv1.MachineList{}
-	Expect(plane.Client().List(ctx, list, client.InNamespace(c.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.name})).To(Succeed())
+	Expect(c.client().List(ctx, list, client.InNamespace(c.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.name})).To(Succeed())
 	var out []clusterv1.Machine
 	for _, m := range list.Items {
 		if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp == controlPlane {
@@ -113,7 +123,7 @@ func machines(ctx context.Context, c clusterSpec, controlPlane bool) []clusterv1
 // workloadClient reads the cluster's kubeconfig secret, the way users get it.
 func workloadClient(ctx context.Context, c clusterSpec) (client.Client, []byte) {
 	secret := &corev1.Secret{}
-	Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-kubeconfig"}, secret)).To(Succeed())
+	Expect(c.client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-kubeconfig"}, secret)).To(Succeed())
 	kubeconfig := secret.Data["value"]
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
@@ -135,7 +145,7 @@ func waitMachinesRunning(ctx context.Context, c clusterSpec, controlPlanes, work
 			g.Expect(m.DeletionTimestamp.IsZero()).To(BeTrue(), "machine %s is being deleted", m.Name)
 			g.Expect(m.Status.Phase).To(Equal(string(clusterv1.MachinePhaseRunning)), "machine %s phase", m.Name)
 			dm := &infrav1.DockyardMachine{}
-			g.Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: m.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
+			g.Expect(c.client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: m.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
 			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "machine %s has no node yet", m.Name)
 			node := &corev1.Node{}
 			g.Expect(wl.Get(ctx, client.ObjectKey{Name: m.Status.NodeRef.Name}, node)).To(Succeed())

@@ -47,7 +47,8 @@ var (
 var cluster = docker.ClusterKey{Namespace: "dockyard-images", Name: "imgproof"}
 
 const (
-	podSubnet        = "10.244.0.0/16"
+	// Not kind's default 10.244.0.0/16: the CNI the node applies must follow the cluster's.
+	podSubnet        = "10.245.0.0/16"
 	serviceSubnet    = "10.96.0.0/12"
 	bootstrapTimeout = 10 * time.Minute
 	// evictionHard is what Dockyard's cluster template gives kubelet (nodes share the host's
@@ -136,6 +137,15 @@ func TestNodeImage(t *testing.T) {
 	p.timings.add("control-plane: CreateNode called to node Ready", time.Since(cp.created))
 	kc.waitCoreDNS(ctx, t, 6*time.Minute)
 	p.timings.add("control-plane: CreateNode called to CoreDNS pods Ready", time.Since(cp.created))
+	// The CNI is the node image's /kind/manifests/default-cni.yaml, rendered for the cluster's
+	// pod subnet, running the flannel image the node preloads.
+	netConf := kc.kubectl(ctx, t, "-n", "kube-flannel", "get", "configmap", "kube-flannel-cfg", "-o", `jsonpath={.data.net-conf\.json}`)
+	if !strings.Contains(netConf, `"Network": "`+podSubnet+`"`) {
+		t.Errorf("flannel's net-conf.json does not carry the pod subnet %s:\n%s", podSubnet, netConf)
+	}
+	if images := kc.kubectl(ctx, t, "-n", "kube-flannel", "get", "daemonset", "kube-flannel-ds", "-o", "jsonpath={.spec.template.spec.containers[*].image}"); strings.TrimSpace(strings.ReplaceAll(images, flannelImage, "")) != "" {
+		t.Errorf("flannel's DaemonSet runs %s, want %s", images, flannelImage)
+	}
 	out := kc.kubectl(ctx, t, "get", "nodes", "-o", "wide")
 	t.Logf("kubectl get nodes (from the host, through %s):\n%s", kc.server, out)
 	if !strings.Contains(out, cp.name) || !strings.Contains(out, " Ready ") {
