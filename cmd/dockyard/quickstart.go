@@ -15,6 +15,7 @@ import (
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -175,8 +176,14 @@ func apply(ctx context.Context, c client.Client, namespace string, manifest []by
 	}
 	for i := range objs {
 		obj := &objs[i]
-		if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("dockyard-quickstart"), client.ForceOwnership); err != nil {
-			return errors.Wrapf(err, "applying %s %s", obj.GetKind(), obj.GetName())
+		// Right after clusterctl init the webhooks' Service may not route yet: retry a while.
+		var lastErr error
+		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			lastErr = c.Patch(ctx, obj.DeepCopy(), client.Apply, client.FieldOwner("dockyard-quickstart"), client.ForceOwnership)
+			return lastErr == nil, nil
+		})
+		if err != nil {
+			return errors.Wrapf(lastErr, "applying %s %s", obj.GetKind(), obj.GetName())
 		}
 	}
 	return nil
