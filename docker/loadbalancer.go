@@ -111,7 +111,7 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err != nil {
 		return false, err
 	}
-	current, err := m.readFile(ctx, name, LoadBalancerConfigPath)
+	current, err := m.ReadFile(ctx, name, LoadBalancerConfigPath)
 	if err == nil && bytes.Equal(current, cfg) {
 		return false, nil
 	}
@@ -211,8 +211,9 @@ func (m *Manager) writeFile(ctx context.Context, name, file string, content []by
 	return m.runtime.CopyToContainer(ctx, name, path.Dir(file), &buf)
 }
 
-// readFile reads one file from a container through the engine's archive API.
-func (m *Manager) readFile(ctx context.Context, name, file string) ([]byte, error) {
+// ReadFile reads one file from a container through the engine's archive API; ErrNotFound
+// when the container has no such file.
+func (m *Manager) ReadFile(ctx context.Context, name, file string) ([]byte, error) {
 	rc, err := m.runtime.CopyFromContainer(ctx, name, file)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/pkg/errors"
 
 	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
 
@@ -21,7 +22,7 @@ type imageFlags struct {
 
 func addImageFlags(fs *flag.FlagSet) imageFlags {
 	return imageFlags{
-		cache:  fs.String("cache", defaultCache(), "cache directory"),
+		cache:  fs.String("cache", gobuild.DockyardCache(), "cache directory"),
 		mirror: fs.String("mirror", imagebuild.DefaultMirror, "Debian archive for debootstrap"),
 		force:  fs.Bool("force", false, "rebuild even when the engine has an image with the same inputs"),
 	}

@@ -59,19 +59,11 @@ func main() {
 	}
 }
 
-func defaultCache() string {
-	if d := os.Getenv("DOCKYARD_CACHE"); d != "" {
-		return d
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".cache", "dockyard")
-}
-
 // runEnvtest builds kube-apiserver and etcd and links them into one directory, the layout
 // controller-runtime's envtest expects in KUBEBUILDER_ASSETS.
 func runEnvtest(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("envtest", flag.ExitOnError)
-	cache := fs.String("cache", defaultCache(), "cache directory")
+	cache := fs.String("cache", gobuild.DockyardCache(), "cache directory")
 	k8sVersion := fs.String("kubernetes-version", "v1.34.4", "Kubernetes version of kube-apiserver")
 	etcdVersion := fs.String("etcd-version", "v3.6.5", "etcd version")
 	dir := fs.String("dir", "", "directory to link the binaries into (required)")

@@ -16,12 +16,12 @@ import (
 
 // managementFlags are the flags every command touching the management cluster shares.
 type managementFlags struct {
-	name, kubernetesVersion, images, config, stateDir string
+	managementName, kubernetesVersion, images, config, stateDir string
 }
 
 func (m *managementFlags) register(fs *flag.FlagSet) {
 	home, _ := os.UserHomeDir()
-	fs.StringVar(&m.name, "management-name", mgmt.DefaultName, "name of the management cluster (its node container is <name>-control-plane)")
+	fs.StringVar(&m.managementName, "management-name", mgmt.DefaultName, "name of the management cluster (its node container is <name>-control-plane)")
 	fs.StringVar(&m.kubernetesVersion, "kubernetes-version", "v1.34.4", "Kubernetes version of the node image")
 	fs.StringVar(&m.images, "images", "local", `node and load balancer images: "local" (built by make images, no registry) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
 	fs.StringVar(&m.config, "config", "out/clusterctl.yaml", "clusterctl configuration naming the components to install (make release-manifests writes it)")
@@ -68,7 +68,7 @@ func createManagement(ctx context.Context, nodes *docker.Manager, m *managementF
 		return nil, err
 	}
 	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
-		Name: m.name, NodeImage: nodeImage, KubernetesVersion: m.kubernetesVersion, Images: images,
+		Name: m.managementName, NodeImage: nodeImage, KubernetesVersion: m.kubernetesVersion, Images: images,
 		Logf: say,
 	})
 	if err != nil {
@@ -110,11 +110,11 @@ func managementDeleteCommand(ctx context.Context, fs *flag.FlagSet, args []strin
 		return err
 	}
 	defer rt.Close()
-	if err := mgmt.Delete(ctx, nodes, m.name); err != nil {
+	if err := mgmt.Delete(ctx, nodes, m.managementName); err != nil {
 		return err
 	}
-	_ = os.Remove(m.kubeconfigPath(m.name))
-	say("management cluster %s deleted", m.name)
+	_ = os.Remove(m.kubeconfigPath(m.managementName))
+	say("management cluster %s deleted", m.managementName)
 	return nil
 }
 
@@ -127,7 +127,7 @@ func managementKubeconfigCommand(ctx context.Context, fs *flag.FlagSet, args []s
 		return err
 	}
 	defer rt.Close()
-	c, err := mgmt.Get(ctx, nodes, m.name)
+	c, err := mgmt.Get(ctx, nodes, m.managementName)
 	if err != nil {
 		return err
 	}

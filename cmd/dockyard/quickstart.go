@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,7 +64,7 @@ func quickstartCommand(ctx context.Context, fs *flag.FlagSet, args []string) err
 	}
 
 	start := time.Now()
-	say("management cluster %s: Kubernetes %s in a node container", w.managementFlags.name, w.kubernetesVersion)
+	say("management cluster %s: Kubernetes %s in a node container", w.managementName, w.kubernetesVersion)
 	mc, err := createManagement(ctx, nodes, &w.managementFlags)
 	if err != nil {
 		return err
@@ -78,23 +79,23 @@ func quickstartCommand(ctx context.Context, fs *flag.FlagSet, args []string) err
 		"DOCKYARD_NODE_IMAGE_REPOSITORY=" + strings.TrimSuffix(nodeImage, ":"+w.kubernetesVersion),
 		"DOCKYARD_NODE_IMAGE=" + nodeImage,
 	}
-	if _, err := runClusterctl(ctx, clusterctl, env, "init", "--infrastructure", "dockyard", "--config", w.config,
+	if err := runClusterctl(ctx, clusterctl, env, os.Stdout, "init", "--infrastructure", "dockyard", "--config", w.config,
 		"--kubeconfig", mgmtKubeconfig, "--wait-providers", "--wait-provider-timeout", "600"); err != nil {
 		return err
 	}
 	say("every provider's pods are ready in %s", time.Since(step).Round(time.Second))
 
-	manifest, err := runClusterctl(ctx, clusterctl, env, "generate", "cluster", w.name, "--config", w.config,
+	var manifest bytes.Buffer
+	if err := runClusterctl(ctx, clusterctl, env, &manifest, "generate", "cluster", w.name, "--config", w.config,
 		"--kubeconfig", mgmtKubeconfig, "--target-namespace", w.namespace, "--kubernetes-version", w.kubernetesVersion,
-		"--control-plane-machine-count", fmt.Sprint(w.controlPlanes), "--worker-machine-count", fmt.Sprint(w.workers))
-	if err != nil {
+		"--control-plane-machine-count", fmt.Sprint(w.controlPlanes), "--worker-machine-count", fmt.Sprint(w.workers)); err != nil {
 		return err
 	}
 	c, err := managementClient(mc.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	if err := apply(ctx, c, w.namespace, manifest); err != nil {
+	if err := apply(ctx, c, w.namespace, manifest.Bytes()); err != nil {
 		return err
 	}
 	step = time.Now()
@@ -134,7 +135,7 @@ func deleteCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	defer rt.Close()
-	mc, err := mgmt.Get(ctx, nodes, w.managementFlags.name)
+	mc, err := mgmt.Get(ctx, nodes, w.managementName)
 	if err == nil {
 		c, err := managementClient(mc.Kubeconfig)
 		if err != nil {
@@ -144,14 +145,14 @@ func deleteCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
 			return err
 		}
 	} else {
-		say("no running management cluster %s (%v): deleting what is left on the engine", w.managementFlags.name, err)
+		say("no running management cluster %s (%v): deleting what is left on the engine", w.managementName, err)
 	}
-	if err := mgmt.Delete(ctx, nodes, w.managementFlags.name); err != nil {
+	if err := mgmt.Delete(ctx, nodes, w.managementName); err != nil {
 		return err
 	}
 	_ = os.Remove(w.kubeconfigPath(w.name))
-	_ = os.Remove(w.kubeconfigPath(w.managementFlags.name))
-	say("management cluster %s deleted; nothing of either cluster is left on the engine", w.managementFlags.name)
+	_ = os.Remove(w.kubeconfigPath(w.managementName))
+	say("management cluster %s deleted; nothing of either cluster is left on the engine", w.managementName)
 	return nil
 }
 
@@ -207,31 +208,19 @@ func clusterctlBinary(ctx context.Context, given string) (string, error) {
 	if err != nil {
 		return "", errors.Wrap(err, "finding clusterctl's version (pass --clusterctl)")
 	}
-	cache := os.Getenv("DOCKYARD_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "dockyard")
-	}
-	dir, err := (&gobuild.Builder{CacheDir: filepath.Join(cache, "build"), Log: os.Stderr}).Run(ctx, build)
+	dir, err := (&gobuild.Builder{CacheDir: filepath.Join(gobuild.DockyardCache(), "build"), Log: os.Stderr}).Run(ctx, build)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, gobuild.Clusterctl), nil
 }
 
-// runClusterctl runs clusterctl with extra environment variables; its progress goes to the
-// terminal and its standard output is returned.
-func runClusterctl(ctx context.Context, clusterctl string, env []string, args ...string) ([]byte, error) {
-	var out bytes.Buffer
+// runClusterctl runs clusterctl with extra environment variables; its standard output goes to
+// stdout, its progress to the terminal.
+func runClusterctl(ctx context.Context, clusterctl string, env []string, stdout io.Writer, args ...string) error {
 	cmd := exec.CommandContext(ctx, clusterctl, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Env = append(cmd.Env, "CLUSTERCTL_DISABLE_VERSIONCHECK=true")
-	cmd.Stdout, cmd.Stderr = &out, os.Stderr
-	if args[0] != "generate" {
-		cmd.Stdout = os.Stdout
-	}
-	if err := cmd.Run(); err != nil {
-		return nil, errors.Wrapf(err, "clusterctl %s", strings.Join(args[:2], " "))
-	}
-	return out.Bytes(), nil
+	cmd.Stdout, cmd.Stderr = stdout, os.Stderr
+	return errors.Wrapf(cmd.Run(), "clusterctl %s", strings.Join(args[:2], " "))
 }

@@ -45,6 +45,16 @@ type Binary struct {
 	LDFlags []string
 }
 
+// DockyardCache is the directory everything Dockyard builds or downloads is cached in:
+// $DOCKYARD_CACHE, else ~/.cache/dockyard. Builds go to its build/ directory.
+func DockyardCache() string {
+	if d := os.Getenv("DOCKYARD_CACHE"); d != "" {
+		return d
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "dockyard")
+}
+
 // Builder runs builds into a cache directory.
 type Builder struct {
 	// CacheDir holds one directory per build.

@@ -1,7 +1,6 @@
 package mgmt
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/url"
@@ -18,12 +17,12 @@ import (
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/cloudinit"
 	kubeadmtypes "sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types"
 	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/pkg/types/upstream"
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/secret"
 	capiversion "sigs.k8s.io/cluster-api/util/version"
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 // adminKubeconfig is where kubeadm writes the administrator's kubeconfig in the node.
@@ -125,8 +124,8 @@ func initData(c *Cluster, kubernetesVersion string) ([]byte, error) {
 
 // readKubeconfig reads the administrator's kubeconfig from the node and points it at the API
 // server's port published on the host's loopback.
-func readKubeconfig(ctx context.Context, rt container.Runtime, node string) ([]byte, error) {
-	c, err := rt.InspectContainer(ctx, node)
+func readKubeconfig(ctx context.Context, nodes *docker.Manager, node string) ([]byte, error) {
+	c, err := nodes.Runtime().InspectContainer(ctx, node)
 	if err != nil {
 		return nil, errors.Wrapf(err, "management cluster node %s", node)
 	}
@@ -139,15 +138,11 @@ func readKubeconfig(ctx context.Context, rt container.Runtime, node string) ([]b
 	if port == 0 || !c.Running {
 		return nil, errors.Errorf("management cluster node %s is %s and publishes no API server port", node, c.State)
 	}
-	var out, stderr bytes.Buffer
-	code, err := rt.Exec(ctx, node, container.ExecOptions{Cmd: []string{"cat", adminKubeconfig}, Stdout: &out, Stderr: &stderr})
+	raw, err := nodes.ReadFile(ctx, node, adminKubeconfig)
 	if err != nil {
-		return nil, errors.Wrapf(err, "reading %s in %s", adminKubeconfig, node)
+		return nil, errors.Wrapf(err, "reading %s in %s (was kubeadm init run?)", adminKubeconfig, node)
 	}
-	if code != 0 {
-		return nil, errors.Errorf("reading %s in %s: exit %d: %s (was kubeadm init run?)", adminKubeconfig, node, code, stderr.String())
-	}
-	cfg, err := clientcmd.Load(out.Bytes())
+	cfg, err := clientcmd.Load(raw)
 	if err != nil {
 		return nil, errors.Wrapf(err, "parsing %s of %s", adminKubeconfig, node)
 	}
@@ -174,7 +169,7 @@ func waitReady(ctx context.Context, kubeconfig []byte, node string) error {
 		if err != nil {
 			return false, fmt.Sprintf("reading node %s: %v", node, err), nil
 		}
-		if !nodeReady(n) {
+		if !util.IsNodeReady(n) {
 			return false, fmt.Sprintf("node %s is not Ready", node), nil
 		}
 		pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
@@ -188,15 +183,6 @@ func waitReady(ctx context.Context, kubeconfig []byte, node string) error {
 		}
 		return false, "CoreDNS has no ready pod", nil
 	})
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func podReady(p *corev1.Pod) bool {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pkg/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -112,7 +113,7 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 	if err := bootstrapNode(ctx, nodes, c, opts); err != nil {
 		return nil, err
 	}
-	kubeconfig, err := readKubeconfig(ctx, nodes.Runtime(), c.Node)
+	kubeconfig, err := readKubeconfig(ctx, nodes, c.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func Get(ctx context.Context, nodes *docker.Manager, name string) (*Cluster, err
 		name = DefaultName
 	}
 	c := &Cluster{Name: name, Node: NodeName(name), Network: name}
-	kubeconfig, err := readKubeconfig(ctx, nodes.Runtime(), c.Node)
+	kubeconfig, err := readKubeconfig(ctx, nodes, c.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -193,17 +194,14 @@ func freePort() (int, error) {
 // poll calls check until it reports done, fails, or the timeout passes; the last detail it
 // gave is in the timeout's error.
 func poll(ctx context.Context, timeout time.Duration, check func() (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		done, detail, err := check()
-		if err != nil || done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Errorf("not done after %s: %s", timeout, detail)
-		case <-time.After(pollInterval):
-		}
+	var detail string
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(context.Context) (bool, error) {
+		done, d, err := check()
+		detail = d
+		return done, err
+	})
+	if wait.Interrupted(err) {
+		return errors.Errorf("not done after %s: %s", timeout, detail)
 	}
+	return err
 }
