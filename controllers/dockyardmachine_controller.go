@@ -45,8 +45,11 @@ const (
 	workloadNodePoll = 3 * time.Second
 	// nodeHealthPoll is how often a provisioned machine checks that its container still
 	// runs, so a node stopped outside Dockyard is reported within a minute.
-	nodeHealthPoll    = time.Minute
-	stoppedOutputTail = 20
+	nodeHealthPoll = time.Minute
+	// nodeRuntimeFailedPoll is how often a node whose container runtime cannot run pods is
+	// looked at again (it does not recover by itself; the check keeps the condition current).
+	nodeRuntimeFailedPoll = 30 * time.Second
+	stoppedOutputTail     = 20
 )
 
 // DockyardMachineReconciler reconciles DockyardMachines: a node container per Machine that runs
@@ -248,6 +251,13 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	state, err := r.Nodes.CheckNode(ctx, node.Name)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if state.Failed {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NodeRuntimeFailedReason, "%s", state.Detail)
+		conditions.Set(dm, metav1.Condition{Type: infrav1.BootstrapSucceededCondition, Status: metav1.ConditionFalse,
+			Reason: infrav1.WaitingForContainerReason, Message: "The bootstrap data waits for a node container that can run pods"})
+		r.Recorder.Event(dm, corev1.EventTypeWarning, infrav1.NodeRuntimeFailedReason, state.Detail)
+		return ctrl.Result{RequeueAfter: nodeRuntimeFailedPoll}, nil
 	}
 	if !state.Ready {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerStartingReason, "Node container %s is booting: %s", node.Name, state.Detail)

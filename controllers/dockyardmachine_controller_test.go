@@ -281,6 +281,30 @@ func TestMachineWaitsForSystemd(t *testing.T) {
 	expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionTrue, infrav1.ContainerProvisionedReason)
 }
 
+func TestMachineWhoseContainerRuntimeCannotRunPodsIsReportedNotBootstrapped(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	// What containerd logs when the engine's host has no inotify instance left.
+	f.sim.CRIFailure = "failed to create CRI service: failed to create cni conf monitor for default: failed to create fsnotify watcher: too many open files"
+	f.provisionCluster()
+	f.admitMachine(cpName)
+	res := f.reconcileMachine(cpName)
+	f.reconcileMachine(cpName)
+	got := f.getMachine(cpName)
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.NodeRuntimeFailedReason,
+		"CRI plugin failed to load", "too many open files", "fs.inotify.max_user_instances")
+	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.WaitingForContainerReason)
+	if n := len(f.sim.Commands[cpName]); n != 0 {
+		t.Errorf("the bootstrap ran %d commands in a node that cannot run pods", n)
+	}
+	if res.RequeueAfter == 0 {
+		t.Error("no requeue: the condition would go stale")
+	}
+	if events := strings.Join(f.events(), "\n"); !strings.Contains(events, "Warning NodeRuntimeFailed") {
+		t.Errorf("no warning event; events:\n%s", events)
+	}
+}
+
 func TestMachineImageFailures(t *testing.T) {
 	t.Run("node image missing and not pullable", func(t *testing.T) {
 		m, dm, s := machineObjects(cpName, true)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -211,39 +212,71 @@ func (m *Manager) removeLabelled(ctx context.Context, labels map[string]string) 
 
 // NodeState is what a running node container is doing.
 type NodeState struct {
-	// Ready is true when systemd finished booting and containerd runs.
+	// Ready is true when systemd finished booting and containerd runs with its CRI plugin.
 	Ready bool
-	// Detail says what is not ready yet, e.g. "systemd is starting".
+	// Failed is true when the node cannot run pods and will not recover by waiting: containerd
+	// runs but its CRI plugin failed to load.
+	Failed bool
+	// Detail says what is not ready yet, e.g. "systemd is starting", or why the node failed.
 	Detail string
 }
 
-// CheckNode tells whether systemd and containerd are up in a running node container.
+// criPlugin is containerd's CRI plugin, which kubelet talks to; containerd keeps running
+// without it when it fails to load, so "containerd is active" alone does not mean pods can run.
+const criPlugin = "io.containerd.grpc.v1.cri"
+
+// CheckNode tells whether systemd and containerd (with its CRI plugin) are up in a running
+// node container.
 func (m *Manager) CheckNode(ctx context.Context, name string) (NodeState, error) {
 	var out bytes.Buffer
 	// is-system-running exits non-zero unless "running"; "degraded" (a unit failed, common in
-	// containers) is good enough for kubelet.
+	// containers) is good enough for kubelet. The third line is the CRI plugin's status ("ok"
+	// or "error"), empty while containerd does not answer yet.
 	_, err := m.runtime.Exec(ctx, name, container.ExecOptions{
-		Cmd:    []string{"sh", "-c", "systemctl is-system-running; systemctl is-active containerd"},
+		Cmd: []string{"sh", "-c", "systemctl is-system-running; systemctl is-active containerd; " +
+			`ctr plugins ls 2>/dev/null | awk '$1 "." $2 == "` + criPlugin + `" {print $4}'`},
 		Stdout: &out, Stderr: &out,
 	})
 	if err != nil {
 		return NodeState{}, errors.Wrapf(err, "checking systemd in node %s", name)
 	}
-	lines := strings.Fields(out.String())
-	system, containerd := "unknown", "unknown"
-	if len(lines) > 0 {
-		system = lines[0]
-	}
-	if len(lines) > 1 {
-		containerd = lines[1]
-	}
+	lines := append(strings.Fields(out.String()), "unknown", "unknown", "")
+	system, containerd, cri := lines[0], lines[1], lines[2]
 	switch {
 	case system != "running" && system != "degraded":
 		return NodeState{Detail: fmt.Sprintf("systemd is %s", system)}, nil
 	case containerd != "active":
 		return NodeState{Detail: fmt.Sprintf("containerd is %s", containerd)}, nil
+	case cri == "error":
+		return NodeState{Failed: true, Detail: m.criFailure(ctx, name)}, nil
 	}
 	return NodeState{Ready: true}, nil
+}
+
+// criFailure explains why containerd's CRI plugin failed to load in a node, from containerd's
+// journal, with what to do when the cause is one the engine's host can fix.
+func (m *Manager) criFailure(ctx context.Context, name string) string {
+	var out bytes.Buffer
+	_, _ = m.runtime.Exec(ctx, name, container.ExecOptions{
+		Cmd:    []string{"sh", "-c", "journalctl -u containerd --no-pager -o cat | grep -m1 'failed to load plugin " + criPlugin + "'"},
+		Stdout: &out,
+	})
+	cause := strings.TrimSpace(out.String())
+	// containerd logs `... msg="failed to load plugin ..." error="<why>"`: keep the why.
+	if i := strings.LastIndex(cause, "error="); i >= 0 {
+		if why, err := strconv.Unquote(cause[i+len("error="):]); err == nil {
+			cause = why
+		}
+	}
+	if cause == "" {
+		cause = "see journalctl -u containerd in the node"
+	}
+	msg := fmt.Sprintf("containerd in node %s cannot run pods: its CRI plugin failed to load (%s)", name, cause)
+	if strings.Contains(cause, "too many open files") {
+		msg += "; the engine's host ran out of inotify instances, which every node's containerd, kubelet and " +
+			"systemd use: raise them on that host (sysctl -w fs.inotify.max_user_instances=512), then replace the node"
+	}
+	return msg
 }
 
 // PreloadImages copies images from the engine into the node's containerd (namespace k8s.io)

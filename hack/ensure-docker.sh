@@ -1,12 +1,32 @@
 #!/usr/bin/env bash
-# Installs (from Debian's archive) and starts a Docker engine if none answers.
-# Idempotent: does nothing when `docker info` already works. The daemon's PID and log
+# Installs (from Debian's archive) and starts a Docker engine if none answers, and raises the
+# host's inotify limits that many node containers need.
+# Idempotent: starts nothing when `docker info` already works. The daemon's PID and log
 # are kept under $DOCKYARD_CACHE/dockerd so only this script's daemon is ever stopped.
 set -euo pipefail
 
 cache="${DOCKYARD_CACHE:-$HOME/.cache/dockyard}"
 state="$cache/dockerd"
 mkdir -p "$state"
+
+# Every node container's systemd, containerd, kubelet and control plane take inotify instances
+# from the host's per-user limit (nodes run as the host's root). Debian's default of 128 is used
+# up by about two clusters (a management cluster and a 1+1 workload cluster take about 80), and
+# kubelets then fail to start ("too many open files"), so nodes never become Ready. Raise the
+# limits to kind's recommendation; never lower them.
+raise_sysctl() {
+  local key=$1 want=$2 have
+  have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+  if [ "$have" -lt "$want" ]; then
+    if sysctl -q -w "$key=$want" >/dev/null 2>&1; then
+      echo "ensure-docker: raised $key from $have to $want"
+    else
+      echo "ensure-docker: $key is $have (below $want) and could not be raised: nodes may fail to start; run as root: sysctl -w $key=$want" >&2
+    fi
+  fi
+}
+raise_sysctl fs.inotify.max_user_instances 512
+raise_sysctl fs.inotify.max_user_watches 524288
 
 if docker info >/dev/null 2>&1; then
   exit 0

@@ -68,6 +68,10 @@ const (
 	ContainerFailedReason = "ContainerFailed"
 	// ContainerStartingReason: the container runs but systemd or containerd is not up yet.
 	ContainerStartingReason = "ContainerStarting"
+	// NodeRuntimeFailedReason: the node container runs but cannot run pods: containerd's CRI
+	// plugin failed to load (for example the engine's host ran out of inotify instances). The
+	// bootstrap does not start; fix the cause the message names, then replace the Machine.
+	NodeRuntimeFailedReason = "NodeRuntimeFailed"
 	// PreloadFailedReason: an image of spec.preLoadImages could not be loaded into the node.
 	PreloadFailedReason = "PreloadFailed"
 	// ContainerStoppedReason: the node container stopped outside Dockyard's control. It is not

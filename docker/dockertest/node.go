@@ -33,6 +33,9 @@ type Nodes struct {
 	FailCommand string
 	// RejectHAProxyConfig makes `haproxy -c` fail.
 	RejectHAProxyConfig bool
+	// CRIFailure makes containerd's CRI plugin fail to load in every node, with this error in
+	// containerd's journal.
+	CRIFailure string
 	// Commands records the bootstrap commands run, per node.
 	Commands map[string][]string
 }
@@ -79,7 +82,21 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 			fmt.Fprintln(stdout, "starting\nactive")
 			return 1, nil
 		}
-		fmt.Fprintln(stdout, "running\nactive")
+		n.mu.Lock()
+		cri := "ok"
+		if n.CRIFailure != "" {
+			cri = "error"
+		}
+		n.mu.Unlock()
+		fmt.Fprintf(stdout, "running\nactive\n%s\n", cri)
+		return 0, nil
+
+	case len(cmd) == 3 && cmd[0] == "sh" && strings.HasPrefix(cmd[2], "journalctl -u containerd"):
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.CRIFailure != "" {
+			fmt.Fprintf(stdout, "level=warning msg=\"failed to load plugin io.containerd.grpc.v1.cri\" error=%q\n", n.CRIFailure)
+		}
 		return 0, nil
 
 	case len(cmd) >= 5 && cmd[0] == "ctr" && cmd[3] == "images" && cmd[4] == "list":

@@ -175,6 +175,9 @@ func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Opt
 	}
 	return poll(ctx, nodeBootTimeout, func() (bool, string, error) {
 		st, err := nodes.CheckNode(ctx, c.Node)
+		if err == nil && st.Failed {
+			err = errors.Errorf("management cluster %s: %s", c.Name, st.Detail)
+		}
 		return st.Ready, st.Detail, err
 	})
 }

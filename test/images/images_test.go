@@ -257,6 +257,9 @@ func (p *proof) startNode(ctx context.Context, machine string, role docker.Role)
 		if err == nil && st.Ready {
 			break
 		}
+		if st.Failed {
+			t.Fatalf("node %s: %s", n.name, st.Detail)
+		}
 		last = fmt.Sprint(st.Detail, err)
 		if time.Now().After(deadline) {
 			t.Fatalf("node %s: systemd and containerd not up within 4m: %s", n.name, last)
