@@ -83,14 +83,24 @@ func generateFromTemplate(ctx context.Context, file string, c clusterSpec, vars 
 	return objs
 }
 
-// createObjects creates objects (setting a namespace on namespaced ones that lack it).
+// createObjects creates objects (setting a namespace on namespaced ones that lack it). Right
+// after `clusterctl init` a provider's webhook Service may not route to its Ready pod yet
+// (kube-proxy programs it a few seconds later), so a failed webhook call is retried for a while,
+// as Cluster API's own e2e framework does; any other error fails at once.
 func createObjects(ctx context.Context, cl client.Client, namespace string, objs []unstructured.Unstructured) {
 	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}))).To(Succeed())
 	for i := range objs {
 		if objs[i].GetNamespace() == "" {
 			objs[i].SetNamespace(namespace)
 		}
-		Expect(cl.Create(ctx, &objs[i])).To(Succeed(), "creating %s %s", objs[i].GetKind(), objs[i].GetName())
+		Eventually(func() error {
+			err := cl.Create(ctx, objs[i].DeepCopy())
+			if err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
+				return StopTrying("not a webhook that is still starting").Wrap(err)
+			}
+			return err
+		}).WithContext(ctx).WithTimeout(2*time.Minute).WithPolling(poll).
+			Should(Succeed(), "creating %s %s", objs[i].GetKind(), objs[i].GetName())
 	}
 }
 
