@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/klog/v2"
@@ -34,9 +35,13 @@ func TestMain(m *testing.M) {
 	envRuntime = fake.New(testNodeImage, docker.DefaultLoadBalancerImage)
 	envNodes = dockertest.New(envRuntime)
 	var err error
-	env, err = envtest.Start(ctx, envtest.Options{Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-		return setupForTest(ctx, mgr, docker.NewManager(envRuntime, docker.ManagerOptions{}), 10)
-	}})
+	env, err = envtest.Start(ctx, envtest.Options{
+		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
+			return setupForTest(ctx, mgr, docker.NewManager(envRuntime, docker.ManagerOptions{}), 10)
+		},
+		// The manager has only the permissions config/ grants it.
+		ManagerClusterRole: filepath.Join(envtest.RepoRoot(), "config", "rbac", "role.yaml"),
+	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test environment: %v\n", err)
 		os.Exit(1)

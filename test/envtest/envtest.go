@@ -19,6 +19,7 @@ import (
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/yaml"
 
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
@@ -34,14 +36,24 @@ import (
 type Options struct {
 	// Setup registers controllers and webhooks with the manager before it starts.
 	Setup func(ctx context.Context, mgr ctrl.Manager) error
+	// ManagerClusterRole, when set, is a file holding a ClusterRole (the one controller-gen
+	// generates into config/rbac): the manager then runs as ManagerUser with only that role's
+	// permissions instead of as an administrator, so a permission missing from config/ fails
+	// the tests the way it would fail the manager's pod.
+	ManagerClusterRole string
 }
+
+// ManagerUser is who the manager runs as under Options.ManagerClusterRole: the ServiceAccount
+// config/ installs it with.
+const ManagerUser = "system:serviceaccount:dockyard-system:dockyard-manager"
 
 // Environment is a running API server with a started manager.
 type Environment struct {
 	env *envtest.Environment
-	// Manager is started; its cache serves Client's reads.
+	// Manager is started.
 	Manager ctrl.Manager
-	// Client reads through the manager's cache and writes to the API server.
+	// Client is an administrator's client: it reads through the manager's cache, or straight
+	// from the API server when the manager runs with ManagerClusterRole's permissions only.
 	Client client.Client
 	// Config connects to the API server as an administrator.
 	Config *rest.Config
@@ -108,8 +120,20 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, errors.Wrap(err, "starting kube-apiserver and etcd")
 	}
 
+	mgrConfig, testClient := cfg, client.Client(nil)
+	if opts.ManagerClusterRole != "" {
+		if mgrConfig, err = restrictedConfig(ctx, cfg, opts.ManagerClusterRole); err != nil {
+			_ = env.Stop()
+			return nil, err
+		}
+		if testClient, err = client.New(cfg, client.Options{Scheme: env.Scheme}); err != nil {
+			_ = env.Stop()
+			return nil, errors.Wrap(err, "creating the tests' client")
+		}
+	}
+
 	wh := env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err := ctrl.NewManager(mgrConfig, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -129,7 +153,10 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 			return nil, errors.Wrap(err, "setting up controllers and webhooks")
 		}
 	}
-	e := &Environment{env: env, Manager: mgr, Client: mgr.GetClient(), Config: cfg, cancel: cancel, done: make(chan error, 1)}
+	if testClient == nil {
+		testClient = mgr.GetClient()
+	}
+	e := &Environment{env: env, Manager: mgr, Client: testClient, Config: cfg, cancel: cancel, done: make(chan error, 1)}
 	go func() { e.done <- mgr.Start(mgrCtx) }()
 
 	if err := waitForWebhookServer(ctx, wh.LocalServingHost, wh.LocalServingPort); err != nil {
@@ -141,6 +168,39 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		return nil, errors.New("manager cache did not sync")
 	}
 	return e, nil
+}
+
+// restrictedConfig binds the ClusterRole in file to ManagerUser and returns a configuration
+// that impersonates that user (with a ServiceAccount's groups).
+func restrictedConfig(ctx context.Context, admin *rest.Config, file string) (*rest.Config, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, errors.Wrap(err, "reading the manager's ClusterRole")
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(raw, role); err != nil {
+		return nil, errors.Wrapf(err, "decoding the ClusterRole in %s", file)
+	}
+	c, err := client.New(admin, client.Options{})
+	if err != nil {
+		return nil, errors.Wrap(err, "creating an administrator's client")
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			return nil, errors.Wrapf(err, "creating %T %s", o, o.GetName())
+		}
+	}
+	restricted := rest.CopyConfig(admin)
+	restricted.Impersonate = rest.ImpersonationConfig{
+		UserName: ManagerUser,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:dockyard-system", "system:authenticated"},
+	}
+	return restricted, nil
 }
 
 func waitForWebhookServer(ctx context.Context, host string, port int) error {
