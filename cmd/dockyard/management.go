@@ -84,53 +84,45 @@ func writeKubeconfig(path string, content []byte) error {
 	return errors.Wrapf(os.WriteFile(path, content, 0o600), "writing %s", path)
 }
 
-func managementCreateCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	var m managementFlags
-	m.register(fs)
-	_ = fs.Parse(args)
-	rt, nodes, err := engine(ctx)
-	if err != nil {
-		return err
+// managementCommand is a command on the management cluster alone: it parses the management
+// flags and connects to the engine before calling do.
+func managementCommand(do func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error) func(context.Context, *flag.FlagSet, []string) error {
+	return func(ctx context.Context, fs *flag.FlagSet, args []string) error {
+		var m managementFlags
+		m.register(fs)
+		_ = fs.Parse(args)
+		rt, nodes, err := engine(ctx)
+		if err != nil {
+			return err
+		}
+		defer rt.Close()
+		return do(ctx, nodes, &m)
 	}
-	defer rt.Close()
-	c, err := createManagement(ctx, nodes, &m)
+}
+
+var managementCreateCommand = managementCommand(func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error {
+	c, err := createManagement(ctx, nodes, m)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("Management cluster %s is ready:\n\n  kubectl --kubeconfig %s get nodes\n", c.Name, m.kubeconfigPath(c.Name))
 	return nil
-}
+})
 
-func managementDeleteCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	var m managementFlags
-	m.register(fs)
-	_ = fs.Parse(args)
-	rt, nodes, err := engine(ctx)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
+var managementDeleteCommand = managementCommand(func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error {
 	if err := mgmt.Delete(ctx, nodes, m.managementName); err != nil {
 		return err
 	}
 	_ = os.Remove(m.kubeconfigPath(m.managementName))
 	say("management cluster %s deleted", m.managementName)
 	return nil
-}
+})
 
-func managementKubeconfigCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	var m managementFlags
-	m.register(fs)
-	_ = fs.Parse(args)
-	rt, nodes, err := engine(ctx)
-	if err != nil {
-		return err
-	}
-	defer rt.Close()
+var managementKubeconfigCommand = managementCommand(func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error {
 	c, err := mgmt.Get(ctx, nodes, m.managementName)
 	if err != nil {
 		return err
 	}
 	_, err = os.Stdout.Write(c.Kubeconfig)
 	return err
-}
+})
