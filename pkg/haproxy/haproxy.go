@@ -60,7 +60,15 @@ backend kube-apiservers
 {{- end }}
 `
 
+// MaxConfigSize bounds a rendered configuration; haproxy configurations are a few KiB.
+const MaxConfigSize = 1 << 20
+
 // Render renders a configuration template. An empty template means DefaultTemplate.
+//
+// A user's template runs inside the manager, so it is held to a restricted language whose cost
+// is bounded by its own length times the number of backends (see checkTemplate), and its
+// output to MaxConfigSize: no template can hang the manager, exhaust its memory or hold the
+// cluster's lock for long.
 func Render(tmpl string, data Data) ([]byte, error) {
 	if tmpl == "" {
 		tmpl = DefaultTemplate
@@ -69,12 +77,28 @@ func Render(tmpl string, data Data) ([]byte, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "parsing the haproxy configuration template")
 	}
+	if err := checkTemplate(t); err != nil {
+		return nil, errors.Wrap(err, "checking the haproxy configuration template")
+	}
 	backends := append([]Backend(nil), data.Backends...)
 	sort.Slice(backends, func(i, j int) bool { return backends[i].Name < backends[j].Name })
 	data.Backends = backends
-	var out bytes.Buffer
-	if err := t.Execute(&out, data); err != nil {
+	out := &limitedBuffer{limit: MaxConfigSize}
+	if err := t.Execute(out, data); err != nil {
 		return nil, errors.Wrap(err, "rendering the haproxy configuration template")
 	}
 	return out.Bytes(), nil
+}
+
+// limitedBuffer fails writes past its limit, which stops the template's execution.
+type limitedBuffer struct {
+	bytes.Buffer
+	limit int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > b.limit {
+		return 0, errors.Errorf("the configuration would be larger than %d bytes", b.limit)
+	}
+	return b.Buffer.Write(p)
 }

@@ -57,3 +57,50 @@ func TestRenderReportsTemplateErrors(t *testing.T) {
 		})
 	}
 }
+
+// A user's template runs inside the manager: whatever it says, rendering ends with an error that
+// names the problem, without spinning, allocating gigabytes or recursing.
+func TestRenderRefusesTemplatesWithoutABound(t *testing.T) {
+	many := make([]Backend, 64)
+	for i := range many {
+		many[i] = Backend{Name: strings.Repeat("n", 200), Address: "192.0.2.1", Port: 6443}
+	}
+	for _, tc := range []struct {
+		name, tmpl, want string
+	}{
+		{"range over a huge number", "{{ range 1000000000000 }}{{ end }}", "range may only go over .Backends"},
+		{"range over a variable", "{{ $n := 1000000000000 }}{{ range $n }}{{ end }}", "range may only go over .Backends"},
+		{"range over the port", "{{ range .FrontendPort }}{{ end }}", "range may only go over .Backends"},
+		{"nested ranges", "{{ range .Backends }}{{ range $.Backends }}x{{ end }}{{ end }}", "a range inside a range"},
+		{"printf with a huge width", `{{ printf "%999999999d" 1 }}`, "function printf is not allowed"},
+		{"printf in a pipeline", `{{ 1 | printf "%999999999d" }}`, "function printf is not allowed"},
+		{"printf inside a range", `{{ range .Backends }}{{ if eq (printf "%d" 1) "1" }}{{ end }}{{ end }}`, "function printf is not allowed"},
+		{"recursive template", `{{ define "x" }}{{ template "x" . }}{{ end }}{{ template "x" . }}`, "define, block and template are not allowed"},
+		{"block", `{{ block "b" . }}x{{ end }}`, "define, block and template are not allowed"},
+		{"output larger than the bound", strings.Repeat("{{ range .Backends }}"+strings.Repeat("x", 4096)+"{{ .Name }}{{ end }}", 8), "larger than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Render(tc.tmpl, Data{FrontendPort: 6443, Backends: many})
+			if err == nil {
+				t.Fatalf("rendered %d bytes, want an error", len(out))
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRenderAllowsWhatConfigurationsUse(t *testing.T) {
+	tmpl := `{{ $port := .FrontendPort }}bind *:{{ $port }}
+{{ with .Backends }}{{ len . }} backends{{ end }}
+{{ range $i, $b := .Backends }}{{ if and (ne $i 0) (gt $b.Port 0) }}, {{ end }}{{ $b.Name | html }}{{ end }}
+{{ if not .Backends }}none{{ else }}{{ (index .Backends 0).Address }}{{ end }}`
+	out, err := Render(tmpl, Data{FrontendPort: 6443, Backends: []Backend{{Name: "a", Address: "192.0.2.1", Port: 6443}, {Name: "b", Address: "192.0.2.2", Port: 6443}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "bind *:6443\n2 backends\na, b\n192.0.2.1"; string(out) != want {
+		t.Errorf("got %q, want %q", out, want)
+	}
+}
