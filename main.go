@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/distribution/reference"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -27,6 +28,7 @@ import (
 	"github.com/dockyard-dev/dockyard/controllers"
 	"github.com/dockyard-dev/dockyard/docker"
 	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/pkg/webhooks"
 )
@@ -58,6 +60,8 @@ type options struct {
 	nodeImageRepository         string
 	nodePrivileged              string
 	managementNode              string
+	allowedHostPaths            []string
+	allowedImageRepositories    []string
 	managerOptions              flags.ManagerOptions
 	logOptions                  *logs.Options
 }
@@ -104,7 +108,25 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Run node containers privileged: auto (probe the engine once, fall back to an explicit capability set where privileged containers are refused), always or never.")
 	fs.StringVar(&o.managementNode, "management-node", os.Getenv("NODE_NAME"),
 		"Container name of the node this manager runs on (defaults to $NODE_NAME, which the Deployment sets). When the management cluster's nodes are containers on the same engine (kind, or a Dockyard cluster), they are connected to every workload cluster's network so controllers in pods reach the workload API servers. Empty, or a name no container has: nothing is connected.")
+	fs.StringSliceVar(&o.allowedHostPaths, "allowed-host-paths", nil,
+		"Host paths (absolute) that DockyardMachines may bind-mount into node containers with spec.extraMounts, each with the paths below it. Node containers run with nearly every capability, so a mount gives whoever creates DockyardMachines that part of the engine's host; the engine's socket gives all of it. Default: none.")
+	fs.StringSliceVar(&o.allowedImageRepositories, "allowed-image-repositories", policy.DefaultImageRepositories,
+		"Image repositories node and load balancer images may come from: repository names (docker.io/kindest/node) or prefixes ending in / (localhost/dockyard/); * allows any. The repositories of --node-image-repository and --load-balancer-image are always allowed.")
 	flags.AddManagerOptions(fs, &o.managerOptions)
+}
+
+// policy is what DockyardMachines and DockyardClusters may ask of the engine's host: the
+// allowed host paths and repositories, plus the repositories of the manager's own defaults.
+func (o *options) policy() (*policy.Policy, error) {
+	repos := append([]string{}, o.allowedImageRepositories...)
+	for _, img := range []string{o.nodeImageRepository, o.loadBalancerImage} {
+		named, err := reference.ParseNormalizedNamed(img)
+		if err != nil {
+			return nil, fmt.Errorf("--node-image-repository or --load-balancer-image %q: %w", img, err)
+		}
+		repos = append(repos, named.Name())
+	}
+	return policy.New(o.allowedHostPaths, repos)
 }
 
 func main() {
@@ -128,6 +150,10 @@ func run(o options) error {
 	log := ctrl.Log.WithName("setup")
 
 	privilege, err := docker.ParsePrivilegeMode(o.nodePrivileged)
+	if err != nil {
+		return err
+	}
+	hostPolicy, err := o.policy()
 	if err != nil {
 		return err
 	}
@@ -187,12 +213,13 @@ func run(o options) error {
 	if management != nil {
 		log.Info("Connecting the management cluster's nodes to every workload cluster network", "node", o.managementNode, "selector", management)
 	}
-	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege, ManagementNodes: management})
+	log.Info("What nodes and load balancers may use of the engine's host", "hostPaths", hostPolicy.HostPaths, "imageRepositories", hostPolicy.ImageRepositories)
+	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege, ManagementNodes: management, Policy: hostPolicy})
 
 	if err := setupControllers(ctx, mgr, o, nodes); err != nil {
 		return err
 	}
-	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage}); err != nil {
+	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy}); err != nil {
 		return err
 	}
 

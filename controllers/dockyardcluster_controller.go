@@ -33,6 +33,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 // DockyardClusterReconciler reconciles DockyardClusters: a container network and a haproxy load
@@ -144,6 +145,12 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 		image = docker.DefaultLoadBalancerImage
 	}
 	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: image, Network: network})
+	if policy.IsRefused(err) {
+		// Retrying cannot help; the manager reconciles everything again when it restarts with
+		// another policy.
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NotAllowedReason, "%v", err)
+		return ctrl.Result{}, nil
+	}
 	if err != nil {
 		reason := infrav1.LoadBalancerFailedReason
 		if docker.IsImageError(err) {

@@ -17,6 +17,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 func (f *fixture) reconcileCluster() error {
@@ -126,6 +127,22 @@ func TestClusterLoadBalancerImageFailure(t *testing.T) {
 	}
 	expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
 		infrav1.LoadBalancerImageFailedReason, "localhost/no-such-haproxy:v1")
+}
+
+func TestClusterLoadBalancerImageOutsideThePolicy(t *testing.T) {
+	f := newFixture(t)
+	f.nodes = docker.NewManager(f.rt, docker.ManagerOptions{Policy: policy.Default()})
+	dc := f.getDockyardCluster()
+	dc.Spec.LoadBalancer.Image = "registry.example.internal/haproxy:2"
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(3) // a refusal is not an error to retry
+	expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
+		infrav1.NotAllowedReason, "registry.example.internal/haproxy", "--allowed-image-repositories")
+	if n := f.rt.CallCount("CreateContainer") + f.rt.CallCount("PullImage"); n != 0 {
+		t.Errorf("%d containers created or images pulled", n)
+	}
 }
 
 func TestStaleStoppedLoadBalancerIsReplaced(t *testing.T) {

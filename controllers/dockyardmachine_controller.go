@@ -316,10 +316,6 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
 		return nil, nil
 	}
-	if err := r.Nodes.EnsureImage(ctx, image); err != nil {
-		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
-		return nil, err
-	}
 	role := docker.RoleWorker
 	if util.IsControlPlaneMachine(machine) {
 		role = docker.RoleControlPlane
@@ -336,6 +332,16 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	}
 	for _, m := range dm.Spec.ExtraMounts {
 		spec.ExtraMounts = append(spec.ExtraMounts, container.Mount{Type: container.MountBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	if err := r.Nodes.Allowed(spec.Image, spec.ExtraMounts); err != nil {
+		// Retrying cannot help; the manager reconciles everything again when it restarts with
+		// another policy.
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NotAllowedReason, "%v", err)
+		return nil, nil
+	}
+	if err := r.Nodes.EnsureImage(ctx, image); err != nil {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
+		return nil, err
 	}
 	node, err := r.Nodes.CreateNode(ctx, spec)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 const cpName = "c1-control-plane-abc12"
@@ -302,6 +303,33 @@ func TestMachineWhoseContainerRuntimeCannotRunPodsIsReportedNotBootstrapped(t *t
 	}
 	if events := strings.Join(f.events(), "\n"); !strings.Contains(events, "Warning NodeRuntimeFailed") {
 		t.Errorf("no warning event; events:\n%s", events)
+	}
+}
+
+// Objects admitted before the administrator tightened the policy (or without the webhook) are
+// checked again before anything is created on the engine.
+func TestMachineOutsideThePolicyCreatesNothing(t *testing.T) {
+	for name, mutate := range map[string]func(*infrav1.DockyardMachine){
+		"host root mount": func(dm *infrav1.DockyardMachine) {
+			dm.Spec.ExtraMounts = []infrav1.Mount{{HostPath: "/", ContainerPath: "/host"}}
+		},
+		"foreign image": func(dm *infrav1.DockyardMachine) { dm.Spec.Image = "alpine:3" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			m, dm, s := machineObjects(cpName, true)
+			mutate(dm)
+			f := newFixture(t, m, dm, s)
+			f.nodes = docker.NewManager(f.rt, docker.ManagerOptions{Policy: policy.Default()})
+			f.provisionCluster()
+			f.admitMachine(cpName)
+			if err := f.reconcileMachineErr(cpName); err != nil {
+				t.Fatalf("a refusal is not an error to retry: %v", err)
+			}
+			expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.NotAllowedReason, "--allowed-")
+			if n := f.rt.CallCount("CreateContainer"); n != 1 { // the load balancer only
+				t.Errorf("%d containers created", n)
+			}
+		})
 	}
 }
 

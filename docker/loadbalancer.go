@@ -46,7 +46,11 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 			name, c.Labels[ClusterLabel], spec.Cluster)
 	case c.Running:
 		return c, nil
-	default:
+	}
+	if err := m.Allowed(spec.Image, nil); err != nil {
+		return nil, err
+	}
+	if c != nil {
 		if err := m.runtime.RemoveContainer(ctx, name); err != nil {
 			return nil, errors.Wrapf(err, "replacing the stopped load balancer %s", name)
 		}

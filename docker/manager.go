@@ -8,6 +8,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 const (
@@ -47,6 +48,9 @@ type ManagerOptions struct {
 	// ManagementNodes selects the management cluster's node containers, which are connected
 	// to every cluster network (see ManagementSelector); nil connects nothing.
 	ManagementNodes map[string]string
+	// Policy bounds the images and host paths of the nodes and load balancers the Manager
+	// creates; nil allows everything (the administrator's own tools).
+	Policy *policy.Policy
 }
 
 // Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
@@ -54,6 +58,7 @@ type Manager struct {
 	runtime    container.Runtime
 	privilege  PrivilegeMode
 	management map[string]string
+	policy     *policy.Policy
 
 	// privileged caches what the engine allowed the first node in auto mode; the engine does
 	// not change its mind while the manager runs, and a restart probes again.
@@ -69,7 +74,7 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	if opts.Privilege == "" {
 		opts.Privilege = PrivilegeAuto
 	}
-	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes}
+	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy}
 }
 
 // Runtime returns the engine the Manager drives.
@@ -81,8 +86,12 @@ func (m *Manager) lockCluster(k ClusterKey) func() {
 	return mu.(*sync.Mutex).Unlock
 }
 
-// EnsureImage makes sure the engine has an image, pulling it when it is missing.
+// EnsureImage makes sure the engine has an image for a node or load balancer, pulling it when
+// it is missing; an image outside the policy is refused before anything is pulled.
 func (m *Manager) EnsureImage(ctx context.Context, ref string) error {
+	if err := m.Allowed(ref, nil); err != nil {
+		return err
+	}
 	ok, err := m.runtime.ImageExists(ctx, ref)
 	if err != nil {
 		return err
@@ -112,4 +121,23 @@ func (e *ImageError) Unwrap() error { return e.Err }
 func IsImageError(err error) bool {
 	var ie *ImageError
 	return errors.As(err, &ie)
+}
+
+// Allowed checks a node's or load balancer's image and bind-mount sources against the policy
+// (nil allows everything); a refusal is a *policy.RefusedError naming the flag.
+func (m *Manager) Allowed(image string, mounts []container.Mount) error {
+	if m.policy == nil {
+		return nil
+	}
+	if err := m.policy.CheckImage(image); err != nil {
+		return err
+	}
+	for _, mt := range mounts {
+		if mt.Type == container.MountBind {
+			if err := m.policy.CheckHostPath(mt.Source); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -101,6 +101,9 @@ func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Con
 		return nil, errors.Errorf("node name %s is %d characters long; hostnames and node names allow %d: use shorter Machine names",
 			name, len(name), maxHostnameLength)
 	}
+	if err := m.Allowed(spec.Image, spec.ExtraMounts); err != nil {
+		return nil, err
+	}
 	volumeLabels := spec.Cluster.MachineLabels(spec.Machine)
 	if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: volumeName(name), Labels: volumeLabels}); err != nil {
 		return nil, err

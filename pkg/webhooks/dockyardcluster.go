@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 // +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-dockyardcluster,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters,versions=v1alpha1,name=default.dockyardcluster.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
@@ -18,6 +19,8 @@ import (
 type DockyardCluster struct {
 	// DefaultLoadBalancerImage is written to spec.loadBalancer.image when it is empty.
 	DefaultLoadBalancerImage string
+	// Policy is what a cluster may ask of the engine's host.
+	Policy *policy.Policy
 }
 
 // SetupWebhookWithManager registers the webhooks with the manager's webhook server.
@@ -41,13 +44,16 @@ func (w *DockyardCluster) Default(_ context.Context, c *infrav1.DockyardCluster)
 
 // ValidateCreate validates a new DockyardCluster.
 func (w *DockyardCluster) ValidateCreate(_ context.Context, c *infrav1.DockyardCluster) (admission.Warnings, error) {
-	return nil, invalidIfAny(c.Name, "DockyardCluster", validateClusterSpec(&c.Spec, field.NewPath("spec")))
+	allErrs := validateClusterSpec(&c.Spec, field.NewPath("spec"))
+	allErrs = append(allErrs, checkClusterPolicy(w.Policy, nil, &c.Spec, field.NewPath("spec"))...)
+	return nil, invalidIfAny(c.Name, "DockyardCluster", allErrs)
 }
 
 // ValidateUpdate validates a change to a DockyardCluster.
 func (w *DockyardCluster) ValidateUpdate(_ context.Context, oldC, newC *infrav1.DockyardCluster) (admission.Warnings, error) {
 	allErrs := validateClusterSpec(&newC.Spec, field.NewPath("spec"))
 	allErrs = append(allErrs, validateClusterUpdate(&oldC.Spec, &newC.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, checkClusterPolicy(w.Policy, &oldC.Spec, &newC.Spec, field.NewPath("spec"))...)
 	return nil, invalidIfAny(newC.Name, "DockyardCluster", allErrs)
 }
 

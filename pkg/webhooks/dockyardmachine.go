@@ -8,12 +8,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 // +kubebuilder:webhook:verbs=create;update,path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-dockyardmachine,mutating=false,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=dockyardmachines,versions=v1alpha1,name=validation.dockyardmachine.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
 
 // DockyardMachine validates DockyardMachines.
-type DockyardMachine struct{}
+type DockyardMachine struct {
+	// Policy is what a machine may ask of the engine's host.
+	Policy *policy.Policy
+}
 
 // SetupWebhookWithManager registers the webhook with the manager's webhook server.
 func (w *DockyardMachine) SetupWebhookWithManager(mgr ctrl.Manager) error {
@@ -26,13 +30,16 @@ var _ admission.Validator[*infrav1.DockyardMachine] = &DockyardMachine{}
 
 // ValidateCreate validates a new DockyardMachine.
 func (w *DockyardMachine) ValidateCreate(_ context.Context, m *infrav1.DockyardMachine) (admission.Warnings, error) {
-	return nil, invalidIfAny(m.Name, "DockyardMachine", validateMachineSpec(&m.Spec, field.NewPath("spec")))
+	allErrs := validateMachineSpec(&m.Spec, field.NewPath("spec"))
+	allErrs = append(allErrs, checkMachinePolicy(w.Policy, nil, &m.Spec, field.NewPath("spec"))...)
+	return nil, invalidIfAny(m.Name, "DockyardMachine", allErrs)
 }
 
 // ValidateUpdate validates a change to a DockyardMachine.
 func (w *DockyardMachine) ValidateUpdate(_ context.Context, oldM, newM *infrav1.DockyardMachine) (admission.Warnings, error) {
 	allErrs := validateMachineSpec(&newM.Spec, field.NewPath("spec"))
 	allErrs = append(allErrs, validateMachineUpdate(&oldM.Spec, &newM.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, checkMachinePolicy(w.Policy, &oldM.Spec, &newM.Spec, field.NewPath("spec"))...)
 	return nil, invalidIfAny(newM.Name, "DockyardMachine", allErrs)
 }
 

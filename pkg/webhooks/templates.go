@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/topology"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 // +kubebuilder:webhook:verbs=create;update,path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-dockyardclustertemplate,mutating=true,failurePolicy=fail,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=dockyardclustertemplates,versions=v1alpha1,name=default.dockyardclustertemplate.infrastructure.cluster.x-k8s.io,sideEffects=None,admissionReviewVersions=v1
@@ -24,6 +25,8 @@ import (
 type DockyardClusterTemplate struct {
 	// DefaultLoadBalancerImage is written to spec.template.spec.loadBalancer.image when empty.
 	DefaultLoadBalancerImage string
+	// Policy is what clusters made from the template may ask of the engine's host.
+	Policy *policy.Policy
 }
 
 // SetupWebhookWithManager registers the webhooks with the manager's webhook server.
@@ -49,6 +52,7 @@ func (w *DockyardClusterTemplate) Default(_ context.Context, t *infrav1.Dockyard
 // ValidateCreate validates a new DockyardClusterTemplate.
 func (w *DockyardClusterTemplate) ValidateCreate(_ context.Context, t *infrav1.DockyardClusterTemplate) (admission.Warnings, error) {
 	allErrs := validateClusterSpec(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
+	allErrs = append(allErrs, checkClusterPolicy(w.Policy, nil, &t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	return nil, invalidIfAny(t.Name, "DockyardClusterTemplate", allErrs)
 }
@@ -57,6 +61,7 @@ func (w *DockyardClusterTemplate) ValidateCreate(_ context.Context, t *infrav1.D
 // dry-run requests the topology controller sends to compute its diff.
 func (w *DockyardClusterTemplate) ValidateUpdate(ctx context.Context, oldT, newT *infrav1.DockyardClusterTemplate) (admission.Warnings, error) {
 	allErrs := validateClusterSpec(&newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
+	allErrs = append(allErrs, checkClusterPolicy(w.Policy, &oldT.Spec.Template.Spec, &newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, newT.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	immutable, err := templateSpecChanged(ctx, newT, oldT.Spec.Template.Spec, newT.Spec.Template.Spec)
 	if err != nil {
@@ -72,7 +77,10 @@ func (w *DockyardClusterTemplate) ValidateDelete(context.Context, *infrav1.Docky
 }
 
 // DockyardMachineTemplate validates DockyardMachineTemplates.
-type DockyardMachineTemplate struct{}
+type DockyardMachineTemplate struct {
+	// Policy is what machines made from the template may ask of the engine's host.
+	Policy *policy.Policy
+}
 
 // SetupWebhookWithManager registers the webhook with the manager's webhook server.
 func (w *DockyardMachineTemplate) SetupWebhookWithManager(mgr ctrl.Manager) error {
@@ -86,6 +94,7 @@ var _ admission.Validator[*infrav1.DockyardMachineTemplate] = &DockyardMachineTe
 // ValidateCreate validates a new DockyardMachineTemplate.
 func (w *DockyardMachineTemplate) ValidateCreate(_ context.Context, t *infrav1.DockyardMachineTemplate) (admission.Warnings, error) {
 	allErrs := validateMachineSpec(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
+	allErrs = append(allErrs, checkMachinePolicy(w.Policy, nil, &t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	return nil, invalidIfAny(t.Name, "DockyardMachineTemplate", allErrs)
 }
@@ -94,6 +103,7 @@ func (w *DockyardMachineTemplate) ValidateCreate(_ context.Context, t *infrav1.D
 // dry-run requests the topology controller sends to compute its diff.
 func (w *DockyardMachineTemplate) ValidateUpdate(ctx context.Context, oldT, newT *infrav1.DockyardMachineTemplate) (admission.Warnings, error) {
 	allErrs := validateMachineSpec(&newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
+	allErrs = append(allErrs, checkMachinePolicy(w.Policy, &oldT.Spec.Template.Spec, &newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, newT.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	immutable, err := templateSpecChanged(ctx, newT, oldT.Spec.Template.Spec, newT.Spec.Template.Spec)
 	if err != nil {

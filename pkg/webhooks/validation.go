@@ -3,6 +3,7 @@ package webhooks
 import (
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/distribution/reference"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 var (
@@ -85,6 +87,11 @@ func validateMachineSpec(spec *infrav1.DockyardMachineSpec, fldPath *field.Path)
 		containerPaths.Insert(clean)
 	}
 
+	if spec.ProviderID != "" && !strings.HasPrefix(spec.ProviderID, infrav1.ProviderIDPrefix) {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("providerID"), spec.ProviderID,
+			fmt.Sprintf("must start with %s: Dockyard sets it to its node's ID and Cluster API matches Nodes by it", infrav1.ProviderIDPrefix)))
+	}
+
 	if spec.BootstrapTimeout != nil && spec.BootstrapTimeout.Duration <= 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("bootstrapTimeout"), spec.BootstrapTimeout.Duration.String(),
 			"must be greater than zero"))
@@ -125,9 +132,55 @@ func validateImageRef(ref string, fldPath *field.Path) field.ErrorList {
 	return nil
 }
 
+// isImageRef is false for what validateImageRef reports, so policy checks do not report it twice.
+func isImageRef(ref string) bool {
+	_, err := reference.ParseNormalizedNamed(ref)
+	return err == nil
+}
+
 func validateAbsolutePath(p string, fldPath *field.Path) field.ErrorList {
 	if !path.IsAbs(p) {
 		return field.ErrorList{field.Invalid(fldPath, p, "must be an absolute path")}
+	}
+	return nil
+}
+
+// checkMachinePolicy refuses what a DockyardMachine spec asks of the engine's host beyond the
+// manager's policy: host paths to mount and the node image. With an old spec (an update) only
+// what changes is checked, so tightening the policy never blocks updates of existing objects.
+func checkMachinePolicy(p *policy.Policy, oldSpec, newSpec *infrav1.DockyardMachineSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if newSpec.Image != "" && isImageRef(newSpec.Image) && (oldSpec == nil || oldSpec.Image != newSpec.Image) {
+		if err := p.CheckImage(newSpec.Image); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("image"), err.Error()))
+		}
+	}
+	mounted := sets.New[string]()
+	if oldSpec != nil {
+		for _, m := range oldSpec.ExtraMounts {
+			mounted.Insert(m.HostPath)
+		}
+	}
+	for i, m := range newSpec.ExtraMounts {
+		if mounted.Has(m.HostPath) {
+			continue
+		}
+		if err := p.CheckHostPath(m.HostPath); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("extraMounts").Index(i).Child("hostPath"), err.Error()))
+		}
+	}
+	return allErrs
+}
+
+// checkClusterPolicy refuses a load balancer image beyond the manager's policy (on an update,
+// only a changed one).
+func checkClusterPolicy(p *policy.Policy, oldSpec, newSpec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
+	img := newSpec.LoadBalancer.Image
+	if img == "" || !isImageRef(img) || (oldSpec != nil && oldSpec.LoadBalancer.Image == img) {
+		return nil
+	}
+	if err := p.CheckImage(img); err != nil {
+		return field.ErrorList{field.Forbidden(fldPath.Child("loadBalancer", "image"), err.Error())}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 	"github.com/dockyard-dev/dockyard/test/envtest"
 )
 
@@ -30,7 +31,12 @@ func TestMain(m *testing.M) {
 	var err error
 	env, err = envtest.Start(ctx, envtest.Options{
 		Setup: func(_ context.Context, mgr ctrl.Manager) error {
-			return SetupWithManager(mgr, Options{DefaultLoadBalancerImage: testLBImage})
+			// The policy of a manager whose administrator allows mounting the engine's socket.
+			p, err := policy.New([]string{"/var/run/docker.sock"}, policy.DefaultImageRepositories)
+			if err != nil {
+				return err
+			}
+			return SetupWithManager(mgr, Options{DefaultLoadBalancerImage: testLBImage, Policy: p})
 		},
 	})
 	if err != nil {
@@ -162,6 +168,9 @@ func TestDockyardClusterRejectsInvalidSpecs(t *testing.T) {
 		{"invalid load balancer image", func(s *infrav1.DockyardClusterSpec) {
 			s.LoadBalancer.Image = "Not An Image"
 		}, []string{"spec.loadBalancer.image"}},
+		{"load balancer image from another repository", func(s *infrav1.DockyardClusterSpec) {
+			s.LoadBalancer.Image = "registry.example.internal/haproxy:2"
+		}, []string{"spec.loadBalancer.image", "--allowed-image-repositories"}},
 		{"invalid network name", func(s *infrav1.DockyardClusterSpec) {
 			s.Network.Name = "-bad name"
 		}, []string{"spec.network.name"}},
@@ -241,6 +250,23 @@ func TestDockyardMachineRejectsInvalidSpecs(t *testing.T) {
 		{"negative bootstrap timeout", func(s *infrav1.DockyardMachineSpec) {
 			s.BootstrapTimeout = &metav1.Duration{Duration: -time.Minute}
 		}, []string{"spec.bootstrapTimeout"}},
+		// What the manager's policy does not allow: the host's root, however spelled, and any
+		// other path; images from other repositories; another provider's IDs.
+		{"the host's root", func(s *infrav1.DockyardMachineSpec) {
+			s.ExtraMounts[0].HostPath = "/"
+		}, []string{"spec.extraMounts[0].hostPath", "may not be mounted", "--allowed-host-paths"}},
+		{"the host's root through ..", func(s *infrav1.DockyardMachineSpec) {
+			s.ExtraMounts[0].HostPath = "/tmp/.."
+		}, []string{"spec.extraMounts[0].hostPath", "--allowed-host-paths"}},
+		{"a path out of the allowed one", func(s *infrav1.DockyardMachineSpec) {
+			s.ExtraMounts[0].HostPath = "/var/run/docker.sock/../../../etc"
+		}, []string{"spec.extraMounts[0].hostPath", "--allowed-host-paths"}},
+		{"an image from another repository", func(s *infrav1.DockyardMachineSpec) {
+			s.Image = "alpine:3"
+		}, []string{"spec.image", "docker.io/library/alpine", "--allowed-image-repositories"}},
+		{"another provider's ID", func(s *infrav1.DockyardMachineSpec) {
+			s.ProviderID = "aws:///x"
+		}, []string{"spec.providerID", infrav1.ProviderIDPrefix}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -339,4 +365,29 @@ func TestTemplatesRejectInvalidSpecs(t *testing.T) {
 			Spec:       validMachineSpec(),
 		}}}
 	expectRejected(t, env.Client.Create(ctx, badMeta), "spec.template.metadata.labels")
+
+	rootMount := validMachineSpec()
+	rootMount.ExtraMounts[0].HostPath = "/"
+	rootMount.Image = "alpine:3"
+	dmt3 := &infrav1.DockyardMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "mt3", Namespace: ns},
+		Spec: infrav1.DockyardMachineTemplateSpec{Template: infrav1.DockyardMachineTemplateResource{Spec: rootMount}}}
+	expectRejected(t, env.Client.Create(ctx, dmt3), "spec.template.spec.extraMounts[0].hostPath", "spec.template.spec.image", "--allowed-host-paths")
+}
+
+// Tightening the policy must not block updates of objects admitted before (Cluster API keeps
+// updating their labels and owner references): only what changes is checked.
+func TestPolicyChecksOnlyWhatChanges(t *testing.T) {
+	strict := policy.Default()
+	old := validMachineSpec() // mounts the engine's socket, which the default policy refuses
+	updated := old.DeepCopy()
+	if errs := checkMachinePolicy(strict, &old, updated, nil); len(errs) != 0 {
+		t.Errorf("an unchanged mount was refused: %v", errs)
+	}
+	updated.ExtraMounts = append(updated.ExtraMounts, infrav1.Mount{HostPath: "/etc", ContainerPath: "/host-etc"})
+	if errs := checkMachinePolicy(strict, &old, updated, nil); len(errs) != 1 || !strings.Contains(errs[0].Error(), "/etc") {
+		t.Errorf("an added mount was not refused: %v", errs)
+	}
+	if errs := checkMachinePolicy(strict, nil, &old, nil); len(errs) != 1 {
+		t.Errorf("a new object's mount was not refused: %v", errs)
+	}
 }

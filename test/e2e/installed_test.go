@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -54,6 +55,7 @@ var _ = Describe("Installed with clusterctl in a management cluster of container
 		mgmtClient      client.Client
 		mgmtKubeconfig  string
 		imageVariables  map[string]string
+		initVariables   map[string]string
 		mgmtConnections = func(ctx context.Context) map[string]bool {
 			c, err := engine.InspectContainer(ctx, mgmt.NodeName(mgmtName))
 			Expect(err).NotTo(HaveOccurred())
@@ -97,6 +99,10 @@ var _ = Describe("Installed with clusterctl in a management cluster of container
 			"DOCKYARD_LB_IMAGE":              lbImage,
 			"DOCKYARD_NODE_IMAGE_REPOSITORY": nodeImageRepo,
 		}
+		// The management clusters of the self-hosted pivot let workload nodes mount the engine's
+		// socket, and nothing else of the host.
+		initVariables = maps.Clone(imageVariables)
+		initVariables["DOCKYARD_ALLOWED_HOST_PATHS"] = mgmt.DefaultEngineSocket
 	}, NodeTimeout(20*time.Minute))
 
 	AfterEach(func(ctx SpecContext) {
@@ -107,7 +113,7 @@ var _ = Describe("Installed with clusterctl in a management cluster of container
 
 	It("installs cert-manager, Cluster API and Dockyard with clusterctl init: every pod Ready, webhooks served, the manager under its own RBAC", func(ctx SpecContext) {
 		start := time.Now()
-		clusterctl(ctx, imageVariables, "init", "--infrastructure", "dockyard", "--config", config,
+		clusterctl(ctx, initVariables, "init", "--infrastructure", "dockyard", "--config", config,
 			"--kubeconfig", mgmtKubeconfig, "--wait-providers", "--wait-provider-timeout", "900")
 		timings.add("installed: clusterctl init to every provider's pods Ready", time.Since(start))
 
@@ -151,6 +157,19 @@ var _ = Describe("Installed with clusterctl in a management cluster of container
 			Should(MatchError(ContainSubstring("must be at least 30s")), "the validating webhook must reject it")
 		err := mgmtClient.Create(ctx, bad, client.DryRunAll)
 		Expect(err).To(MatchError(ContainSubstring("admission webhook")))
+
+		By("the manager's policy: the engine's socket may be mounted, the host's root may not")
+		socket := &infrav1.DockyardMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "mounts"},
+			Spec: infrav1.DockyardMachineSpec{ExtraMounts: []infrav1.Mount{
+				{HostPath: mgmt.DefaultEngineSocket, ContainerPath: mgmt.DefaultEngineSocket},
+			}},
+		}
+		Expect(mgmtClient.Create(ctx, socket.DeepCopy(), client.DryRunAll)).To(Succeed())
+		root := socket.DeepCopy()
+		root.Spec.ExtraMounts[0].HostPath = "/tmp/.."
+		Expect(mgmtClient.Create(ctx, root, client.DryRunAll)).To(MatchError(And(
+			ContainSubstring("spec.extraMounts[0].hostPath"), ContainSubstring("--allowed-host-paths"))))
 
 		By("the manager runs under its own ServiceAccount with the generated RBAC, never cluster-admin")
 		deploy := &appsv1.Deployment{}
@@ -216,7 +235,7 @@ var _ = Describe("Installed with clusterctl in a management cluster of container
 
 		By("clusterctl init into the workload cluster")
 		start = time.Now()
-		clusterctl(ctx, imageVariables, "init", "--infrastructure", "dockyard", "--config", config,
+		clusterctl(ctx, initVariables, "init", "--infrastructure", "dockyard", "--config", config,
 			"--kubeconfig", wlKubeconfig, "--wait-providers", "--wait-provider-timeout", "900")
 		timings.add("pivot: clusterctl init into the workload cluster", time.Since(start))
 
