@@ -132,7 +132,11 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, dc *infrav1.DockyardCluster) (ctrl.Result, error) {
 	key := docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}
-	network := clusterNetwork(dc, key)
+	network, err := clusterNetwork(ctx, r.Nodes, dc, key)
+	if err != nil {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "%v", err)
+		return ctrl.Result{}, err
+	}
 
 	net, err := r.Nodes.EnsureNetwork(ctx, key, network)
 	if err != nil {
@@ -241,7 +245,11 @@ func (r *DockyardClusterReconciler) reconcileDelete(ctx context.Context, dc *inf
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 
-	if err := r.Nodes.DeleteCluster(ctx, key, clusterNetwork(dc, key)); err != nil {
+	network, err := clusterNetwork(ctx, r.Nodes, dc, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Nodes.DeleteCluster(ctx, key, network); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "deleting the containers, volumes and network of cluster %s", key)
 	}
 	log.Info("Deleted the load balancer and network of the cluster")

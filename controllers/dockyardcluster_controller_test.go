@@ -47,11 +47,11 @@ func TestClusterProvisionsNetworkLoadBalancerAndEndpoint(t *testing.T) {
 	if !controllerutil.ContainsFinalizer(got, infrav1.ClusterFinalizer) {
 		t.Error("finalizer missing")
 	}
-	lb, err := f.rt.InspectContainer(f.ctx, "c1-lb")
+	lb, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	network := "dockyard-ns1-c1"
+	network := testNetwork
 	if got.Spec.ControlPlaneEndpoint.Host != lb.Networks[network].IPv4 || got.Spec.ControlPlaneEndpoint.Port != 6443 {
 		t.Errorf("endpoint %+v, load balancer address %s", got.Spec.ControlPlaneEndpoint, lb.Networks[network].IPv4)
 	}
@@ -148,10 +148,10 @@ func TestClusterLoadBalancerImageOutsideThePolicy(t *testing.T) {
 func TestStaleStoppedLoadBalancerIsReplaced(t *testing.T) {
 	f := newFixture(t)
 	f.reconcileClusterN(3)
-	first, _ := f.rt.InspectContainer(f.ctx, "c1-lb")
-	f.rt.StopContainer("c1-lb", 1)
+	first, _ := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
+	f.rt.StopContainer("c1-lb."+testNS, 1)
 	f.reconcileClusterN(1)
-	second, err := f.rt.InspectContainer(f.ctx, "c1-lb")
+	second, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +163,9 @@ func TestStaleStoppedLoadBalancerIsReplaced(t *testing.T) {
 	}
 	// The engine gave the replacement another address than the endpoint: that is reported,
 	// not hidden behind a true condition.
-	if first.Networks["dockyard-ns1-c1"].IPv4 != second.Networks["dockyard-ns1-c1"].IPv4 {
+	if first.Networks[testNetwork].IPv4 != second.Networks[testNetwork].IPv4 {
 		expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
-			infrav1.LoadBalancerAddressChangedReason, first.Networks["dockyard-ns1-c1"].IPv4)
+			infrav1.LoadBalancerAddressChangedReason, first.Networks[testNetwork].IPv4)
 	} else {
 		t.Error("the fake engine should have given the replacement a new address")
 	}
@@ -232,7 +232,7 @@ func TestClusterDeletionWaitsForMachinesThenRemovesEverything(t *testing.T) {
 	f.reconcileClusterN(1)
 	got := f.getDockyardCluster()
 	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "1 DockyardMachines")
-	if _, err := f.rt.InspectContainer(f.ctx, "c1-lb"); err != nil {
+	if _, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS); err != nil {
 		t.Error("load balancer removed while machines remain")
 	}
 
@@ -261,7 +261,7 @@ func TestClusterDeletionKeepsTheUsersNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.reconcileClusterN(3)
-	f.rt.WithContainer("c1-lb", func(c *fake.Container) {
+	f.rt.WithContainer("c1-lb."+testNS, func(c *fake.Container) {
 		if c.Spec.Network != "shared" {
 			t.Errorf("load balancer on network %q", c.Spec.Network)
 		}

@@ -198,7 +198,9 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s.network = clusterNetwork(dc, s.key)
+	if s.network, err = clusterNetwork(ctx, r.Nodes, dc, s.key); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	node, err := r.Nodes.GetNode(ctx, s.key, dm.Name)
 	if err != nil {
@@ -288,7 +290,7 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	// 9. providerID, addresses, failure domain, provisioned.
 	address := docker.NodeAddress(node, s.network)
 	dm.Spec.ProviderID = infrav1.ProviderIDPrefix + node.Name
-	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Name}}
+	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Hostname}}
 	if address != "" {
 		dm.Status.Addresses = append(dm.Status.Addresses,
 			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: address},
@@ -303,7 +305,7 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	// No cloud controller sets the Node's providerID for containers; Dockyard does, so
 	// Cluster API can match the Machine with its Node.
 	if !machine.Status.NodeRef.IsDefined() {
-		return r.setNodeProviderID(ctx, s, node.Name)
+		return r.setNodeProviderID(ctx, s, node.Hostname)
 	}
 	return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
 }
@@ -386,7 +388,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 
 	switch status.Phase {
 	case docker.BootstrapNotStarted:
-		plan, err := r.bootstrapPlan(ctx, s, node.Name)
+		plan, err := r.bootstrapPlan(ctx, s, node.Hostname)
 		if err != nil {
 			setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, "%v", err)
 			r.Recorder.Eventf(dm, corev1.EventTypeWarning, "BootstrapDataInvalid", "%v", err)
@@ -416,7 +418,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 	case docker.BootstrapSucceeded:
 		if !conditions.IsTrue(dm, infrav1.BootstrapSucceededCondition) {
 			note := ""
-			if plan, err := r.bootstrapPlan(ctx, s, node.Name); err == nil {
+			if plan, err := r.bootstrapPlan(ctx, s, node.Hostname); err == nil {
 				note = ignoredNote(plan)
 			}
 			setBootstrapCondition(dm, metav1.ConditionTrue, infrav1.BootstrapSucceededReason, "Bootstrap data ran in node %s%s", node.Name, note)
@@ -428,7 +430,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 	// Failed, timed out or interrupted: kubeadm must not run twice in one node, so this is
 	// final for the node. A MachineHealthCheck (or the user) replaces the Machine.
 	step := fmt.Sprintf("step %d", status.Step)
-	if plan, err := r.bootstrapPlan(ctx, s, node.Name); err == nil && status.Step >= 1 && status.Step <= len(plan.Steps) {
+	if plan, err := r.bootstrapPlan(ctx, s, node.Hostname); err == nil && status.Step >= 1 && status.Step <= len(plan.Steps) {
 		step = fmt.Sprintf("step %d/%d (%s)", status.Step, len(plan.Steps), describeStep(plan.Steps[status.Step-1]))
 	}
 	var reason, msg string
@@ -520,7 +522,8 @@ func (r *DockyardMachineReconciler) updateLoadBalancer(ctx context.Context, s *m
 	return nil
 }
 
-// setNodeProviderID sets the providerID on the workload cluster's Node named like the node.
+// setNodeProviderID sets the providerID on the workload cluster's Node named like the node's
+// hostname (kubelet registers it under that name).
 func (r *DockyardMachineReconciler) setNodeProviderID(ctx context.Context, s *machineScope, nodeName string) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	remote, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
@@ -556,7 +559,7 @@ func (r *DockyardMachineReconciler) setNodeProviderID(ctx context.Context, s *ma
 }
 
 func (r *DockyardMachineReconciler) reportVanished(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	name := docker.NodeName(s.key.Name, s.dm.Name)
+	name := strings.TrimPrefix(s.dm.Spec.ProviderID, infrav1.ProviderIDPrefix) // the container it was
 	msg := fmt.Sprintf("Node container %s was removed outside Dockyard; it is not recreated. Delete the Machine (or let a MachineHealthCheck remediate it) to replace it", name)
 	if conditions.GetReason(s.dm, infrav1.ContainerProvisionedCondition) != infrav1.ContainerNotFoundReason {
 		ctrl.LoggerFrom(ctx).Info("Node container vanished", "container", name)
@@ -612,7 +615,9 @@ func (r *DockyardMachineReconciler) reconcileDelete(ctx context.Context, s *mach
 					return ctrl.Result{}, err
 				}
 			}
-			s.network = clusterNetwork(dc, s.key)
+			if s.network, err = clusterNetwork(ctx, r.Nodes, dc, s.key); err != nil {
+				return ctrl.Result{}, err
+			}
 			if err := r.updateLoadBalancer(ctx, s, dc); err != nil {
 				return ctrl.Result{}, err
 			}

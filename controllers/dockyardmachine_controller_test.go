@@ -21,7 +21,11 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
-const cpName = "c1-control-plane-abc12"
+const (
+	cpName = "c1-control-plane-abc12"
+	// cpNode is its node container: the hostname (the machine's name) with the namespace.
+	cpNode = cpName + "." + testNS
+)
 
 func TestMachineWaitsForItsOwner(t *testing.T) {
 	_, dm, _ := machineObjects(cpName, true)
@@ -120,19 +124,19 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	}
 
 	// The node container: kind labels, control plane port on loopback, node mounts.
-	node, err := f.rt.InspectContainer(f.ctx, cpName)
+	node, err := f.rt.InspectContainer(f.ctx, cpNode)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for k, v := range map[string]string{
-		"io.x-k8s.kind.cluster": testCluster, "io.x-k8s.kind.role": "control-plane",
+		"io.x-k8s.kind.cluster": testCluster + "." + testNS, "io.x-k8s.kind.role": "control-plane",
 		docker.ClusterLabel: testNS + "/" + testCluster, docker.MachineLabel: testNS + "/" + cpName,
 	} {
 		if node.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
 		}
 	}
-	f.rt.WithContainer(cpName, func(c *fake.Container) {
+	f.rt.WithContainer(cpNode, func(c *fake.Container) {
 		spec := c.Spec
 		if spec.Image != testNodeImage || spec.Hostname != cpName || spec.StopSignal != "SIGRTMIN+3" || !spec.Tty {
 			t.Errorf("unexpected node spec: image %s hostname %s stop %s tty %v", spec.Image, spec.Hostname, spec.StopSignal, spec.Tty)
@@ -161,7 +165,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 
 	// The control plane joined the load balancer before its bootstrap finished.
 	cfg := f.loadBalancerConfig()
-	if !strings.Contains(cfg, "server "+cpName+" ") {
+	if !strings.Contains(cfg, "server "+cpNode+" ") {
 		t.Errorf("control plane node missing from the load balancer:\n%s", cfg)
 	}
 
@@ -174,13 +178,13 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	}
 
 	// The bootstrap finishes; the node registers.
-	f.sim.Complete(f.rt, cpName)
+	f.sim.Complete(f.rt, cpNode)
 	f.reconcileMachine(cpName) // provisioned; waits for the Node
 	f.registerNode(cpName)
 	f.reconcileMachine(cpName)
 
 	got = f.getMachine(cpName)
-	wantID := "dockyard:////" + cpName
+	wantID := "dockyard:////" + cpNode
 	if got.Spec.ProviderID != wantID || !ptr.Deref(got.Status.Initialization.Provisioned, false) {
 		t.Fatalf("providerID %q provisioned %v", got.Spec.ProviderID, got.Status.Initialization.Provisioned)
 	}
@@ -197,7 +201,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
 
 	// The bootstrap files landed with their modes; the staged copies are gone.
-	f.rt.WithContainer(cpName, func(c *fake.Container) {
+	f.rt.WithContainer(cpNode, func(c *fake.Container) {
 		if !strings.Contains(string(c.Files["/etc/kubernetes/pki/ca.key"]), "not-a-real-key") || string(c.Files["/etc/kubernetes/pki/ca.key.mode"]) != "0600" {
 			t.Errorf("ca.key not installed with mode 0600")
 		}
@@ -205,7 +209,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 			t.Error("staged bootstrap files left in the node")
 		}
 	})
-	if cmds := f.sim.Commands[cpName]; len(cmds) != 1 || !strings.Contains(cmds[0], testKubeadmCmd) {
+	if cmds := f.sim.Commands[cpNode]; len(cmds) != 1 || !strings.Contains(cmds[0], testKubeadmCmd) {
 		t.Errorf("bootstrap commands: %q", cmds)
 	}
 
@@ -232,7 +236,7 @@ func mustSave(t *testing.T, img string) *strings.Reader {
 func (f *fixture) loadBalancerConfig() string {
 	f.t.Helper()
 	var cfg string
-	f.rt.WithContainer(docker.LoadBalancerName(testCluster), func(c *fake.Container) {
+	f.rt.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: testNS, Name: testCluster}), func(c *fake.Container) {
 		cfg = string(c.Files[docker.LoadBalancerConfigPath])
 	})
 	return cfg
@@ -254,7 +258,7 @@ func TestWorkerMachineDoesNotJoinTheLoadBalancer(t *testing.T) {
 	f := newFixture(t, m, dm, s)
 	f.provisionCluster()
 	f.provisionMachine("c1-md-0-xyz")
-	node, err := f.rt.InspectContainer(f.ctx, "c1-md-0-xyz")
+	node, err := f.rt.InspectContainer(f.ctx, "c1-md-0-xyz."+testNS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +299,7 @@ func TestMachineWhoseContainerRuntimeCannotRunPodsIsReportedNotBootstrapped(t *t
 	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.NodeRuntimeFailedReason,
 		"CRI plugin failed to load", "too many open files", "fs.inotify.max_user_instances")
 	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.WaitingForContainerReason)
-	if n := len(f.sim.Commands[cpName]); n != 0 {
+	if n := len(f.sim.Commands[cpNode]); n != 0 {
 		t.Errorf("the bootstrap ran %d commands in a node that cannot run pods", n)
 	}
 	if res.RequeueAfter == 0 {
@@ -389,7 +393,7 @@ func TestMachineFallsBackWhenPrivilegedIsRefused(t *testing.T) {
 	}
 	f.provisionCluster()
 	f.provisionMachine(cpName)
-	f.rt.WithContainer(cpName, func(c *fake.Container) {
+	f.rt.WithContainer(cpNode, func(c *fake.Container) {
 		sec := c.Spec.Security
 		if sec.Privileged || len(sec.CapAdd) != 1 || sec.CapAdd[0] != "ALL" || len(sec.CapDrop) != 1 || sec.CapDrop[0] != "SYS_RESOURCE" ||
 			len(sec.DeviceCgroupRules) != 1 || !sec.PrivateCgroupNamespace || !sec.Unconfined {
@@ -442,7 +446,7 @@ func TestMachineBootstrapFailureShowsCommandAndOutput(t *testing.T) {
 	}
 	// It is not started again.
 	f.reconcileMachine(cpName)
-	if n := len(f.sim.Commands[cpName]); n != 1 {
+	if n := len(f.sim.Commands[cpNode]); n != 1 {
 		t.Errorf("kubeadm ran %d times", n)
 	}
 }
@@ -456,7 +460,7 @@ func TestMachineBootstrapTimesOut(t *testing.T) {
 	f.admitMachine(cpName)
 	f.reconcileMachine(cpName)
 	// Two minutes later the bootstrap still runs: Dockyard stops it and reports the timeout.
-	f.backdateBootstrap(cpName, 2*time.Minute)
+	f.backdateBootstrap(cpNode, 2*time.Minute)
 	f.reconcileMachine(cpName)
 	f.reconcileMachine(cpName)
 	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapTimedOutReason, "1m0s")
@@ -476,9 +480,9 @@ func TestMachineBootstrapSurvivesAManagerRestart(t *testing.T) {
 		f.reconcileMachine(cpName)
 	}
 	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapRunningReason)
-	f.sim.Complete(f.rt, cpName)
+	f.sim.Complete(f.rt, cpNode)
 	f.reconcileMachine(cpName)
-	if n := len(f.sim.Commands[cpName]); n != 1 {
+	if n := len(f.sim.Commands[cpNode]); n != 1 {
 		t.Errorf("kubeadm ran %d times across the restart", n)
 	}
 	if !ptr.Deref(f.getMachine(cpName).Status.Initialization.Provisioned, false) {
@@ -492,13 +496,13 @@ func TestMachineContainerStoppedOrVanishedIsReportedNotRecreated(t *testing.T) {
 	f.provisionCluster()
 	f.provisionMachine(cpName)
 
-	f.rt.StopContainer(cpName, 137)
+	f.rt.StopContainer(cpNode, 137)
 	f.reconcileMachine(cpName)
 	got := f.getMachine(cpName)
 	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "exit code 137", "fake logs")
 	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.ContainerStoppedReason)
 
-	if err := f.rt.RemoveContainer(f.ctx, cpName); err != nil {
+	if err := f.rt.RemoveContainer(f.ctx, cpNode); err != nil {
 		t.Fatal(err)
 	}
 	creates := f.rt.CallCount("CreateContainer")
@@ -537,11 +541,11 @@ func TestDeletingAControlPlaneMachineLeavesTheLoadBalancerFirst(t *testing.T) {
 	if cfg := f.loadBalancerConfig(); strings.Contains(cfg, "server "+cpName) {
 		t.Errorf("deleting machine still a backend:\n%s", cfg)
 	}
-	if _, err := f.rt.InspectContainer(f.ctx, cpName); err != nil {
+	if _, err := f.rt.InspectContainer(f.ctx, cpNode); err != nil {
 		t.Errorf("container removed before the DockyardMachine was deleted: %v", err)
 	}
 	signals := 0
-	f.rt.WithContainer(docker.LoadBalancerName(testCluster), func(c *fake.Container) { signals = len(c.Signals) })
+	f.rt.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: testNS, Name: testCluster}), func(c *fake.Container) { signals = len(c.Signals) })
 	if signals < 3 {
 		t.Errorf("load balancer reloaded %d times, want a reload per change", signals)
 	}
@@ -555,7 +559,7 @@ func TestDeletingAControlPlaneMachineLeavesTheLoadBalancerFirst(t *testing.T) {
 		t.Error("DockyardMachine still exists: finalizer not removed")
 	}
 	for _, n := range f.rt.ContainerNames() {
-		if n == cpName {
+		if n == cpNode {
 			t.Error("node container left behind")
 		}
 	}
@@ -575,7 +579,7 @@ func TestDeletionWorksWhenThingsAreAlreadyGone(t *testing.T) {
 		f := newFixture(t, m, dm, s)
 		f.provisionCluster()
 		f.provisionMachine(cpName)
-		if err := f.rt.RemoveContainer(f.ctx, cpName); err != nil {
+		if err := f.rt.RemoveContainer(f.ctx, cpNode); err != nil {
 			t.Fatal(err)
 		}
 		f.deleteAndExpectGone(cpName)

@@ -162,15 +162,15 @@ func TestEnvtestClusterAndMachinesThroughTheFlow(t *testing.T) {
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node); err != nil {
 				return err
 			}
-			if node.Spec.ProviderID != dm.Spec.ProviderID || dm.Spec.ProviderID != "dockyard:////"+n {
+			if node.Spec.ProviderID != dm.Spec.ProviderID || dm.Spec.ProviderID != "dockyard:////"+n+"."+ns {
 				return fmt.Errorf("node providerID %q, machine providerID %q", node.Spec.ProviderID, dm.Spec.ProviderID)
 			}
 			return nil
 		})
 	}
 	var cfg string
-	envRuntime.WithContainer(docker.LoadBalancerName("flow1"), func(c *fake.Container) { cfg = string(c.Files[docker.LoadBalancerConfigPath]) })
-	if !strings.Contains(cfg, "server flow1-cp-1 ") || strings.Contains(cfg, "flow1-md-1") {
+	envRuntime.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: ns, Name: "flow1"}), func(c *fake.Container) { cfg = string(c.Files[docker.LoadBalancerConfigPath]) })
+	if !strings.Contains(cfg, "server flow1-cp-1."+ns+" ") || strings.Contains(cfg, "flow1-md-1") {
 		t.Errorf("load balancer backends:\n%s", cfg)
 	}
 
@@ -239,7 +239,7 @@ func TestEnvtestPausedClusterStopsReconciliation(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := envRuntime.InspectContainer(ctx, docker.LoadBalancerName("paused1")); err == nil {
+	if _, err := envRuntime.InspectContainer(ctx, docker.LoadBalancerName(docker.ClusterKey{Namespace: cluster.Namespace, Name: "paused1"})); err == nil {
 		t.Error("load balancer created for a paused cluster")
 	}
 }

@@ -30,6 +30,7 @@ import (
 const (
 	testNS         = "ns1"
 	testCluster    = "c1"
+	testNetwork    = "dockyard-" + testCluster + "." + testNS
 	testNodeImage  = "kindest/node:v1.34.4"
 	testKubeadmCmd = "kubeadm init --config /run/kubeadm/kubeadm.yaml"
 )

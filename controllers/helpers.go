@@ -29,11 +29,13 @@ func deletedForMove(obj metav1.Object) bool {
 }
 
 // clusterNetwork is the container network of a cluster: the spec's, or Dockyard's own.
-func clusterNetwork(dc *infrav1.DockyardCluster, key docker.ClusterKey) string {
-	if dc != nil && dc.Spec.Network.Name != "" {
-		return dc.Spec.Network.Name
+func clusterNetwork(ctx context.Context, nodes *docker.Manager, dc *infrav1.DockyardCluster, key docker.ClusterKey) (string, error) {
+	specName := ""
+	if dc != nil {
+		specName = dc.Spec.Network.Name
 	}
-	return docker.DefaultNetworkName(key)
+	network, err := nodes.ClusterNetwork(ctx, key, specName)
+	return network, errors.Wrapf(err, "finding the network of cluster %s", key)
 }
 
 // clusterNameOf returns the name of the Cluster an object belongs to, from its owner reference

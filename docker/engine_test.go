@@ -126,10 +126,12 @@ func TestNodeContainerBootsWithSystemdWithoutPrivilege(t *testing.T) {
 	if out, code := execOut(t, rt, node.Name, "sh", "-c", probe); code != 0 {
 		t.Errorf("cgroups are not writable in the node: %s", out)
 	}
-	if out, _ := execOut(t, rt, node.Name, "hostname"); out != node.Name {
-		t.Errorf("hostname %q, want %q", out, node.Name)
+	// The container's name is qualified by the namespace; the hostname (the Kubernetes node
+	// name) is not.
+	if out, _ := execOut(t, rt, node.Name, "hostname"); out != node.Hostname || node.Name != node.Hostname+"."+key.Namespace {
+		t.Errorf("hostname %q, container %q, want %q and %q", out, node.Name, node.Hostname, node.Hostname+"."+key.Namespace)
 	}
-	if node.Labels["io.x-k8s.kind.cluster"] != key.Name || node.Labels["io.x-k8s.kind.role"] != "control-plane" {
+	if node.Labels["io.x-k8s.kind.cluster"] != key.Name+"."+key.Namespace || node.Labels["io.x-k8s.kind.role"] != "control-plane" {
 		t.Errorf("kind labels: %v", node.Labels)
 	}
 	if len(node.Ports) != 1 || node.Ports[0].HostIP != "127.0.0.1" || node.Ports[0].HostPort == 0 {

@@ -35,26 +35,22 @@ type LoadBalancerSpec struct {
 // and replacing it when it stopped: it holds no state but its configuration, which is
 // rendered again.
 func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*container.Container, error) {
-	name := LoadBalancerName(spec.Cluster.Name)
-	c, err := m.runtime.InspectContainer(ctx, name)
+	c, err := m.GetLoadBalancer(ctx, spec.Cluster)
 	switch {
-	case container.IsNotFound(err):
 	case err != nil:
 		return nil, err
-	case c.Labels[ClusterLabel] != spec.Cluster.String():
-		return nil, errors.Errorf("container %s belongs to cluster %s, not %s: cluster names must be unique across namespaces on one engine",
-			name, c.Labels[ClusterLabel], spec.Cluster)
-	case c.Running:
+	case c != nil && c.Running:
 		return c, nil
 	}
 	if err := m.Allowed(spec.Image, nil); err != nil {
 		return nil, err
 	}
 	if c != nil {
-		if err := m.runtime.RemoveContainer(ctx, name); err != nil {
-			return nil, errors.Wrapf(err, "replacing the stopped load balancer %s", name)
+		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
+			return nil, errors.Wrapf(err, "replacing the stopped load balancer %s", c.Name)
 		}
 	}
+	name := LoadBalancerName(spec.Cluster)
 
 	if err := m.EnsureImage(ctx, spec.Image); err != nil {
 		return nil, err
@@ -76,11 +72,9 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 
 // GetLoadBalancer returns a cluster's load balancer container, or nil when it does not exist.
 func (m *Manager) GetLoadBalancer(ctx context.Context, cluster ClusterKey) (*container.Container, error) {
-	c, err := m.runtime.InspectContainer(ctx, LoadBalancerName(cluster.Name))
-	if container.IsNotFound(err) {
-		return nil, nil
-	}
-	return c, err
+	labels := cluster.ClusterLabels()
+	labels[KindRoleLabel] = string(RoleLoadBalancer)
+	return m.findContainer(ctx, LoadBalancerName(cluster), labels)
 }
 
 // DeleteLoadBalancer removes a cluster's load balancer; one that is gone is not an error.
@@ -88,9 +82,6 @@ func (m *Manager) DeleteLoadBalancer(ctx context.Context, cluster ClusterKey) er
 	c, err := m.GetLoadBalancer(ctx, cluster)
 	if err != nil || c == nil {
 		return err
-	}
-	if c.Labels[ClusterLabel] != cluster.String() {
-		return nil // another namespace's cluster of the same name owns it
 	}
 	return m.runtime.RemoveContainer(ctx, c.Name)
 }
@@ -106,7 +97,14 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	unlock := m.lockCluster(cluster)
 	defer unlock()
 
-	name := LoadBalancerName(cluster.Name)
+	lb, err := m.GetLoadBalancer(ctx, cluster)
+	if err != nil {
+		return false, err
+	}
+	if lb == nil {
+		return false, errors.Errorf("cluster %s has no load balancer", cluster)
+	}
+	name := lb.Name
 	list, err := backends(ctx)
 	if err != nil {
 		return false, err

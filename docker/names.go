@@ -1,7 +1,8 @@
 package docker
 
 import (
-	"fmt"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	kindconstants "sigs.k8s.io/kind/pkg/cluster/constants"
@@ -48,31 +49,65 @@ func (k ClusterKey) MachineLabels(machine string) map[string]string {
 	return map[string]string{ClusterLabel: k.String(), MachineLabel: k.Namespace + "/" + machine}
 }
 
+// labels are the labels of a container of the cluster with a role. kind's cluster label holds
+// the namespace-qualified name, so `kind get nodes --name <cluster>.<namespace>` lists one
+// cluster's nodes even when another namespace has a cluster of the same name.
 func (k ClusterKey) labels(role Role) map[string]string {
 	return map[string]string{
 		ClusterLabel:     k.String(),
-		KindClusterLabel: k.Name,
+		KindClusterLabel: k.qualify(k.Name),
 		KindRoleLabel:    string(role),
 	}
 }
 
-// NodeName is the container name, hostname and Kubernetes node name of a machine: the
-// machine's name, prefixed with the cluster's name unless it already starts with it.
-func NodeName(cluster, machine string) string {
-	if strings.HasPrefix(machine, cluster) {
-		return machine
+// Names on the engine are derived from the namespace and the name, so any two Cluster API
+// clusters coexist on one engine: a container is "<hostname>.<namespace>" (namespaces have no
+// dots, so the last dot separates it), a cluster's network "dockyard-<cluster>.<namespace>".
+// Clusters without a namespace (management clusters made by pkg/mgmt) keep the bare names.
+// Dockyard finds its containers and networks by their labels, never by these names, so
+// clusters made by earlier versions (named "<node>", "<cluster>-lb", "dockyard-<ns>-<cluster>")
+// keep working next to new ones.
+
+// qualify appends the cluster's namespace to a name.
+func (k ClusterKey) qualify(name string) string {
+	if k.Namespace == "" {
+		return name
 	}
-	return cluster + "-" + machine
+	return name + "." + k.Namespace
+}
+
+// maxHostnameLength is the longest hostname Linux allows, and the longest name of a DNS label.
+const maxHostnameLength = 63
+
+// NodeHostname is the hostname, and so the Kubernetes node name, of a machine's node: the
+// machine's name, prefixed with the cluster's name unless it already starts with it; a name
+// longer than 63 characters is cut and ends with a hash of the whole, so it stays unique.
+func NodeHostname(cluster, machine string) string {
+	name := machine
+	if !strings.HasPrefix(machine, cluster) {
+		name = cluster + "-" + machine
+	}
+	if len(name) <= maxHostnameLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8]
+	return strings.TrimRight(name[:maxHostnameLength-len(suffix)], "-.") + suffix
+}
+
+// NodeName is the container name of a machine's node: its hostname with the namespace.
+func NodeName(k ClusterKey, machine string) string {
+	return k.qualify(NodeHostname(k.Name, machine))
 }
 
 // LoadBalancerName is the container name of a cluster's load balancer.
-func LoadBalancerName(cluster string) string {
-	return cluster + "-lb"
+func LoadBalancerName(k ClusterKey) string {
+	return k.qualify(k.Name + "-lb")
 }
 
 // DefaultNetworkName is the network a cluster gets when its spec names none.
 func DefaultNetworkName(k ClusterKey) string {
-	return fmt.Sprintf("dockyard-%s-%s", k.Namespace, k.Name)
+	return "dockyard-" + k.qualify(k.Name)
 }
 
 // volumeName is the name of the volume mounted on a node's /var.

@@ -29,6 +29,27 @@ func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name st
 	return m.runtime.InspectNetwork(ctx, name)
 }
 
+// ClusterNetwork is the network a cluster's containers are on: the one its spec names, else
+// Dockyard's own, which is the network labelled as the cluster's when one exists (clusters made
+// by earlier versions have another name) and DefaultNetworkName otherwise.
+func (m *Manager) ClusterNetwork(ctx context.Context, cluster ClusterKey, specName string) (string, error) {
+	if specName != "" {
+		return specName, nil
+	}
+	name := DefaultNetworkName(cluster)
+	if _, err := m.runtime.InspectNetwork(ctx, name); !container.IsNotFound(err) {
+		return name, err
+	}
+	labelled, err := m.runtime.ListNetworks(ctx, cluster.ClusterLabels())
+	if err != nil {
+		return "", err
+	}
+	if len(labelled) == 1 {
+		return labelled[0].Name, nil
+	}
+	return name, nil
+}
+
 // DeleteCluster removes everything left on the engine for a cluster: containers and volumes
 // carrying its label, and the network when Dockyard created it for this cluster. Callers make
 // sure no machine of the cluster is left first.

@@ -35,10 +35,7 @@ type NodeSpec struct {
 }
 
 // Name returns the container name of the node.
-func (s NodeSpec) Name() string { return NodeName(s.Cluster.Name, s.Machine) }
-
-// maxHostnameLength is the longest hostname Linux and Kubernetes node names allow.
-const maxHostnameLength = 63
+func (s NodeSpec) Name() string { return NodeName(s.Cluster, s.Machine) }
 
 // containerSpec renders the engine-level description of the node container.
 func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
@@ -58,18 +55,20 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 	}
 	mounts = append(mounts, s.ExtraMounts...)
 
+	hostname := NodeHostname(s.Cluster.Name, s.Machine)
 	spec := container.ContainerSpec{
-		Name:          name,
-		Hostname:      name,
-		Image:         s.Image,
-		Labels:        labels,
-		Network:       s.Network,
-		Mounts:        mounts,
-		Tty:           true,
-		StopSignal:    "SIGRTMIN+3", // systemd's clean shutdown
-		RestartPolicy: "unless-stopped",
-		Resources:     s.Resources,
-		Security:      nodeSecurity(privileged),
+		Name:           name,
+		Hostname:       hostname,
+		Image:          s.Image,
+		Labels:         labels,
+		Network:        s.Network,
+		NetworkAliases: []string{hostname},
+		Mounts:         mounts,
+		Tty:            true,
+		StopSignal:     "SIGRTMIN+3", // systemd's clean shutdown
+		RestartPolicy:  "unless-stopped",
+		Resources:      s.Resources,
+		Security:       nodeSecurity(privileged),
 	}
 	if s.Role == RoleControlPlane {
 		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: s.APIServerHostPort}}
@@ -97,10 +96,6 @@ func nodeSecurity(privileged bool) container.SecuritySpec {
 // first node in auto mode tells whether the engine allows privileged containers.
 func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
 	name := spec.Name()
-	if len(name) > maxHostnameLength {
-		return nil, errors.Errorf("node name %s is %d characters long; hostnames and node names allow %d: use shorter Machine names",
-			name, len(name), maxHostnameLength)
-	}
 	if err := m.Allowed(spec.Image, spec.ExtraMounts); err != nil {
 		return nil, err
 	}
@@ -163,20 +158,46 @@ func (m *Manager) rememberPrivilege(privileged bool) {
 	m.privileged = &privileged
 }
 
-// GetNode returns the node container of a machine, or nil when it does not exist.
+// GetNode returns the node container of a machine, or nil when it does not exist. It is found
+// by its name or, for nodes made by earlier versions under other names, by its labels.
 func (m *Manager) GetNode(ctx context.Context, cluster ClusterKey, machine string) (*container.Container, error) {
-	c, err := m.runtime.InspectContainer(ctx, NodeName(cluster.Name, machine))
-	if container.IsNotFound(err) {
-		return nil, nil
+	return m.findContainer(ctx, NodeName(cluster, machine), cluster.MachineLabels(machine))
+}
+
+// findContainer inspects the container of a name when it carries the labels, else the one
+// container carrying the labels; nil when there is none.
+func (m *Manager) findContainer(ctx context.Context, name string, labels map[string]string) (*container.Container, error) {
+	c, err := m.runtime.InspectContainer(ctx, name)
+	if err == nil && hasLabels(c.Labels, labels) {
+		return c, nil
 	}
+	if err != nil && !container.IsNotFound(err) {
+		return nil, err
+	}
+	found, err := m.runtime.ListContainers(ctx, labels)
 	if err != nil {
 		return nil, err
 	}
-	if c.Labels[ClusterLabel] != cluster.String() || c.Labels[MachineLabel] != cluster.Namespace+"/"+machine {
-		return nil, errors.Errorf("container %s belongs to %s machine %s, not to %s machine %s: machine names must be unique across namespaces on one engine",
-			c.Name, c.Labels[ClusterLabel], c.Labels[MachineLabel], cluster, machine)
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return m.runtime.InspectContainer(ctx, found[0].Name)
 	}
-	return c, nil
+	names := make([]string, 0, len(found))
+	for _, f := range found {
+		names = append(names, f.Name)
+	}
+	return nil, errors.Errorf("containers %v all carry the labels %v, which only one may", names, labels)
+}
+
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // DeleteNode removes the node container of a machine and its volumes. Deleting a node that is

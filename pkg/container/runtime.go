@@ -184,10 +184,12 @@ type PortMapping struct {
 
 // Container is the observed state of a container.
 type Container struct {
-	ID     string
-	Name   string
-	Image  string
-	Labels map[string]string
+	ID   string
+	Name string
+	// Hostname is the container's hostname (InspectContainer only).
+	Hostname string
+	Image    string
+	Labels   map[string]string
 	// State is the engine's state word: "created", "running", "exited", ...
 	State     string
 	Running   bool

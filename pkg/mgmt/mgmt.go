@@ -91,7 +91,7 @@ type Cluster struct {
 func key(name string) docker.ClusterKey { return docker.ClusterKey{Name: name} }
 
 // NodeName is the name of the management cluster's node container.
-func NodeName(name string) string { return docker.NodeName(name, nodeMachine) }
+func NodeName(name string) string { return docker.NodeName(key(name), nodeMachine) }
 
 // Create makes the management cluster, or finishes making it: every step is skipped when
 // already done, so running it again (after an interruption too) converges.

@@ -170,7 +170,7 @@ func nodeReady(n *corev1.Node) bool {
 // loadBalancerBackends returns the control plane nodes in the cluster's haproxy configuration.
 func loadBalancerBackends(ctx context.Context, c clusterSpec) []string {
 	var out bytes.Buffer
-	code, err := engine.Exec(ctx, docker.LoadBalancerName(c.name), container.ExecOptions{
+	code, err := engine.Exec(ctx, docker.LoadBalancerName(c.key()), container.ExecOptions{
 		Cmd: []string{"cat", docker.LoadBalancerConfigPath}, Stdout: &out,
 	})
 	Expect(err).NotTo(HaveOccurred())
@@ -183,6 +183,12 @@ func loadBalancerBackends(ctx context.Context, c clusterSpec) []string {
 	}
 	sort.Strings(backends)
 	return backends
+}
+
+// nodeContainer is the name of a Machine's node container, from its providerID (Dockyard's
+// "dockyard:////<container>"); its Kubernetes node name is the container's hostname.
+func nodeContainer(m clusterv1.Machine) string {
+	return strings.TrimPrefix(m.Spec.ProviderID, infrav1.ProviderIDPrefix)
 }
 
 // execInNode runs a command in a node container and returns its output.

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
@@ -96,7 +97,7 @@ var _ = Describe("clusterctl move to another management plane", Ordered, func() 
 		Expect(containers).To(HaveLen(2), "a node and a load balancer")
 		var node string
 		for name, ct := range containers {
-			if !strings.HasSuffix(name, "-lb") {
+			if ct.Labels[docker.KindRoleLabel] != string(docker.RoleLoadBalancer) {
 				node = name
 			}
 			fmt.Fprintf(GinkgoWriter, "before the move: %s id %s started %s\n", name, ct.ID, ct.StartedAt)

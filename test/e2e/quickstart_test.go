@@ -78,7 +78,7 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 
 		By("no image was pulled in any node")
 		for _, m := range append(machines(ctx, c, true), machines(ctx, c, false)...) {
-			out, _ := execInNode(ctx, m.Status.NodeRef.Name, "sh", "-c", "journalctl -u containerd --no-pager | grep -c 'PullImage' || true")
+			out, _ := execInNode(ctx, nodeContainer(m), "sh", "-c", "journalctl -u containerd --no-pager | grep -c 'PullImage' || true")
 			Expect(strings.TrimSpace(out)).To(Equal("0"), "node %s pulled images", m.Status.NodeRef.Name)
 		}
 	})
@@ -101,7 +101,7 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
 		var cpNodes []string
 		for _, m := range machines(ctx, c, true) {
-			cpNodes = append(cpNodes, m.Status.NodeRef.Name)
+			cpNodes = append(cpNodes, nodeContainer(m)) // haproxy's server names
 		}
 		Eventually(func() []string { return loadBalancerBackends(ctx, c) }).WithContext(ctx).
 			WithTimeout(2 * time.Minute).Should(ConsistOf(cpNodes))

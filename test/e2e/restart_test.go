@@ -54,7 +54,7 @@ var _ = Describe("Dockyard's manager restarting in the middle of a quick start",
 
 		By("kubeadm ran exactly once in every node")
 		for _, m := range append(machines(ctx, c, true), machines(ctx, c, false)...) {
-			node := m.Status.NodeRef.Name
+			node := nodeContainer(m)
 			out, code := execInNode(ctx, node, "cat", "/var/lib/dockyard/bootstrap/output.log")
 			Expect(code).To(Equal(0), out)
 			marker := "This node has joined the cluster"

@@ -70,7 +70,7 @@ var _ = Describe("Topology flavor (ClusterClass dockyard-quick-start)", Ordered,
 			Expect(dm.Spec.Resources.CPU.Cmp(resource.MustParse("1"))).To(BeZero(), "cpu %s", dm.Spec.Resources.CPU)
 			Expect(dm.Spec.Resources.Memory).NotTo(BeNil())
 			Expect(dm.Spec.Resources.Memory.Cmp(resource.MustParse("2Gi"))).To(BeZero(), "memory %s", dm.Spec.Resources.Memory)
-			worker = m.Status.NodeRef.Name
+			worker = nodeContainer(m)
 		}
 		limits, code := execInNode(ctx, worker, "sh", "-c",
 			"cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us 2>/dev/null || cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max")
@@ -84,7 +84,7 @@ var _ = Describe("Topology flavor (ClusterClass dockyard-quick-start)", Ordered,
 		}
 
 		By("the API server enforces the baseline Pod Security level")
-		cp := machines(ctx, c, true)[0].Status.NodeRef.Name
+		cp := nodeContainer(machines(ctx, c, true)[0])
 		manifest, code := execInNode(ctx, cp, "cat", "/etc/kubernetes/manifests/kube-apiserver.yaml")
 		Expect(code).To(Equal(0), manifest)
 		Expect(manifest).To(ContainSubstring("--admission-control-config-file=/etc/kubernetes/dockyard/admission.yaml"))
@@ -115,7 +115,7 @@ var _ = Describe("Topology flavor (ClusterClass dockyard-quick-start)", Ordered,
 		By("clusterctl describe shows Dockyard's conditions for the cluster and each machine")
 		var nodes []string
 		for _, m := range append(machines(ctx, c, true), machines(ctx, c, false)...) {
-			nodes = append(nodes, m.Status.NodeRef.Name)
+			nodes = append(nodes, nodeContainer(m))
 		}
 		expectDescribeHealthy(ctx, plane, c, nodes)
 	})

@@ -132,7 +132,7 @@ func TestNodeImage(t *testing.T) {
 	kc := p.kubeClient(ctx, cp)
 
 	// 4. The node is Ready, CoreDNS runs, kubectl answers from the host.
-	kc.waitNodeReady(ctx, t, cp.name, 6*time.Minute)
+	kc.waitNodeReady(ctx, t, cp.hostname, 6*time.Minute)
 	p.timings.add("control-plane: `kubeadm init` finished to node Ready (the node's CNI applied by install-cni.sh)", time.Since(cp.bootstrapped))
 	p.timings.add("control-plane: CreateNode called to node Ready", time.Since(cp.created))
 	kc.waitCoreDNS(ctx, t, 6*time.Minute)
@@ -148,8 +148,8 @@ func TestNodeImage(t *testing.T) {
 	}
 	out := kc.kubectl(ctx, t, "get", "nodes", "-o", "wide")
 	t.Logf("kubectl get nodes (from the host, through %s):\n%s", kc.server, out)
-	if !strings.Contains(out, cp.name) || !strings.Contains(out, " Ready ") {
-		t.Fatalf("kubectl get nodes from the host does not show %s Ready:\n%s", cp.name, out)
+	if !strings.Contains(out, cp.hostname) || !strings.Contains(out, " Ready ") {
+		t.Fatalf("kubectl get nodes from the host does not show %s Ready:\n%s", cp.hostname, out)
 	}
 
 	// 5. A worker joins with CABPK's node data and a bootstrap token made through the API.
@@ -163,17 +163,17 @@ func TestNodeImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.bootstrap(ctx, w, joinData, "kubeadm join")
-	kc.waitNodeReady(ctx, t, w.name, 6*time.Minute)
+	kc.waitNodeReady(ctx, t, w.hostname, 6*time.Minute)
 	p.timings.add("worker: CreateNode called to node Ready", time.Since(w.created))
 	// Cluster API's Machine controller lifts the uninitialized taint CABPK puts on joining
 	// nodes once it matched the Node; here the test does.
-	kc.removeTaint(ctx, t, w.name, clusterv1.NodeUninitializedTaint.Key)
-	for _, n := range []string{cp.name, w.name} {
+	kc.removeTaint(ctx, t, w.hostname, clusterv1.NodeUninitializedTaint.Key)
+	for _, n := range []string{cp.hostname, w.hostname} {
 		kc.waitNodeReady(ctx, t, n, time.Minute)
 	}
 
 	// A pod on the worker connects to a pod on the control plane node over the pod network.
-	kc.podNetworkCheck(ctx, t, cp.name, w.name, flannelImage)
+	kc.podNetworkCheck(ctx, t, cp.hostname, w.hostname, flannelImage)
 
 	// Nothing was pulled: not by containerd in either node, not by any kubelet.
 	for _, n := range []*node{cp, w} {
@@ -210,7 +210,9 @@ type proof struct {
 
 // node is one node container of the test.
 type node struct {
-	name         string
+	name string // the container's
+	// hostname is the Kubernetes node name.
+	hostname     string
 	role         string
 	container    *container.Container
 	created      time.Time // when CreateNode was called
@@ -246,7 +248,7 @@ func (p *proof) startNode(ctx context.Context, machine string, role docker.Role)
 	if err != nil {
 		t.Fatalf("creating the %s node: %v", role, err)
 	}
-	n.name, n.container = c.Name, c
+	n.name, n.hostname, n.container = c.Name, c.Hostname, c
 	p.started = append(p.started, n)
 	p.timings.add(fmt.Sprintf("%s: CreateNode (volume, create, start; the image's /var copied into the volume)", role), time.Since(n.created))
 
@@ -286,7 +288,7 @@ const bootstrapPoll = 2 * time.Second
 // the node (the node's clock is the host's).
 func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string) {
 	t := p.t
-	plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, data, bootstrap.Options{Hostname: n.name})
+	plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, data, bootstrap.Options{Hostname: n.hostname})
 	if err != nil {
 		t.Fatalf("translating the bootstrap data of %s: %v", n.name, err)
 	}

@@ -209,6 +209,7 @@ func (r *Runtime) InspectContainer(ctx context.Context, name string) (*container
 	if in.Config != nil {
 		c.Image = in.Config.Image
 		c.Labels = in.Config.Labels
+		c.Hostname = in.Config.Hostname
 	}
 	if in.State != nil {
 		c.State = string(in.State.Status)

@@ -124,7 +124,7 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 	r.containers[spec.Name] = &Container{
 		Spec: spec,
 		State: container.Container{
-			ID: fmt.Sprintf("%012d", r.nextID), Name: spec.Name, Image: spec.Image, Labels: labels,
+			ID: fmt.Sprintf("%012d", r.nextID), Name: spec.Name, Hostname: spec.Hostname, Image: spec.Image, Labels: labels,
 			State: "created", Networks: map[string]container.Endpoint{},
 		},
 		Files: map[string][]byte{},
