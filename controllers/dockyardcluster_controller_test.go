@@ -145,30 +145,65 @@ func TestClusterLoadBalancerImageOutsideThePolicy(t *testing.T) {
 	}
 }
 
-func TestStaleStoppedLoadBalancerIsReplaced(t *testing.T) {
+// The load balancer stops (killed) or vanishes (removed): it comes back on the address the
+// cluster's endpoint names, configured, and the condition was false while it was down.
+func TestLoadBalancerComesBackOnTheEndpointsAddress(t *testing.T) {
+	lbName := "c1-lb." + testNS
 	f := newFixture(t)
 	f.reconcileClusterN(3)
-	first, _ := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
-	f.rt.StopContainer("c1-lb."+testNS, 1)
-	f.reconcileClusterN(1)
-	second, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
-	if err != nil {
+	first, _ := f.rt.InspectContainer(f.ctx, lbName)
+	endpoint := f.getDockyardCluster().Spec.ControlPlaneEndpoint.Host
+	if endpoint == "" || first.Networks[testNetwork].IPv4 != endpoint || first.Labels[docker.AddressLabel] != endpoint {
+		t.Fatalf("endpoint %q, load balancer at %+v with labels %v", endpoint, first.Networks, first.Labels)
+	}
+	expectBack := func(t *testing.T, wantSameContainer bool) {
+		t.Helper()
+		f.reconcileClusterN(1)
+		lb, err := f.rt.InspectContainer(f.ctx, lbName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !lb.Running || lb.Networks[testNetwork].IPv4 != endpoint || (lb.ID == first.ID) != wantSameContainer {
+			t.Errorf("load balancer %s running %v at %s, want %s (same container: %v)", lb.ID, lb.Running, lb.Networks[testNetwork].IPv4, endpoint, wantSameContainer)
+		}
+		if !strings.Contains(f.loadBalancerConfig(), "frontend control-plane") {
+			t.Error("not configured")
+		}
+		expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, endpoint)
+	}
+
+	t.Run("killed", func(t *testing.T) {
+		f.rt.StopContainer(lbName, 137)
+		expectBack(t, true)
+	})
+	t.Run("removed", func(t *testing.T) {
+		if err := f.rt.RemoveContainer(f.ctx, lbName); err != nil {
+			t.Fatal(err)
+		}
+		expectBack(t, false)
+	})
+}
+
+// A cluster of v0.1 is on a network without fixed addresses: a replaced load balancer may come
+// back on another address, which is reported, not hidden behind a true condition.
+func TestLoadBalancerOnAnOldNetworkReportsAnAddressChange(t *testing.T) {
+	f := newFixture(t)
+	legacy := "dockyard-" + testNS + "-" + testCluster
+	if err := f.rt.CreateNetwork(f.ctx, container.NetworkSpec{Name: legacy, Labels: docker.ClusterKey{Namespace: testNS, Name: testCluster}.ClusterLabels()}); err != nil {
 		t.Fatal(err)
 	}
-	if second.ID == first.ID || !second.Running {
-		t.Errorf("stopped load balancer not replaced (id %s -> %s, running %v)", first.ID, second.ID, second.Running)
+	f.reconcileClusterN(3)
+	lb, err := f.nodes.GetLoadBalancer(f.ctx, docker.ClusterKey{Namespace: testNS, Name: testCluster})
+	if err != nil || lb == nil || lb.Networks[legacy].IPv4 == "" {
+		t.Fatalf("load balancer %+v (%v), want it on the cluster's network %s", lb, err, legacy)
 	}
-	if !strings.Contains(f.loadBalancerConfig(), "frontend control-plane") {
-		t.Error("replacement not configured")
+	old := lb.Networks[legacy].IPv4
+	if err := f.rt.RemoveContainer(f.ctx, lb.Name); err != nil {
+		t.Fatal(err)
 	}
-	// The engine gave the replacement another address than the endpoint: that is reported,
-	// not hidden behind a true condition.
-	if first.Networks[testNetwork].IPv4 != second.Networks[testNetwork].IPv4 {
-		expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
-			infrav1.LoadBalancerAddressChangedReason, first.Networks[testNetwork].IPv4)
-	} else {
-		t.Error("the fake engine should have given the replacement a new address")
-	}
+	f.reconcileClusterN(1)
+	expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
+		infrav1.LoadBalancerAddressChangedReason, old)
 }
 
 func TestClusterCustomLoadBalancerTemplate(t *testing.T) {

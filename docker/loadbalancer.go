@@ -31,9 +31,10 @@ type LoadBalancerSpec struct {
 	Network string
 }
 
-// EnsureLoadBalancer returns the running load balancer of a cluster, creating it when missing
-// and replacing it when it stopped: it holds no state but its configuration, which is
-// rendered again.
+// EnsureLoadBalancer returns the running load balancer of a cluster: one that stopped is
+// started again (it keeps its configuration), one that is missing or will not start is created
+// anew, on the network's fixed load balancer address when it has one, so the cluster's
+// endpoint stays valid. Its configuration is rendered by UpdateLoadBalancer.
 func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*container.Container, error) {
 	c, err := m.GetLoadBalancer(ctx, spec.Cluster)
 	switch {
@@ -41,26 +42,38 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		return nil, err
 	case c != nil && c.Running:
 		return c, nil
+	case c != nil:
+		startErr := m.runtime.StartContainer(ctx, c.Name)
+		if startErr == nil {
+			return m.runtime.InspectContainer(ctx, c.Name)
+		}
+		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
+			return nil, errors.Wrapf(err, "replacing the load balancer %s, which did not start (%v)", c.Name, startErr)
+		}
 	}
 	if err := m.Allowed(spec.Image, nil); err != nil {
 		return nil, err
 	}
-	if c != nil {
-		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
-			return nil, errors.Wrapf(err, "replacing the stopped load balancer %s", c.Name)
-		}
-	}
 	name := LoadBalancerName(spec.Cluster)
-
 	if err := m.EnsureImage(ctx, spec.Image); err != nil {
 		return nil, err
+	}
+	n, err := m.runtime.InspectNetwork(ctx, spec.Network)
+	if err != nil {
+		return nil, err
+	}
+	labels := spec.Cluster.labels(RoleLoadBalancer)
+	address := loadBalancerAddress(n)
+	if address != "" {
+		labels[AddressLabel] = address
 	}
 	cs := container.ContainerSpec{
 		Name:          name,
 		Hostname:      name,
 		Image:         spec.Image,
-		Labels:        spec.Cluster.labels(RoleLoadBalancer),
+		Labels:        labels,
 		Network:       spec.Network,
+		IPv4Address:   address,
 		RestartPolicy: "unless-stopped",
 		Ports:         []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1"}},
 	}

@@ -8,13 +8,13 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
-// EnsureNetwork returns a cluster's network, creating it (labelled as the cluster's own) when
-// it does not exist, with the management nodes connected to it. An existing network is used
-// as it is.
+// EnsureNetwork returns a cluster's network, creating it (labelled as the cluster's own, with
+// room for fixed addresses: addresses.go) when it does not exist, with the management nodes
+// connected to it. An existing network is used as it is.
 func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name string) (*container.Network, error) {
 	n, err := m.runtime.InspectNetwork(ctx, name)
 	if container.IsNotFound(err) {
-		if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()}); err != nil {
+		if err := m.createNetwork(ctx, cluster, name); err != nil {
 			return nil, err
 		}
 		n, err = m.runtime.InspectNetwork(ctx, name)

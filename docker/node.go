@@ -32,6 +32,9 @@ type NodeSpec struct {
 	// 127.0.0.1; 0 lets the engine choose one, which it may change when the node joins
 	// another network or restarts. Only a caller on the engine's host can pick a free port.
 	APIServerHostPort int
+
+	// address is the node's fixed address on Network, picked by CreateNode.
+	address string
 }
 
 // Name returns the container name of the node.
@@ -56,7 +59,11 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 	mounts = append(mounts, s.ExtraMounts...)
 
 	hostname := NodeHostname(s.Cluster.Name, s.Machine)
+	if s.address != "" {
+		labels[AddressLabel] = s.address
+	}
 	spec := container.ContainerSpec{
+		IPv4Address:    s.address,
 		Name:           name,
 		Hostname:       hostname,
 		Image:          s.Image,
@@ -92,12 +99,20 @@ func nodeSecurity(privileged bool) container.SecuritySpec {
 	return sec
 }
 
-// CreateNode creates and starts the node container of a machine with its /var volume. The
-// first node in auto mode tells whether the engine allows privileged containers.
+// CreateNode creates and starts the node container of a machine with its /var volume and, on a
+// network Dockyard manages, a fixed address. The first node in auto mode tells whether the
+// engine allows privileged containers.
 func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
 	name := spec.Name()
 	if err := m.Allowed(spec.Image, spec.ExtraMounts); err != nil {
 		return nil, err
+	}
+	// Two nodes of a cluster created at once must not pick the same address.
+	unlock := m.lockCluster(spec.Cluster)
+	defer unlock()
+	var err error
+	if spec.address, err = m.nodeAddress(ctx, spec.Cluster, spec.Network); err != nil {
+		return nil, errors.Wrapf(err, "picking an address for node %s", name)
 	}
 	volumeLabels := spec.Cluster.MachineLabels(spec.Machine)
 	if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: volumeName(name), Labels: volumeLabels}); err != nil {
@@ -108,7 +123,7 @@ func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Con
 	if !known {
 		privileged = true
 	}
-	err := m.createAndStart(ctx, spec.containerSpec(privileged))
+	err = m.createAndStart(ctx, spec.containerSpec(privileged))
 	if err != nil && !known {
 		// The engine refused a privileged container (here: "unable to apply caps: operation
 		// not permitted"); try again with the explicit capability set.

@@ -49,6 +49,10 @@ type Runtime interface {
 	CopyFromContainer(ctx context.Context, name, path string) (io.ReadCloser, error)
 	// ContainerLogs returns the last lines of the container's output.
 	ContainerLogs(ctx context.Context, name string, tailLines int) (string, error)
+	// Events streams what happens to containers carrying the labels (and to every network)
+	// from now on, until ctx ends or the stream breaks; the error channel then gets the reason
+	// and both channels close. Callers subscribe again after an error.
+	Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error)
 
 	// CreateNetwork creates a bridge network.
 	CreateNetwork(ctx context.Context, spec NetworkSpec) error
@@ -89,6 +93,25 @@ type Runtime interface {
 	RemoveImage(ctx context.Context, ref string) error
 }
 
+// Event is something that happened to a container or a network on the engine.
+type Event struct {
+	// Type is EventContainer or EventNetwork.
+	Type string
+	// Action is what happened, in Docker's words: "start", "die" (stopped, killed or crashed),
+	// "destroy" (removed), "connect", "disconnect".
+	Action string
+	// Name of the container or network.
+	Name string
+	// Labels of the container (networks' events carry none).
+	Labels map[string]string
+}
+
+// Event types.
+const (
+	EventContainer = "container"
+	EventNetwork   = "network"
+)
+
 // EngineInfo describes a container engine.
 type EngineInfo struct {
 	// Name of the engine implementation, e.g. "docker".
@@ -116,8 +139,12 @@ type ContainerSpec struct {
 	// Network is the network the container is attached to, reachable by its name and Aliases.
 	Network        string
 	NetworkAliases []string
-	Ports          []PortMapping
-	Mounts         []Mount
+	// IPv4Address is the container's fixed address on Network, kept across restarts of the
+	// container and of the engine; empty lets the engine choose one. The network must have been
+	// created with a Subnet holding it (outside its IPRange).
+	IPv4Address string
+	Ports       []PortMapping
+	Mounts      []Mount
 	// Tty allocates a terminal (systemd logs its boot to it).
 	Tty        bool
 	StopSignal string
@@ -221,6 +248,13 @@ type ExecOptions struct {
 type NetworkSpec struct {
 	Name   string
 	Labels map[string]string
+	// Subnet (IPv4, CIDR) and Gateway configure the network's addresses; empty lets the engine
+	// choose. Only a configured subnet lets containers have fixed addresses.
+	Subnet  string
+	Gateway string
+	// IPRange (CIDR, within Subnet) is where the engine picks the addresses of containers
+	// without a fixed one, so fixed addresses outside it never collide with them.
+	IPRange string
 	// EnableIPv6 asks for a dual-stack network.
 	EnableIPv6 bool
 }

@@ -5,8 +5,10 @@ package conformance
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -96,5 +98,194 @@ func requireAttached(ctx context.Context, t *testing.T, rt container.Runtime, ne
 	}
 	if got := slices.Contains(n.Containers, name); got != want {
 		t.Errorf("network %s lists %v; %s attached: %v, want %v", network, n.Containers, name, got, want)
+	}
+}
+
+// FixedAddresses checks networks with a configured subnet and containers with fixed addresses:
+// the subnet the engine picks for a network that names none can be configured on a new one; a
+// container keeps its fixed address when it is killed and started again, and gets it back when
+// it is recreated; a second container asking for an address in use does not start; containers
+// without a fixed address get one from the network's range; InspectContainer reports the
+// hostname.
+func FixedAddresses(t *testing.T, s Subject) {
+	t.Helper()
+	ctx := context.Background()
+	rt := s.Runtime
+	probe, name := s.Prefix+"-probe", s.Prefix+"-fixed"
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: probe, Labels: s.Labels}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := rt.InspectNetwork(ctx, probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.RemoveNetwork(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	var subnet netip.Prefix
+	for _, sn := range n.Subnets {
+		if p, err := netip.ParsePrefix(sn); err == nil && p.Addr().Is4() {
+			subnet = p.Masked()
+		}
+	}
+	if !subnet.IsValid() || subnet.Bits() > 24 {
+		t.Fatalf("the engine chose subnets %v: want an IPv4 one of /24 or larger", n.Subnets)
+	}
+	upper := netip.PrefixFrom(nthAddr(subnet, 1<<(31-subnet.Bits())), subnet.Bits()+1)
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{
+		Name: name, Labels: s.Labels, Subnet: subnet.String(), Gateway: nthAddr(subnet, 1).String(), IPRange: upper.String(),
+	}); err != nil {
+		t.Fatalf("creating a network with subnet %s and range %s: %v", subnet, upper, err)
+	}
+	fixed := nthAddr(subnet, 10).String()
+	run := func(cname, ip string) error {
+		spec := container.ContainerSpec{Name: cname, Hostname: cname + "-host", Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Cmd,
+			Labels: s.Labels, Network: name, IPv4Address: ip}
+		if err := rt.CreateContainer(ctx, spec); err != nil {
+			t.Fatalf("creating %s: %v", cname, err)
+		}
+		return rt.StartContainer(ctx, cname)
+	}
+	address := func(cname string) string {
+		c, err := rt.InspectContainer(ctx, cname)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Hostname != cname+"-host" {
+			t.Errorf("container %s has hostname %q, want %q", cname, c.Hostname, cname+"-host")
+		}
+		return c.Networks[name].IPv4
+	}
+
+	if err := run(name+"-a", fixed); err != nil {
+		t.Fatalf("starting a container with the fixed address %s: %v", fixed, err)
+	}
+	if got := address(name + "-a"); got != fixed {
+		t.Errorf("container has %s, want its fixed address %s", got, fixed)
+	}
+	if err := run(name+"-b", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := netip.ParseAddr(address(name + "-b")); err != nil || !upper.Contains(got) {
+		t.Errorf("a container without a fixed address got %v (%v), want one in %s", got, err, upper)
+	}
+
+	if err := rt.SignalContainer(ctx, name+"-a", "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(ctx, t, rt, name+"-a")
+	if err := rt.StartContainer(ctx, name+"-a"); err != nil {
+		t.Fatalf("starting the killed container again: %v", err)
+	}
+	if got := address(name + "-a"); got != fixed {
+		t.Errorf("after a restart the container has %s, want %s", got, fixed)
+	}
+
+	if err := run(name+"-c", fixed); err == nil {
+		t.Errorf("a second container started with %s, which another one has", fixed)
+	}
+	if err := rt.RemoveContainer(ctx, name+"-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, name+"-c"); err != nil {
+		t.Fatalf("starting a container on an address that was given back: %v", err)
+	}
+	if got := address(name + "-c"); got != fixed {
+		t.Errorf("the recreated container has %s, want %s", got, fixed)
+	}
+}
+
+// nthAddr is the address n after a prefix's first.
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	a := p.Masked().Addr()
+	for range n {
+		a = a.Next()
+	}
+	return a
+}
+
+func waitStopped(ctx context.Context, t *testing.T, rt container.Runtime, name string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := rt.InspectContainer(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Running {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s still runs 30s after SIGKILL", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Events checks the event stream: a container carrying the labels is seen starting, dying and
+// being removed, in that order; a container without them is not seen; a network's removal is
+// seen; ending the context ends the stream.
+func Events(t *testing.T, s Subject) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt := s.Runtime
+	network, name, stranger := s.Prefix+"-ev-net", s.Prefix+"-ev", s.Prefix+"-ev-stranger"
+	events, errs := rt.Events(ctx, s.Labels)
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: network, Labels: s.Labels}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+	}{{name, s.Labels}, {stranger, nil}} {
+		spec := container.ContainerSpec{Name: c.name, Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Cmd, Labels: c.labels, Network: network}
+		if err := rt.CreateContainer(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, c.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.SignalContainer(ctx, name, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(ctx, t, rt, name)
+	for _, n := range []string{name, stranger} {
+		if err := rt.RemoveContainer(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.RemoveNetwork(ctx, network); err != nil {
+		t.Fatal(err)
+	}
+
+	want := []string{"container start " + name, "container die " + name, "container destroy " + name, "network destroy " + network}
+	var got []string
+	timeout := time.After(30 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case e := <-events:
+			if e.Name == stranger {
+				t.Errorf("an event of a container without the labels: %+v", e)
+			}
+			if e.Name != name && e.Name != network {
+				continue // the engine's other business
+			}
+			got = append(got, e.Type+" "+e.Action+" "+e.Name)
+		case err := <-errs:
+			t.Fatalf("the stream ended: %v (events so far %v)", err, got)
+		case <-timeout:
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	cancel()
+	select {
+	case <-errs:
+	case <-time.After(10 * time.Second):
+		t.Error("the stream did not end with its context")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	dockercontainer "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/events"
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -154,9 +155,15 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 	}
 	var netCfg *network.NetworkingConfig
 	if spec.Network != "" {
-		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			spec.Network: {Aliases: spec.NetworkAliases},
-		}}
+		ep := &network.EndpointSettings{Aliases: spec.NetworkAliases}
+		if spec.IPv4Address != "" {
+			ip, err := netip.ParseAddr(spec.IPv4Address)
+			if err != nil {
+				return errors.Wrapf(err, "container %s: address %q", spec.Name, spec.IPv4Address)
+			}
+			ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: ip}
+		}
+		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: ep}}
 	}
 	for {
 		_, err := r.client.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -273,6 +280,54 @@ func labelFilters(labels map[string]string) client.Filters {
 		}
 	}
 	return f
+}
+
+// Events streams container starts, stops and removals (of containers carrying the labels) and
+// network removals. The engine filters by type and action; labels are matched here, because
+// Docker's label filter would also drop every network event.
+func (r *Runtime) Events(ctx context.Context, labels map[string]string) (<-chan container.Event, <-chan error) {
+	out, errs := make(chan container.Event), make(chan error, 1)
+	f := client.Filters{}
+	f.Add("type", string(events.ContainerEventType), string(events.NetworkEventType))
+	f.Add("event", string(events.ActionStart), string(events.ActionDie), string(events.ActionDestroy))
+	res := r.client.Events(ctx, client.EventsListOptions{Filters: f})
+	go func() {
+		defer close(errs)
+		defer close(out)
+		for {
+			select {
+			case m := <-res.Messages:
+				e := container.Event{Type: string(m.Type), Action: string(m.Action), Name: m.Actor.Attributes["name"]}
+				if m.Type == events.ContainerEventType {
+					e.Labels = m.Actor.Attributes
+					if !matchLabels(e.Labels, labels) {
+						continue
+					}
+				}
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				}
+			case err := <-res.Err:
+				errs <- wrap(err, "watching the engine's events")
+				return
+			}
+		}
+	}()
+	return out, errs
+}
+
+// matchLabels is true when have carries every label of want (an empty value matches any).
+func matchLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := have[k]
+		if !ok || (v != "" && got != v) {
+			return false
+		}
+	}
+	return true
 }
 
 // ListContainers returns every container carrying the labels.
@@ -432,8 +487,34 @@ func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec)
 		v6 := true
 		opts.EnableIPv6 = &v6
 	}
+	if spec.Subnet != "" {
+		cfg, err := ipamConfig(spec)
+		if err != nil {
+			return errors.Wrapf(err, "network %s", spec.Name)
+		}
+		opts.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{cfg}}
+	}
 	_, err := r.client.NetworkCreate(ctx, spec.Name, opts)
 	return wrap(err, "creating network %s", spec.Name)
+}
+
+func ipamConfig(spec container.NetworkSpec) (network.IPAMConfig, error) {
+	var cfg network.IPAMConfig
+	var err error
+	if cfg.Subnet, err = netip.ParsePrefix(spec.Subnet); err != nil {
+		return cfg, errors.Wrapf(err, "subnet %q", spec.Subnet)
+	}
+	if spec.Gateway != "" {
+		if cfg.Gateway, err = netip.ParseAddr(spec.Gateway); err != nil {
+			return cfg, errors.Wrapf(err, "gateway %q", spec.Gateway)
+		}
+	}
+	if spec.IPRange != "" {
+		if cfg.IPRange, err = netip.ParsePrefix(spec.IPRange); err != nil {
+			return cfg, errors.Wrapf(err, "address range %q", spec.IPRange)
+		}
+	}
+	return cfg, nil
 }
 
 // InspectNetwork returns a network.

@@ -299,3 +299,19 @@ func TestNetworkAttachmentsConformOnARealEngine(t *testing.T) {
 		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
 	})
 }
+
+func TestFixedAddressesConformOnARealEngine(t *testing.T) {
+	rt, labels := engineTest(t)
+	conformance.FixedAddresses(t, conformance.Subject{
+		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-rt-test-fixed",
+		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
+	})
+}
+
+func TestEventsConformOnARealEngine(t *testing.T) {
+	rt, labels := engineTest(t)
+	conformance.Events(t, conformance.Subject{
+		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-rt-test-events",
+		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
+	})
+}

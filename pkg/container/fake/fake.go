@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"net/netip"
 	"path"
 	"sort"
 	"strings"
@@ -44,10 +46,11 @@ type Runtime struct {
 	mu         sync.Mutex
 	containers map[string]*Container
 	networks   map[string]*container.Network
-	volumes    map[string]*container.Volume
-	images     map[string]bool
-	nextIP     int
-	nextID     int
+	// pools hand out the addresses of each network.
+	pools   map[string]*pool
+	volumes map[string]*container.Volume
+	images  map[string]bool
+	nextID  int
 
 	// Exec simulates commands; nil means every command succeeds silently.
 	ExecHandler ExecFunc
@@ -61,6 +64,9 @@ type Runtime struct {
 	OnSignal func(c *Container, signal string)
 	// Calls counts calls by method name.
 	Calls map[string]int
+
+	// watchers receive events (Events).
+	watchers []*watcher
 }
 
 var _ container.Runtime = &Runtime{}
@@ -70,6 +76,7 @@ func New(images ...string) *Runtime {
 	r := &Runtime{
 		containers: map[string]*Container{},
 		networks:   map[string]*container.Network{},
+		pools:      map[string]*pool{},
 		volumes:    map[string]*container.Volume{},
 		images:     map[string]bool{},
 		Pullable:   map[string]bool{},
@@ -148,16 +155,30 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 			return errors.Wrapf(err, "starting container %s", name)
 		}
 	}
-	c.State.State, c.State.Running, c.State.ExitCode = "running", true, 0
-	c.State.StartedAt = time.Now()
-	if c.Spec.Network != "" {
-		if _, ok := c.State.Networks[c.Spec.Network]; !ok {
-			r.nextIP++
-			c.State.Networks[c.Spec.Network] = container.Endpoint{
-				IPv4: fmt.Sprintf("172.30.%d.%d", r.nextIP/250, r.nextIP%250+2),
-			}
+	// Like Docker, a container gets its addresses when it starts: its fixed one, which must be
+	// free, or the next one of the network's range; the other networks it joined too.
+	for network, ep := range c.State.Networks {
+		if network != c.Spec.Network && ep == (container.Endpoint{}) && r.pools[network] != nil {
+			c.State.Networks[network] = container.Endpoint{IPv4: r.pools[network].next()}
 		}
 	}
+	if c.Spec.Network != "" {
+		ip := c.Spec.IPv4Address
+		if ip != "" {
+			if other := r.holder(c.Spec.Network, ip); other != "" && other != name {
+				c.State.State, c.State.ExitCode = "created", 128
+				return errors.Errorf("starting container %s: Address already in use (%s has %s)", name, other, ip)
+			}
+		} else if ep := c.State.Networks[c.Spec.Network]; ep.IPv4 != "" {
+			ip = ep.IPv4
+		} else if p := r.pools[c.Spec.Network]; p != nil {
+			ip = p.next()
+		}
+		c.State.Networks[c.Spec.Network] = container.Endpoint{IPv4: ip}
+	}
+	c.State.State, c.State.Running, c.State.ExitCode = "running", true, 0
+	c.State.StartedAt = time.Now()
+	r.emit(container.Event{Type: container.EventContainer, Action: "start", Name: name, Labels: c.State.Labels})
 	c.State.Ports = nil
 	for i, p := range c.Spec.Ports {
 		p.HostPort = 30000 + r.nextID*10 + i
@@ -174,8 +195,30 @@ func (r *Runtime) StopContainer(name string, exitCode int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c, ok := r.containers[name]; ok {
-		c.State.State, c.State.Running, c.State.ExitCode = "exited", false, exitCode
+		r.stop(c, exitCode)
 	}
+}
+
+func (r *Runtime) stop(c *Container, exitCode int) {
+	if c.State.Running {
+		r.emit(container.Event{Type: container.EventContainer, Action: "die", Name: c.Spec.Name, Labels: c.State.Labels})
+	}
+	c.State.State, c.State.Running, c.State.ExitCode = "exited", false, exitCode
+	// A stopped container gives its addresses back (a fixed one is asked for again when it
+	// starts).
+	for network := range c.State.Networks {
+		c.State.Networks[network] = container.Endpoint{}
+	}
+}
+
+// holder is the running container that has an address on a network, "" when none does.
+func (r *Runtime) holder(network, ip string) string {
+	for _, c := range r.containers {
+		if c.State.Running && c.State.Networks[network].IPv4 == ip {
+			return c.Spec.Name
+		}
+	}
+	return ""
 }
 
 // InspectContainer returns a copy of a container's state.
@@ -243,6 +286,10 @@ func (r *Runtime) SignalContainer(_ context.Context, name, signal string) error 
 		return errors.Errorf("container %s is not running", name)
 	}
 	c.Signals = append(c.Signals, signal)
+	if signal == "SIGKILL" {
+		r.stop(c, 137)
+		return nil
+	}
 	if r.OnSignal != nil {
 		r.OnSignal(c, signal)
 	}
@@ -254,8 +301,70 @@ func (r *Runtime) RemoveContainer(_ context.Context, name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.count("RemoveContainer")
+	if c, ok := r.containers[name]; ok {
+		r.stop(c, 137)
+		r.emit(container.Event{Type: container.EventContainer, Action: "destroy", Name: name, Labels: c.State.Labels})
+	}
 	delete(r.containers, name)
 	return nil
+}
+
+// watcher is one Events stream.
+type watcher struct {
+	labels map[string]string
+	events chan container.Event
+	errs   chan error
+}
+
+// Events streams the simulated engine's events; the stream holds up to 1024 unread events.
+func (r *Runtime) Events(ctx context.Context, labels map[string]string) (<-chan container.Event, <-chan error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("Events")
+	w := &watcher{labels: labels, events: make(chan container.Event, 1024), errs: make(chan error, 1)}
+	r.watchers = append(r.watchers, w)
+	go func() {
+		<-ctx.Done()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.endWatch(w, ctx.Err())
+	}()
+	return w.events, w.errs
+}
+
+// BreakEvents ends every event stream with err, as when the engine goes away.
+func (r *Runtime) BreakEvents(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, w := range append([]*watcher(nil), r.watchers...) {
+		r.endWatch(w, err)
+	}
+}
+
+func (r *Runtime) endWatch(w *watcher, err error) {
+	for i, other := range r.watchers {
+		if other == w {
+			r.watchers = append(r.watchers[:i], r.watchers[i+1:]...)
+			w.errs <- err
+			close(w.errs)
+			close(w.events)
+			return
+		}
+	}
+}
+
+// emit sends an event to the streams that want it (with the engine locked).
+func (r *Runtime) emit(e container.Event) {
+	for _, w := range r.watchers {
+		if e.Type == container.EventContainer && !hasLabels(e.Labels, w.labels) {
+			continue
+		}
+		e.Labels = maps.Clone(e.Labels)
+		select {
+		case w.events <- e:
+		default: // a reader that fell 1024 events behind loses them, like a slow engine client
+		}
+	}
 }
 
 // SetExec sets the command simulator.
@@ -356,7 +465,8 @@ func (r *Runtime) ContainerLogs(_ context.Context, name string, tailLines int) (
 	return strings.Join(lines, "\n") + "\n", nil
 }
 
-// CreateNetwork records a network with a made-up subnet.
+// CreateNetwork records a network with the given subnet, or a made-up one (172.30.0.0/16,
+// 172.31.0.0/16, ...) like an engine choosing from its pools.
 func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -364,11 +474,63 @@ func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) e
 	if _, ok := r.networks[spec.Name]; ok {
 		return errors.Errorf("network with name %s already exists", spec.Name)
 	}
+	subnet, gateway, ipRange := spec.Subnet, spec.Gateway, spec.IPRange
+	if subnet == "" {
+		subnet = r.freeSubnet()
+	}
+	prefix, err := netip.ParsePrefix(subnet)
+	if err != nil {
+		return errors.Wrapf(err, "network %s: subnet %q", spec.Name, subnet)
+	}
+	if gateway == "" {
+		gateway = prefix.Addr().Next().String()
+	}
+	dynamic := prefix
+	if ipRange != "" {
+		if dynamic, err = netip.ParsePrefix(ipRange); err != nil || !prefix.Contains(dynamic.Addr()) {
+			return errors.Errorf("network %s: address range %q is not within %s", spec.Name, ipRange, subnet)
+		}
+	}
 	r.networks[spec.Name] = &container.Network{
 		ID: spec.Name + "-id", Name: spec.Name, Labels: spec.Labels,
-		Subnets: []string{"172.30.0.0/16"}, Gateways: []string{"172.30.0.1"},
+		Subnets: []string{prefix.Masked().String()}, Gateways: []string{gateway},
 	}
+	r.pools[spec.Name] = &pool{range_: dynamic, gateway: gateway}
 	return nil
+}
+
+// freeSubnet is the first 172.N.0.0/16 (N from 30) no network uses.
+func (r *Runtime) freeSubnet() string {
+	used := map[string]bool{}
+	for _, n := range r.networks {
+		for _, s := range n.Subnets {
+			used[s] = true
+		}
+	}
+	for n := 30; ; n++ {
+		if s := fmt.Sprintf("172.%d.0.0/16", n); !used[s] {
+			return s
+		}
+	}
+}
+
+// pool hands out the addresses of a network's range, skipping the gateway.
+type pool struct {
+	range_  netip.Prefix
+	gateway string
+	last    netip.Addr
+}
+
+func (p *pool) next() string {
+	if !p.last.IsValid() {
+		p.last = p.range_.Masked().Addr()
+	}
+	for {
+		p.last = p.last.Next()
+		if p.last.String() != p.gateway {
+			return p.last.String()
+		}
+	}
 }
 
 // InspectNetwork returns a network with the running containers attached to it.
@@ -418,7 +580,11 @@ func (r *Runtime) RemoveNetwork(_ context.Context, name string) error {
 	if used := r.attached(name); len(used) > 0 {
 		return errors.Errorf("network %s has active endpoints: %v", name, used)
 	}
+	if _, ok := r.networks[name]; ok {
+		r.emit(container.Event{Type: container.EventNetwork, Action: "destroy", Name: name})
+	}
 	delete(r.networks, name)
+	delete(r.pools, name)
 	return nil
 }
 
@@ -437,8 +603,10 @@ func (r *Runtime) ConnectNetwork(_ context.Context, network, name string) error 
 	if _, ok := c.State.Networks[network]; ok {
 		return nil
 	}
-	r.nextIP++
-	c.State.Networks[network] = container.Endpoint{IPv4: fmt.Sprintf("172.30.%d.%d", r.nextIP/250, r.nextIP%250+2)}
+	c.State.Networks[network] = container.Endpoint{}
+	if c.State.Running {
+		c.State.Networks[network] = container.Endpoint{IPv4: r.pools[network].next()}
+	}
 	return nil
 }
 

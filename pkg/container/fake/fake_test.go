@@ -13,3 +13,17 @@ func TestFakeNetworkAttachmentsConform(t *testing.T) {
 		Labels: map[string]string{"test": "conformance"},
 	})
 }
+
+func TestFakeFixedAddressesConform(t *testing.T) {
+	conformance.FixedAddresses(t, conformance.Subject{
+		Runtime: fake.New("busybox"), Image: "busybox", Prefix: "fake",
+		Labels: map[string]string{"test": "conformance"},
+	})
+}
+
+func TestFakeEventsConform(t *testing.T) {
+	conformance.Events(t, conformance.Subject{
+		Runtime: fake.New("busybox"), Image: "busybox", Prefix: "fake",
+		Labels: map[string]string{"test": "conformance"},
+	})
+}
