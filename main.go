@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -27,6 +29,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/controllers"
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
@@ -216,7 +219,15 @@ func run(o options) error {
 	log.Info("What nodes and load balancers may use of the engine's host", "hostPaths", hostPolicy.HostPaths, "imageRepositories", hostPolicy.ImageRepositories)
 	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege, ManagementNodes: management, Policy: hostPolicy})
 
-	if err := setupControllers(ctx, mgr, o, nodes); err != nil {
+	engineEvents := docker.NewEngineEvents(engine)
+	if err := mgr.Add(engineEvents); err != nil {
+		return fmt.Errorf("adding the engine's event watcher: %w", err)
+	}
+	// Not ready while the engine does not answer: nothing can be reconciled then.
+	if err := mgr.AddReadyzCheck("engine", engineCheck(engine)); err != nil {
+		return fmt.Errorf("adding the engine check: %w", err)
+	}
+	if err := setupControllers(ctx, mgr, o, nodes, engineEvents); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy}); err != nil {
@@ -230,7 +241,7 @@ func run(o options) error {
 	return nil
 }
 
-func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager) error {
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager, engineEvents *docker.EngineEvents) error {
 	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
 		return fmt.Errorf("creating secret caching client: %w", err)
@@ -249,6 +260,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 		Client:           mgr.GetClient(),
 		Nodes:            nodes,
 		Recorder:         mgr.GetEventRecorderFor("dockyardcluster-controller"), //nolint:staticcheck // Cluster API uses this recorder too
+		EngineEvents:     engineEvents,
 		WatchFilterValue: o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
 		return fmt.Errorf("setting up the DockyardCluster controller: %w", err)
@@ -259,6 +271,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 		Nodes:               nodes,
 		NodeImageRepository: o.nodeImageRepository,
 		Recorder:            mgr.GetEventRecorderFor("dockyardmachine-controller"), //nolint:staticcheck // Cluster API uses this recorder too
+		EngineEvents:        engineEvents,
 		WatchFilterValue:    o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
 		return fmt.Errorf("setting up the DockyardMachine controller: %w", err)
@@ -267,3 +280,15 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// engineCheck is a readiness check that the container engine answers within a few seconds.
+func engineCheck(engine container.Runtime) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+		defer cancel()
+		if _, err := engine.Info(ctx); err != nil {
+			return fmt.Errorf("the container engine does not answer: %w", err)
+		}
+		return nil
+	}
+}

@@ -39,9 +39,12 @@ import (
 // DockyardClusterReconciler reconciles DockyardClusters: a container network and a haproxy load
 // balancer whose address becomes the cluster's control plane endpoint.
 type DockyardClusterReconciler struct {
-	Client           client.Client
-	Nodes            *docker.Manager
-	Recorder         record.EventRecorder
+	Client   client.Client
+	Nodes    *docker.Manager
+	Recorder record.EventRecorder
+	// EngineEvents, when set, wake the reconciler up when a cluster's load balancer or control
+	// plane container starts, stops or vanishes, or a network goes away.
+	EngineEvents     *docker.EngineEvents
 	WatchFilterValue string
 }
 
@@ -54,7 +57,7 @@ type DockyardClusterReconciler struct {
 // about ownership and pausing.
 func (r *DockyardClusterReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", "dockyardcluster")
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.DockyardCluster{}).
 		Named("dockyardcluster").
 		WithOptions(options).
@@ -62,8 +65,11 @@ func (r *DockyardClusterReconciler) SetupWithManager(ctx context.Context, mgr ct
 		Watches(&clusterv1.Cluster{},
 			handler.EnqueueRequestsFromMapFunc(util.ClusterToInfrastructureMapFunc(ctx, infrav1.GroupVersion.WithKind("DockyardCluster"), mgr.GetClient(), &infrav1.DockyardCluster{})),
 			builder.WithPredicates(predicates.ClusterPausedTransitions(mgr.GetScheme(), log)),
-		).
-		Complete(r)
+		)
+	if r.EngineEvents != nil {
+		b = b.WatchesRawSource(engineEventSource(r.EngineEvents, r.clusterRequests))
+	}
+	return b.Complete(r)
 }
 
 // Reconcile follows the InfraCluster contract: owner, external management, pause, finalizer,

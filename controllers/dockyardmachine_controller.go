@@ -62,7 +62,10 @@ type DockyardMachineReconciler struct {
 	// NodeImageRepository is tagged with the Machine's version when spec.image is empty.
 	NodeImageRepository string
 	Recorder            record.EventRecorder
-	WatchFilterValue    string
+	// EngineEvents, when set, wake the reconciler up when a node container starts, stops or
+	// vanishes.
+	EngineEvents     *docker.EngineEvents
+	WatchFilterValue string
 }
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=dockyardmachines;dockyardmachines/status;dockyardmachines/finalizers,verbs=get;list;watch;update;patch
@@ -75,7 +78,7 @@ type DockyardMachineReconciler struct {
 // connections to workload clusters.
 func (r *DockyardMachineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("controller", "dockyardmachine")
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&infrav1.DockyardMachine{}).
 		Named("dockyardmachine").
 		WithOptions(options).
@@ -87,8 +90,11 @@ func (r *DockyardMachineReconciler) SetupWithManager(ctx context.Context, mgr ct
 			handler.EnqueueRequestsFromMapFunc(r.clusterToDockyardMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log)),
 		).
-		WatchesRawSource(r.ClusterCache.GetClusterSource("dockyardmachine", r.clusterToDockyardMachines)).
-		Complete(r)
+		WatchesRawSource(r.ClusterCache.GetClusterSource("dockyardmachine", r.clusterToDockyardMachines))
+	if r.EngineEvents != nil {
+		b = b.WatchesRawSource(engineEventSource(r.EngineEvents, r.machineRequests))
+	}
+	return b.Complete(r)
 }
 
 // machineScope is what one reconcile of a DockyardMachine works with.

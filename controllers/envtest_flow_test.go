@@ -243,3 +243,66 @@ func TestEnvtestPausedClusterStopsReconciliation(t *testing.T) {
 		t.Error("load balancer created for a paused cluster")
 	}
 }
+
+// The engine's events wake the reconcilers up: a killed load balancer is started again on the
+// endpoint's address and a stopped node is reported within seconds, not at the next resync
+// (hours away in this manager).
+func TestEnvtestEngineEventsWakeTheReconcilers(t *testing.T) {
+	ctx := context.Background()
+	cluster, dc := envCluster(ctx, t, "events1", false)
+	ns := cluster.Namespace
+	key := docker.ClusterKey{Namespace: ns, Name: "events1"}
+	var endpoint string
+	eventually(t, 30*time.Second, "DockyardCluster provisioned", func() error {
+		got := &infrav1.DockyardCluster{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dc), got); err != nil {
+			return err
+		}
+		endpoint = got.Spec.ControlPlaneEndpoint.Host
+		if !conditions.IsTrue(got, infrav1.LoadBalancerAvailableCondition) || endpoint == "" {
+			return fmt.Errorf("endpoint %q, conditions %+v", endpoint, got.Status.Conditions)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // the reconciles that writing the endpoint and status caused are done
+	lbName := docker.LoadBalancerName(key)
+	envRuntime.StopContainer(lbName, 137)
+	eventually(t, 15*time.Second, "load balancer running again on the endpoint's address", func() error {
+		lb, err := envRuntime.InspectContainer(ctx, lbName)
+		if err != nil {
+			return err
+		}
+		if !lb.Running || docker.NodeAddress(lb, docker.DefaultNetworkName(key)) != endpoint {
+			return fmt.Errorf("running %v at %v, want %s", lb.Running, lb.Networks, endpoint)
+		}
+		return nil
+	})
+
+	patchClusterStatus(ctx, t, cluster, func(c *clusterv1.Cluster) {
+		c.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+		c.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	})
+	envMachine(ctx, t, cluster, "events1-md-1", false)
+	eventually(t, 30*time.Second, "node container provisioned", func() error {
+		dm, err := getDM(ctx, ns, "events1-md-1")
+		if err != nil {
+			return err
+		}
+		if !conditions.IsTrue(dm, infrav1.ContainerProvisionedCondition) {
+			return fmt.Errorf("conditions %+v", dm.Status.Conditions)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	envRuntime.StopContainer(docker.NodeName(key, "events1-md-1"), 137)
+	eventually(t, 15*time.Second, "stopped node reported", func() error {
+		dm, err := getDM(ctx, ns, "events1-md-1")
+		if err != nil {
+			return err
+		}
+		if reason := conditions.GetReason(dm, infrav1.ContainerProvisionedCondition); reason != infrav1.ContainerStoppedReason {
+			return fmt.Errorf("reason %s", reason)
+		}
+		return nil
+	})
+}

@@ -68,11 +68,15 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, nodes *docker.Manager, 
 	}
 	//nolint:staticcheck // the same recorder as main.go
 	clusterRecorder, machineRecorder := mgr.GetEventRecorderFor("dockyardcluster-controller"), mgr.GetEventRecorderFor("dockyardmachine-controller")
-	clusterReconciler := &DockyardClusterReconciler{Client: mgr.GetClient(), Nodes: nodes, Recorder: clusterRecorder}
+	engineEvents := docker.NewEngineEvents(nodes.Runtime())
+	if err := mgr.Add(engineEvents); err != nil {
+		return err
+	}
+	clusterReconciler := &DockyardClusterReconciler{Client: mgr.GetClient(), Nodes: nodes, Recorder: clusterRecorder, EngineEvents: engineEvents}
 	if err := clusterReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
-	machineReconciler := &DockyardMachineReconciler{Client: mgr.GetClient(), ClusterCache: cc, Nodes: nodes, Recorder: machineRecorder}
+	machineReconciler := &DockyardMachineReconciler{Client: mgr.GetClient(), ClusterCache: cc, Nodes: nodes, Recorder: machineRecorder, EngineEvents: engineEvents}
 	if err := machineReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
