@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"path"
 	"strings"
@@ -126,8 +128,13 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err != nil {
 		return false, err
 	}
-	current, err := m.ReadFile(ctx, name, LoadBalancerConfigPath)
-	if err == nil && bytes.Equal(current, cfg) {
+	// What haproxy runs is known from the marker written once haproxy confirmed loading it;
+	// the configuration file alone cannot tell, since it is written before the reload, which
+	// may be lost (the manager stopped, haproxy did not confirm in time).
+	sum := sha256.Sum256(cfg)
+	want := hex.EncodeToString(sum[:])
+	loaded, err := m.ReadFile(ctx, name, loadedConfigMarker)
+	if err == nil && string(loaded) == want {
 		return false, nil
 	}
 
@@ -155,8 +162,16 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err := m.runtime.SignalContainer(ctx, name, loadBalancerReloadSignal); err != nil {
 		return false, errors.Wrapf(err, "reloading haproxy in %s", name)
 	}
-	return true, m.waitForReload(ctx, name, reloads)
+	if err := m.waitForReload(ctx, name, reloads); err != nil {
+		return false, err
+	}
+	return true, m.writeFile(ctx, name, loadedConfigMarker, []byte(want))
 }
+
+// loadedConfigMarker holds the SHA-256 of the configuration haproxy last confirmed loading. At
+// a restart haproxy loads the configuration file, which then may be newer than the marker: the
+// next update reloads once more, which costs nothing.
+const loadedConfigMarker = LoadBalancerConfigPath + ".dockyard-loaded"
 
 // haproxy's master process logs this line each time workers load a configuration.
 const reloadConfirmation = "Loading success"
