@@ -204,11 +204,14 @@ func run(o options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 
-	engine, err := dockerruntime.New()
+	dockerEngine, err := dockerruntime.New()
 	if err != nil {
 		return err
 	}
-	defer engine.Close()
+	defer dockerEngine.Close()
+	// Every engine call has a deadline, so a hung engine or node fails a reconcile instead of
+	// holding a worker.
+	engine := container.WithTimeouts(dockerEngine, container.DefaultTimeouts)
 	management, err := docker.ManagementSelector(ctx, engine, o.managementNode)
 	if err != nil {
 		return err

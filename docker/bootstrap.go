@@ -15,7 +15,6 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 // The bootstrap plan runs inside the node as a transient systemd unit, so it goes on while the
@@ -70,33 +69,26 @@ func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstr
 	if err != nil {
 		return err
 	}
-	var out bytes.Buffer
 	// Never replace the files of a plan that already started: its lock directory exists.
 	upload := fmt.Sprintf("test -d %[1]s/lock && exit 0; mkdir -p -m 0700 %[1]s && rm -rf %[1]s/files %[1]s/steps && tar -x -f - -C %[1]s", bootstrapDir)
-	code, err := m.runtime.Exec(ctx, node, container.ExecOptions{
-		Cmd: []string{"sh", "-c", upload}, Stdin: bytes.NewReader(archive), Stdout: &out, Stderr: &out,
-	})
+	r, err := m.exec(ctx, node, bytes.NewReader(archive), "sh", "-c", upload)
 	if err != nil {
 		return errors.Wrapf(err, "copying the bootstrap plan into node %s", node)
 	}
-	if code != 0 {
-		return errors.Errorf("copying the bootstrap plan into node %s: exit %d: %s", node, code, lastLines(out.String(), 5))
+	if err := r.err(node, "copying the bootstrap plan"); err != nil {
+		return err
 	}
 
-	out.Reset()
-	code, err = m.runtime.Exec(ctx, node, container.ExecOptions{
-		Cmd: []string{"systemd-run", "--unit=" + bootstrapUnit, "--description=Dockyard bootstrap",
-			"--collect", "--property=RuntimeMaxSec=" + strconv.Itoa(runtimeMax),
-			"--setenv=HOME=/root", "/bin/sh", bootstrapDir + "/run.sh"},
-		Stdout: &out, Stderr: &out,
-	})
+	r, err = m.exec(ctx, node, nil, "systemd-run", "--unit="+bootstrapUnit, "--description=Dockyard bootstrap",
+		"--collect", "--property=RuntimeMaxSec="+strconv.Itoa(runtimeMax),
+		"--setenv=HOME=/root", "/bin/sh", bootstrapDir+"/run.sh")
 	if err != nil {
 		return errors.Wrapf(err, "starting the bootstrap in node %s", node)
 	}
-	if code != 0 && !strings.Contains(out.String(), "already") {
-		return errors.Errorf("starting the bootstrap in node %s: systemd-run exited %d: %s", node, code, lastLines(out.String(), 5))
+	if strings.Contains(r.Output, "already") {
+		return nil // started before
 	}
-	return nil
+	return r.err(node, "starting the bootstrap (systemd-run)")
 }
 
 // GetBootstrapStatus reads the state of a node's bootstrap. A plan that stopped running
@@ -104,16 +96,16 @@ func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstr
 // with, recorded in the node; timeout is used for plans that recorded none), else it was
 // interrupted (the node restarted).
 func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout time.Duration) (BootstrapStatus, error) {
-	var out bytes.Buffer
 	// The unit's state is read before the state file: a plan writes its final state before its
 	// unit ends, so a unit seen ended means the state file read after it is final. (The other
 	// order can read "running" from the file and then an ended unit: Interrupted, wrongly.)
 	script := fmt.Sprintf(`echo "unit=$(systemctl is-active %[2]s 2>/dev/null)"; cat %[1]s/state 2>/dev/null; test -d %[1]s/lock && echo lock=1; echo "now=$(date +%%s)"`,
 		bootstrapDir, bootstrapUnit)
-	if _, err := m.runtime.Exec(ctx, node, container.ExecOptions{Cmd: []string{"sh", "-c", script}, Stdout: &out}); err != nil {
+	r, err := m.exec(ctx, node, nil, "sh", "-c", script)
+	if err != nil {
 		return BootstrapStatus{}, errors.Wrapf(err, "reading the bootstrap state of node %s", node)
 	}
-	kv := parseKeyValues(out.String())
+	kv := parseKeyValues(r.Stdout)
 	st := BootstrapStatus{Step: atoi(kv["step"]), ExitCode: atoi(kv["exit"]), MissingSentinel: kv["missing"]}
 	if started := atoi(kv["started"]); started > 0 {
 		st.StartedAt = time.Unix(int64(started), 0)
@@ -148,20 +140,16 @@ func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout t
 
 // StopBootstrap stops a running bootstrap (the machine is being deleted).
 func (m *Manager) StopBootstrap(ctx context.Context, node string) error {
-	_, err := m.runtime.Exec(ctx, node, container.ExecOptions{Cmd: []string{"systemctl", "stop", bootstrapUnit}})
+	_, err := m.exec(ctx, node, nil, "systemctl", "stop", bootstrapUnit)
 	return errors.Wrapf(err, "stopping the bootstrap in node %s", node)
 }
 
 func (m *Manager) bootstrapOutput(ctx context.Context, node string) string {
-	var out bytes.Buffer
-	_, err := m.runtime.Exec(ctx, node, container.ExecOptions{
-		Cmd:    []string{"tail", "-c", strconv.Itoa(outputTailBytes), bootstrapDir + "/output.log"},
-		Stdout: &out,
-	})
+	r, err := m.exec(ctx, node, nil, "tail", "-c", strconv.Itoa(outputTailBytes), bootstrapDir+"/output.log")
 	if err != nil {
 		return fmt.Sprintf("(output unavailable: %v)", err)
 	}
-	return RedactSecrets(strings.TrimSpace(out.String()))
+	return RedactSecrets(strings.TrimSpace(r.Stdout))
 }
 
 var secretPatterns = []struct {

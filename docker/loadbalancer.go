@@ -142,15 +142,12 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err := m.writeFile(ctx, name, candidate, cfg); err != nil {
 		return false, err
 	}
-	var out bytes.Buffer
-	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{
-		Cmd: []string{"haproxy", "-c", "-f", candidate}, Stdout: &out, Stderr: &out,
-	})
+	r, err := m.exec(ctx, name, nil, "haproxy", "-c", "-f", candidate)
 	if err != nil {
 		return false, errors.Wrapf(err, "checking the haproxy configuration in %s", name)
 	}
-	if code != 0 {
-		return false, errors.Errorf("haproxy rejected the rendered configuration: %s", lastLines(out.String(), 10))
+	if err := r.err(name, "haproxy rejected the rendered configuration"); err != nil {
+		return false, err
 	}
 	if err := m.writeFile(ctx, name, LoadBalancerConfigPath, cfg); err != nil {
 		return false, err
@@ -259,7 +256,13 @@ func (m *Manager) ReadFile(ctx context.Context, name, file string) ([]byte, erro
 			return nil, errors.Wrapf(err, "reading %s:%s", name, file)
 		}
 		if hdr.Typeflag == tar.TypeReg {
-			return io.ReadAll(tr)
+			if hdr.Size > maxReadFile {
+				return nil, errors.Errorf("%s:%s is %d bytes, more than the %d Dockyard reads", name, file, hdr.Size, maxReadFile)
+			}
+			return io.ReadAll(io.LimitReader(tr, maxReadFile))
 		}
 	}
 }
+
+// maxReadFile bounds what ReadFile reads: configurations and kubeconfigs are a few KiB.
+const maxReadFile = 4 << 20

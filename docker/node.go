@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -267,19 +266,15 @@ const criPlugin = "io.containerd.grpc.v1.cri"
 // CheckNode tells whether systemd and containerd (with its CRI plugin) are up in a running
 // node container.
 func (m *Manager) CheckNode(ctx context.Context, name string) (NodeState, error) {
-	var out bytes.Buffer
 	// is-system-running exits non-zero unless "running"; "degraded" (a unit failed, common in
 	// containers) is good enough for kubelet. The third line is the CRI plugin's status ("ok"
 	// or "error"), empty while containerd does not answer yet.
-	_, err := m.runtime.Exec(ctx, name, container.ExecOptions{
-		Cmd: []string{"sh", "-c", "systemctl is-system-running; systemctl is-active containerd; " +
-			`ctr plugins ls 2>/dev/null | awk '$1 "." $2 == "` + criPlugin + `" {print $4}'`},
-		Stdout: &out, Stderr: &out,
-	})
+	r, err := m.exec(ctx, name, nil, "sh", "-c", "systemctl is-system-running; systemctl is-active containerd; "+
+		`ctr plugins ls 2>/dev/null | awk '$1 "." $2 == "`+criPlugin+`" {print $4}'`)
 	if err != nil {
 		return NodeState{}, errors.Wrapf(err, "checking systemd in node %s", name)
 	}
-	lines := append(strings.Fields(out.String()), "unknown", "unknown", "")
+	lines := append(strings.Fields(r.Output), "unknown", "unknown", "")
 	system, containerd, cri := lines[0], lines[1], lines[2]
 	switch {
 	case system != "running" && system != "degraded":
@@ -295,12 +290,8 @@ func (m *Manager) CheckNode(ctx context.Context, name string) (NodeState, error)
 // criFailure explains why containerd's CRI plugin failed to load in a node, from containerd's
 // journal, with what to do when the cause is one the engine's host can fix.
 func (m *Manager) criFailure(ctx context.Context, name string) string {
-	var out bytes.Buffer
-	_, _ = m.runtime.Exec(ctx, name, container.ExecOptions{
-		Cmd:    []string{"sh", "-c", "journalctl -u containerd --no-pager -o cat | grep -m1 'failed to load plugin " + criPlugin + "'"},
-		Stdout: &out,
-	})
-	cause := strings.TrimSpace(out.String())
+	r, _ := m.exec(ctx, name, nil, "sh", "-c", "journalctl -u containerd --no-pager -o cat | grep -m1 'failed to load plugin "+criPlugin+"'")
+	cause := strings.TrimSpace(r.Stdout)
 	// containerd logs `... msg="failed to load plugin ..." error="<why>"`: keep the why.
 	if i := strings.LastIndex(cause, "error="); i >= 0 {
 		if why, err := strconv.Unquote(cause[i+len("error="):]); err == nil {
@@ -326,15 +317,11 @@ func (m *Manager) PreloadImages(ctx context.Context, node string, images []strin
 		if err != nil {
 			return errors.Wrapf(err, "preloading %s", img)
 		}
-		var out bytes.Buffer
-		code, err := m.runtime.Exec(ctx, node, container.ExecOptions{
-			Cmd:    []string{"ctr", "--namespace", "k8s.io", "images", "list", "--quiet", "name==" + named.String()},
-			Stdout: &out, Stderr: &out,
-		})
+		r, err := m.exec(ctx, node, nil, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet", "name=="+named.String())
 		if err != nil {
 			return errors.Wrapf(err, "listing images in node %s", node)
 		}
-		if code == 0 && strings.TrimSpace(out.String()) != "" {
+		if r.Code == 0 && strings.TrimSpace(r.Stdout) != "" {
 			continue
 		}
 		ok, err := m.runtime.ImageExists(ctx, img)
@@ -357,25 +344,9 @@ func (m *Manager) importImage(ctx context.Context, node, img string) error {
 		return err
 	}
 	defer stream.Close()
-	var out bytes.Buffer
-	code, err := m.runtime.Exec(ctx, node, container.ExecOptions{
-		Cmd:   []string{"ctr", "--namespace", "k8s.io", "images", "import", "-"},
-		Stdin: stream, Stdout: &out, Stderr: &out,
-	})
+	r, err := m.exec(ctx, node, stream, "ctr", "--namespace", "k8s.io", "images", "import", "-")
 	if err != nil {
 		return errors.Wrapf(err, "importing %s into node %s", img, node)
 	}
-	if code != 0 {
-		return errors.Errorf("importing %s into node %s: ctr exited %d: %s", img, node, code, lastLines(out.String(), 5))
-	}
-	return nil
-}
-
-// lastLines returns the last n non-empty lines of s.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return r.err(node, "importing "+img)
 }

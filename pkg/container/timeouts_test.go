@@ -1,0 +1,76 @@
+package container_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+)
+
+// hung is an engine whose calls never return until their context ends.
+type hung struct{ container.Runtime }
+
+func (hung) InspectContainer(ctx context.Context, _ string) (*container.Container, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (hung) Exec(ctx context.Context, _ string, _ container.ExecOptions) (int, error) {
+	<-ctx.Done()
+	return -1, ctx.Err()
+}
+
+// slowStream's stream fails once its call's context ended.
+type slowStream struct{ container.Runtime }
+
+type ctxReader struct{ ctx context.Context }
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return copy(p, "x"), nil
+}
+func (r ctxReader) Close() error { return nil }
+
+func (slowStream) SaveImages(ctx context.Context, _ []string) (io.ReadCloser, error) {
+	return ctxReader{ctx}, nil
+}
+
+func TestCallsEndAtTheirDeadline(t *testing.T) {
+	rt := container.WithTimeouts(hung{fake.New()}, container.Timeouts{Call: 50 * time.Millisecond, Exec: 80 * time.Millisecond, Transfer: time.Second})
+	ctx := context.Background()
+	start := time.Now()
+	if _, err := rt.InspectContainer(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("inspect: %v, want the deadline", err)
+	}
+	if _, err := rt.Exec(ctx, "x", container.ExecOptions{Cmd: []string{"true"}}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("exec: %v, want the deadline", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("hung calls took %s", took)
+	}
+}
+
+func TestStreamsKeepTheirDeadlineUntilClosed(t *testing.T) {
+	rt := container.WithTimeouts(slowStream{fake.New()}, container.Timeouts{Call: time.Second, Exec: time.Second, Transfer: 100 * time.Millisecond})
+	rc, err := rt.SaveImages(context.Background(), []string{"img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	// Readable now (the call returned, its deadline still runs)...
+	if _, err := rc.Read(make([]byte, 1)); err != nil {
+		t.Fatalf("the stream ended with its call: %v", err)
+	}
+	// ...and not past it.
+	time.Sleep(200 * time.Millisecond)
+	if _, err := io.ReadAll(rc); err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Errorf("read past the transfer deadline: %v", err)
+	}
+}
