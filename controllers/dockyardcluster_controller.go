@@ -154,7 +154,12 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 	if image == "" {
 		image = docker.DefaultLoadBalancerImage
 	}
-	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: image, Network: network})
+	// The load balancer serves the endpoint's port (defaulted like the webhook does).
+	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
+		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
+	}
+	port := int(dc.Spec.ControlPlaneEndpoint.Port)
+	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: image, Network: network, Port: port})
 	if policy.IsRefused(err) {
 		// Retrying cannot help; the manager reconciles everything again when it restarts with
 		// another policy.
@@ -185,7 +190,7 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 		return ctrl.Result{}, err
 	}
 
-	// The endpoint: a host the user set is kept; the port defaults like the webhook does.
+	// The endpoint: a host the user set is kept.
 	if dc.Spec.ControlPlaneEndpoint.Host == "" {
 		dc.Spec.ControlPlaneEndpoint.Host = address
 	}
@@ -197,9 +202,6 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 			address, host)
 		return ctrl.Result{}, nil
 	}
-	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
-		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
-	}
 	dc.Status.FailureDomains = dc.Spec.FailureDomains
 
 	if !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
@@ -207,7 +209,7 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 			lb.Name, dc.Spec.ControlPlaneEndpoint.Host, dc.Spec.ControlPlaneEndpoint.Port)
 	}
 	dc.Status.Initialization.Provisioned = ptr.To(true)
-	setLoadBalancerCondition(dc, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "%s", loadBalancerMessage(lb, address))
+	setLoadBalancerCondition(dc, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "%s", loadBalancerMessage(lb, address, port))
 	if r.Nodes.HasManagementNodes() {
 		// Nodes that join the management cluster later must join this network too.
 		return ctrl.Result{RequeueAfter: docker.ManagementResync}, nil
@@ -216,10 +218,10 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 }
 
 // loadBalancerMessage tells where the load balancer answers, on the network and on the host.
-func loadBalancerMessage(lb *container.Container, address string) string {
-	msg := fmt.Sprintf("Load balancer %s serves %s:%d", lb.Name, address, docker.APIServerPort)
+func loadBalancerMessage(lb *container.Container, address string, port int) string {
+	msg := fmt.Sprintf("Load balancer %s serves %s:%d", lb.Name, address, port)
 	for _, p := range lb.Ports {
-		if p.ContainerPort == docker.APIServerPort && p.HostPort != 0 {
+		if p.ContainerPort == port && p.HostPort != 0 {
 			msg += fmt.Sprintf(" (published on %s:%d)", p.HostIP, p.HostPort)
 		}
 	}

@@ -74,6 +74,32 @@ func TestClusterProvisionsNetworkLoadBalancerAndEndpoint(t *testing.T) {
 	}
 }
 
+// An endpoint port other than 6443 is served, not only advertised.
+func TestClusterServesItsEndpointPort(t *testing.T) {
+	f := newFixture(t)
+	dc := f.getDockyardCluster()
+	dc.Spec.ControlPlaneEndpoint.Port = 7443
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(3)
+	lb, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lb.Ports) != 1 || lb.Ports[0].ContainerPort != 7443 {
+		t.Errorf("load balancer publishes %+v, want 7443", lb.Ports)
+	}
+	if cfg := f.loadBalancerConfig(); !strings.Contains(cfg, "bind *:7443") {
+		t.Errorf("haproxy does not listen on 7443:\n%s", cfg)
+	}
+	got := f.getDockyardCluster()
+	if got.Spec.ControlPlaneEndpoint.Port != 7443 {
+		t.Errorf("endpoint port %d", got.Spec.ControlPlaneEndpoint.Port)
+	}
+	expectCondition(t, got, infrav1.LoadBalancerAvailableCondition, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, ":7443")
+}
+
 func TestClusterWithoutOwnerWaits(t *testing.T) {
 	f := newFixture(t)
 	dc := f.getDockyardCluster()

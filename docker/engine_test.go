@@ -298,11 +298,13 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 	b1, b2 := key.Name+"-b1", key.Name+"-b2"
 	addr := map[string]string{b1: startBackend(t, rt, key, b1, bin), b2: startBackend(t, rt, key, b2, bin)}
 
-	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network})
+	// The endpoint's port need not be the API servers': the load balancer serves the one asked.
+	const endpointPort = 7443
+	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network, Port: endpointPort})
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := fmt.Sprintf("https://%s:%d/name", docker.NodeAddress(lb, network), docker.APIServerPort)
+	url := fmt.Sprintf("https://%s:%d/name", docker.NodeAddress(lb, network), endpointPort)
 	setBackends := func(names ...string) {
 		t.Helper()
 		changed, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {

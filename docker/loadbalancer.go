@@ -31,6 +31,17 @@ type LoadBalancerSpec struct {
 	Cluster ClusterKey
 	Image   string
 	Network string
+	// Port the load balancer serves the API on (the cluster's endpoint port); APIServerPort
+	// when 0.
+	Port int
+}
+
+// frontendPort is the port a load balancer container serves: the one it publishes.
+func frontendPort(lb *container.Container) int {
+	for _, p := range lb.Ports {
+		return p.ContainerPort
+	}
+	return APIServerPort
 }
 
 // EnsureLoadBalancer returns the running load balancer of a cluster: one that stopped is
@@ -38,12 +49,20 @@ type LoadBalancerSpec struct {
 // anew, on the network's fixed load balancer address when it has one, so the cluster's
 // endpoint stays valid. Its configuration is rendered by UpdateLoadBalancer.
 func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*container.Container, error) {
+	if spec.Port == 0 {
+		spec.Port = APIServerPort
+	}
 	c, err := m.GetLoadBalancer(ctx, spec.Cluster)
 	switch {
 	case err != nil:
 		return nil, err
-	case c != nil && c.Running:
+	case c != nil && c.Running && frontendPort(c) == spec.Port:
 		return c, nil
+	case c != nil && frontendPort(c) != spec.Port:
+		// Made for another port before the endpoint was set: it holds nothing to keep.
+		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
+			return nil, errors.Wrapf(err, "replacing the load balancer %s, which serves port %d, not %d", c.Name, frontendPort(c), spec.Port)
+		}
 	case c != nil:
 		startErr := m.runtime.StartContainer(ctx, c.Name)
 		if startErr == nil {
@@ -77,7 +96,7 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		Network:       spec.Network,
 		IPv4Address:   address,
 		RestartPolicy: "unless-stopped",
-		Ports:         []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1"}},
+		Ports:         []container.PortMapping{{ContainerPort: spec.Port, Protocol: "tcp", HostIP: "127.0.0.1"}},
 	}
 	if err := m.createAndStart(ctx, cs); err != nil {
 		return nil, errors.Wrapf(err, "creating the load balancer %s", name)
@@ -124,7 +143,7 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err != nil {
 		return false, err
 	}
-	cfg, err := haproxy.Render(tmpl, haproxy.Data{FrontendPort: APIServerPort, Backends: list})
+	cfg, err := haproxy.Render(tmpl, haproxy.Data{FrontendPort: frontendPort(lb), Backends: list})
 	if err != nil {
 		return false, err
 	}

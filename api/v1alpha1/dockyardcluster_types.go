@@ -19,7 +19,8 @@ const (
 // DockyardClusterSpec is the desired state of a DockyardCluster.
 type DockyardClusterSpec struct {
 	// controlPlaneEndpoint is where the workload cluster's API server is reached. Dockyard fills
-	// the host with the load balancer's address; the port defaults to 6443.
+	// the host with the load balancer's address; the load balancer serves the port, which
+	// defaults to 6443.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
