@@ -50,7 +50,7 @@ type DockyardClusterReconciler struct {
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters;dockyardclusters/status;dockyardclusters/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler: it watches DockyardClusters, and Clusters to learn
@@ -182,6 +182,9 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 	}
 
 	tmpl, err := loadBalancerTemplate(ctx, r.Client, dc)
+	if err == nil {
+		err = moveWithCluster(ctx, r.Client, dc)
+	}
 	if err == nil {
 		_, err = r.Nodes.UpdateLoadBalancer(ctx, key, tmpl, controlPlaneBackends(r.Client, r.Nodes, key, network))
 	}

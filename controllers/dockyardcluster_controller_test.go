@@ -245,6 +245,14 @@ func TestClusterCustomLoadBalancerTemplate(t *testing.T) {
 	if cfg := f.loadBalancerConfig(); cfg != "# custom\nfrontend f\n  bind *:6443\n" {
 		t.Errorf("custom template not used:\n%s", cfg)
 	}
+	// clusterctl move takes it along with the cluster.
+	got := &corev1.ConfigMap{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Labels["clusterctl.cluster.x-k8s.io/move"]; !ok {
+		t.Errorf("the template's ConfigMap is not labelled for clusterctl move: %v", got.Labels)
+	}
 
 	t.Run("missing ConfigMap", func(t *testing.T) {
 		dc := f.getDockyardCluster()
@@ -264,8 +272,12 @@ func TestClusterCustomLoadBalancerTemplate(t *testing.T) {
 		if err := f.c.Update(f.ctx, dc); err != nil {
 			t.Fatal(err)
 		}
-		cm.Data["value"] = "# changed\n"
-		if err := f.c.Update(f.ctx, cm); err != nil {
+		current := &corev1.ConfigMap{}
+		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(cm), current); err != nil {
+			t.Fatal(err)
+		}
+		current.Data["value"] = "# changed\n"
+		if err := f.c.Update(f.ctx, current); err != nil {
 			t.Fatal(err)
 		}
 		f.sim.RejectHAProxyConfig = true

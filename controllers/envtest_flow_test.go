@@ -306,3 +306,35 @@ func TestEnvtestEngineEventsWakeTheReconcilers(t *testing.T) {
 		return nil
 	})
 }
+
+// The ConfigMap of a custom load balancer template is labelled to move with its cluster, by a
+// manager that has only the permissions config/ grants.
+func TestEnvtestTemplateConfigMapMovesWithItsCluster(t *testing.T) {
+	ctx := context.Background()
+	cluster, dc := envCluster(ctx, t, "tmpl1", true) // paused while the reference is set
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace, Name: "tmpl1-haproxy"},
+		Data: map[string]string{"value": "# tmpl1\nfrontend f\n  bind *:{{ .FrontendPort }}\n"}}
+	if err := env.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(dc.DeepCopy())
+	dc.Spec.LoadBalancer.ConfigTemplateRef = &infrav1.ConfigMapReference{Name: cm.Name}
+	if err := env.Client.Patch(ctx, dc, patch); err != nil {
+		t.Fatal(err)
+	}
+	clusterPatch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.Paused = ptr.To(false)
+	if err := env.Client.Patch(ctx, cluster, clusterPatch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "ConfigMap labelled for clusterctl move", func() error {
+		got := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+			return err
+		}
+		if _, ok := got.Labels["clusterctl.cluster.x-k8s.io/move"]; !ok {
+			return fmt.Errorf("labels %v", got.Labels)
+		}
+		return nil
+	})
+}

@@ -65,6 +65,29 @@ func machinesWithNodes(ctx context.Context, c client.Client, key docker.ClusterK
 	return n, nil
 }
 
+// moveWithCluster labels the ConfigMap holding the cluster's haproxy template for clusterctl
+// move, which otherwise leaves it behind (it is not owned by anything the cluster owns) and the
+// moved cluster cannot render its load balancer's configuration again.
+func moveWithCluster(ctx context.Context, c client.Client, dc *infrav1.DockyardCluster) error {
+	ref := dc.Spec.LoadBalancer.ConfigTemplateRef
+	if ref == nil {
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: ref.Name}, cm); err != nil {
+		return errors.Wrapf(err, "reading ConfigMap %s (spec.loadBalancer.configTemplateRef)", ref.Name)
+	}
+	if _, ok := cm.Labels[clusterctlv1.ClusterctlMoveLabel]; ok {
+		return nil
+	}
+	patch := client.MergeFrom(cm.DeepCopy())
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	cm.Labels[clusterctlv1.ClusterctlMoveLabel] = ""
+	return errors.Wrapf(c.Patch(ctx, cm, patch), "labelling ConfigMap %s for clusterctl move", ref.Name)
+}
+
 // loadBalancerTemplate returns the user's haproxy template from the ConfigMap the cluster
 // names, or "" for Dockyard's default.
 func loadBalancerTemplate(ctx context.Context, c client.Client, dc *infrav1.DockyardCluster) (string, error) {

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,6 +28,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
@@ -85,7 +87,18 @@ var _ = Describe("clusterctl move to another management plane", Ordered, func() 
 
 	It("moves a provisioned cluster; the target adopts its nodes without recreating or re-bootstrapping them", func(ctx SpecContext) {
 		start := time.Now()
+		// The load balancer renders a template of the user's: its ConfigMap must move too.
+		const marker = "# cctl-move: the user's template"
+		template := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name + "-haproxy"},
+			Data: map[string]string{"value": marker + "\n" + haproxy.DefaultTemplate}}
+		Expect(client.IgnoreAlreadyExists(plane.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}))).To(Succeed())
+		Expect(plane.Client().Create(ctx, template)).To(Succeed())
 		createCluster(ctx, c)
+		dc := &infrav1.DockyardCluster{}
+		Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, dc)).To(Succeed())
+		dcPatch := client.MergeFrom(dc.DeepCopy())
+		dc.Spec.LoadBalancer.ConfigTemplateRef = &infrav1.ConfigMapReference{Name: template.Name}
+		Expect(plane.Client().Patch(ctx, dc, dcPatch)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(clusterAvailable(getCluster(ctx, c))).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
@@ -161,6 +174,14 @@ var _ = Describe("clusterctl move to another management plane", Ordered, func() 
 			g.Expect(conditions.IsTrue(dcAfter, clusterv1.ReadyCondition)).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
 		Expect(dcAfter.Spec.ControlPlaneEndpoint).To(Equal(dcBefore.Spec.ControlPlaneEndpoint))
+
+		By("the template's ConfigMap moved with the cluster, and the load balancer still renders it")
+		Expect(target.Client().Get(ctx, client.ObjectKeyFromObject(template), &corev1.ConfigMap{})).To(Succeed())
+		Expect(apierrors.IsNotFound(src.Get(ctx, client.ObjectKeyFromObject(template), &corev1.ConfigMap{}))).To(BeTrue(), "the ConfigMap stayed in the source")
+		Expect(conditions.IsTrue(dcAfter, infrav1.LoadBalancerAvailableCondition)).To(BeTrue(), conditions.GetMessage(dcAfter, infrav1.LoadBalancerAvailableCondition))
+		cfg, code := execInNode(ctx, docker.LoadBalancerName(c.key()), "cat", docker.LoadBalancerConfigPath)
+		Expect(code).To(Equal(0), cfg)
+		Expect(cfg).To(HavePrefix(marker))
 
 		By("the same containers run: no node or load balancer was recreated or restarted")
 		now := clusterContainers(ctx, c)
