@@ -97,7 +97,16 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 		go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-all
-test-all: verify-generate vet test test-images test-clusterctl test-e2e ## Everything CI runs (.ci/run): generated files, vet, and every suite.
+test-all: verify-generate vet test fuzz test-images test-clusterctl test-e2e ## Everything CI runs (.ci/run): generated files, vet, and every suite.
+
+# How long each fuzz target runs in `make fuzz`.
+FUZZ_TIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## Fuzz the bootstrap data parsers for FUZZ_TIME each: no panic, deterministic plans, no secret in what they say.
+	for target in FuzzParseCloudConfig FuzzParseIgnition; do \
+		go test ./pkg/bootstrap -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_TIME) || exit 1; \
+	done
 
 .PHONY: templates
 templates: ## Write the clusterctl flavors in templates/ from templates/src/, inlining the CNI installer images/cni/install-cni.sh.

@@ -490,7 +490,7 @@ func describeStep(step bootstrap.Step) string {
 	if step.File != nil {
 		return "writing " + step.File.Path
 	}
-	cmd := docker.RedactSecrets(step.Command.String())
+	cmd := bootstrap.Redact(step.Command.String())
 	if len(cmd) > 200 {
 		cmd = cmd[:200] + "..."
 	}
@@ -581,7 +581,7 @@ func (r *DockyardMachineReconciler) reportStopped(ctx context.Context, s *machin
 		logs = fmt.Sprintf("(logs unavailable: %v)", err)
 	}
 	msg := fmt.Sprintf("Node container %s is %s (exit code %d); it is not restarted. Delete the Machine (or let a MachineHealthCheck remediate it) to replace it. Last output:\n%s",
-		node.Name, node.State, node.ExitCode, docker.RedactSecrets(strings.TrimSpace(logs)))
+		node.Name, node.State, node.ExitCode, bootstrap.Redact(strings.TrimSpace(logs)))
 	if conditions.GetReason(s.dm, infrav1.ContainerProvisionedCondition) != infrav1.ContainerStoppedReason {
 		ctrl.LoggerFrom(ctx).Info("Node container stopped", "container", node.Name, "exitCode", node.ExitCode)
 		r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.ContainerStoppedReason, "Node container %s is %s (exit code %d)", node.Name, node.State, node.ExitCode)

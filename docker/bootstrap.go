@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -149,25 +148,7 @@ func (m *Manager) bootstrapOutput(ctx context.Context, node string) string {
 	if err != nil {
 		return fmt.Sprintf("(output unavailable: %v)", err)
 	}
-	return RedactSecrets(strings.TrimSpace(r.Stdout))
-}
-
-var secretPatterns = []struct {
-	re   *regexp.Regexp
-	with string
-}{
-	{regexp.MustCompile(`(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)`), "<redacted private key>"},
-	{regexp.MustCompile(`\b[a-z0-9]{6}\.[a-z0-9]{16}\b`), "<redacted bootstrap token>"},
-	{regexp.MustCompile(`(certificate-key[ =:"']*)[0-9a-fA-F]{64}`), "${1}<redacted certificate key>"},
-}
-
-// RedactSecrets hides bootstrap tokens, certificate keys and private keys in command output
-// before it is shown in a condition or a log.
-func RedactSecrets(s string) string {
-	for _, p := range secretPatterns {
-		s = p.re.ReplaceAllString(s, p.with)
-	}
-	return s
+	return bootstrap.Redact(strings.TrimSpace(r.Stdout))
 }
 
 func parseKeyValues(s string) map[string]string {

@@ -42,8 +42,21 @@ const defaultFileMode os.FileMode = 0o644
 //
 // Errors say what failed and where (for example
 // "cloud-config: write_files[3] (/etc/kubernetes/pki/ca.key): decoding base64: ...") but never
-// quote file contents, which hold private keys and join tokens.
+// quote file contents, and neither they nor Plan.Ignored show a secret of the data
+// (secrets.go), even when it sits where a name or a value was expected.
 func Parse(format Format, data []byte, opts Options) (*Plan, error) {
+	plan, err := parse(format, data, opts)
+	if err != nil {
+		return nil, &redactedError{msg: Redact(err.Error(), Secrets(data)...), cause: err}
+	}
+	secrets := Secrets(data)
+	for i := range plan.Ignored {
+		plan.Ignored[i] = Redact(plan.Ignored[i], secrets...)
+	}
+	return plan, nil
+}
+
+func parse(format Format, data []byte, opts Options) (*Plan, error) {
 	if len(data) > maxDataSize {
 		return nil, fmt.Errorf("%s: bootstrap data is %d bytes, more than the %d bytes Dockyard accepts", formatName(format), len(data), maxDataSize)
 	}

@@ -28,6 +28,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/test/envtest"
@@ -297,7 +298,7 @@ func dumpEngine(ctx context.Context, w io.Writer) {
 		} {
 			var out bytes.Buffer
 			_, _ = engine.Exec(ctx, c.Name, container.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
-			fmt.Fprintf(w, "\n----- %s: %s -----\n%s", c.Name, strings.Join(cmd, " "), docker.RedactSecrets(out.String()))
+			fmt.Fprintf(w, "\n----- %s: %s -----\n%s", c.Name, strings.Join(cmd, " "), bootstrap.Redact(out.String()))
 		}
 	}
 }

@@ -439,7 +439,7 @@ func (p *proof) dump() {
 			{"containers in containerd", "ctr --namespace k8s.io containers list"},
 		} {
 			out, _, err := p.exec(ctx, c.Name, "sh", "-c", d.script)
-			t.Logf("=== %s: %s (%v)\n%s", c.Name, d.title, err, docker.RedactSecrets(out))
+			t.Logf("=== %s: %s (%v)\n%s", c.Name, d.title, err, bootstrap.Redact(out))
 		}
 	}
 	if p.kube != nil {
