@@ -4,14 +4,12 @@ package e2e
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -53,18 +51,7 @@ var _ = Describe("Dockyard's manager restarting in the middle of a quick start",
 		whenDone("quick start with two manager restarts: to all Nodes Ready (1+1)", start)
 
 		By("kubeadm ran exactly once in every node")
-		for _, m := range append(machines(ctx, c, true), machines(ctx, c, false)...) {
-			node := nodeContainer(m)
-			out, code := execInNode(ctx, node, "cat", "/var/lib/dockyard/bootstrap/output.log")
-			Expect(code).To(Equal(0), out)
-			marker := "This node has joined the cluster"
-			if _, isCP := m.Labels[clusterv1.MachineControlPlaneLabel]; isCP {
-				marker = "Your Kubernetes control-plane has initialized successfully"
-			}
-			Expect(strings.Count(out, marker)).To(Equal(1), "node %s: kubeadm success lines in its bootstrap output:\n%s", node, out)
-			Expect(strings.Count(out, "dockyard: step 1:")+strings.Count(out, "dockyard: step 1\n")).To(Equal(1),
-				"node %s: the bootstrap runner started more than once:\n%s", node, out)
-		}
+		expectBootstrappedOnce(ctx, c)
 
 		deleteOn(ctx, plane, c)
 	})

@@ -1,0 +1,226 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/test/envtest"
+)
+
+// Chaos: what breaks outside Dockyard is seen in seconds and survived. A load balancer killed
+// comes back on the endpoint's address; a worker killed is reported and replaced by a
+// MachineHealthCheck; the engine restarted brings the whole cluster back on the same addresses;
+// a manager killed every few seconds still brings a cluster up, bootstrapping each node once.
+var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survived", Ordered, func() {
+	c := clusterSpec{name: "e2e-chaos", namespace: testNamespacePrefix + "-chaos", controlPlane: 1, workers: 1}
+
+	BeforeAll(func(ctx SpecContext) {
+		start := time.Now()
+		createCluster(ctx, c)
+		// Replaces a worker whose infrastructure reports it is gone or stopped (Dockyard's
+		// ContainerProvisioned, mirrored into the Machine's InfrastructureReady).
+		mhc := &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name + "-workers"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: c.name,
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: c.name + "-md-0"}},
+				Checks: clusterv1.MachineHealthCheckChecks{
+					UnhealthyMachineConditions: []clusterv1.UnhealthyMachineCondition{
+						{Type: clusterv1.InfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](60)},
+					},
+				},
+			},
+		}
+		Expect(plane.Client().Create(ctx, mhc)).To(Succeed())
+		waitMachinesRunning(ctx, c, 1, 1)
+		whenDone("chaos: 1+1 cluster Ready", start)
+		DeferCleanup(func(ctx SpecContext) { deleteOn(ctx, plane, c) }, NodeTimeout(10*time.Minute))
+	}, NodeTimeout(20*time.Minute))
+
+	It("brings a killed load balancer back on the endpoint's address; API requests through it resume", func(ctx SpecContext) {
+		dc := getDockyardCluster(ctx, c)
+		endpoint := dc.Spec.ControlPlaneEndpoint.Host
+		lb := docker.LoadBalancerName(c.key())
+		before, err := engine.InspectContainer(ctx, lb)
+		Expect(err).NotTo(HaveOccurred())
+		wl, _ := workloadClient(ctx, c)
+
+		killed := time.Now()
+		Expect(engine.SignalContainer(ctx, lb, "SIGKILL")).To(Succeed())
+		Eventually(func(g Gomega) {
+			now, err := engine.InspectContainer(ctx, lb)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(now.Running).To(BeTrue())
+			g.Expect(docker.NodeAddress(now, docker.DefaultNetworkName(c.key()))).To(Equal(endpoint))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		timings.add("chaos: load balancer killed → running again on the endpoint's address", time.Since(killed))
+		Eventually(func() error {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			return wl.List(rctx, &corev1.NamespaceList{})
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		timings.add("chaos: load balancer killed → API requests through it answered again", time.Since(killed))
+
+		now, err := engine.InspectContainer(ctx, lb)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(now.ID).To(Equal(before.ID), "started again, not replaced: it keeps its configuration")
+		Eventually(func(g Gomega) {
+			g.Expect(conditions.IsTrue(getDockyardCluster(ctx, c), infrav1.LoadBalancerAvailableCondition)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+	})
+
+	It("reports a killed worker in seconds, and its MachineHealthCheck replaces it", func(ctx SpecContext) {
+		old := machines(ctx, c, false)[0]
+		container := nodeContainer(old)
+		killed := time.Now()
+		Expect(engine.SignalContainer(ctx, container, "SIGKILL")).To(Succeed())
+		Eventually(func(g Gomega) {
+			dm := &infrav1.DockyardMachine{}
+			g.Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: old.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
+			g.Expect(conditions.GetReason(dm, infrav1.ContainerProvisionedCondition)).To(Equal(infrav1.ContainerStoppedReason))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+		timings.add("chaos: worker killed → reported (ContainerStopped)", time.Since(killed))
+
+		Eventually(func(g Gomega) {
+			ws := machines(ctx, c, false)
+			g.Expect(ws).To(HaveLen(1))
+			g.Expect(ws[0].Name).NotTo(Equal(old.Name), "the killed worker's Machine is still there")
+		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+		waitMachinesRunning(ctx, c, 1, 1)
+		timings.add("chaos: worker killed → replaced by the MachineHealthCheck, new Node Ready (timeout 60s)", time.Since(killed))
+		Expect(clusterContainers(ctx, c)).NotTo(HaveKey(container), "the killed worker's container is removed with its Machine")
+	})
+
+	It("survives the engine's restart: the cluster is Available again on the same addresses", func(ctx SpecContext) {
+		addresses := func() map[string]string {
+			out := map[string]string{}
+			for name, ct := range clusterContainers(ctx, c) {
+				full, err := engine.InspectContainer(ctx, name)
+				Expect(err).NotTo(HaveOccurred())
+				out[name] = docker.NodeAddress(full, docker.DefaultNetworkName(c.key())) + " " + ct.Labels[docker.AddressLabel]
+			}
+			return out
+		}
+		before := addresses()
+		for name, a := range before {
+			Expect(strings.Fields(a)).To(HaveLen(2), "container %s has no fixed address: %q", name, a)
+		}
+		restarted := restartEngine(ctx)
+		Eventually(func(g Gomega) {
+			g.Expect(clusterAvailable(getCluster(ctx, c))).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+		waitMachinesRunning(ctx, c, 1, 1)
+		wl, _ := workloadClient(ctx, c)
+		Eventually(func() error { return wl.List(ctx, &corev1.NamespaceList{}) }).
+			WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
+		timings.add("chaos: engine restarted → cluster Available, Nodes Ready, API answering", time.Since(restarted))
+		Eventually(addresses).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Equal(before))
+		Eventually(func(g Gomega) {
+			dc := getDockyardCluster(ctx, c)
+			g.Expect(conditions.IsTrue(dc, clusterv1.ReadyCondition)).To(BeTrue(), conditions.GetMessage(dc, clusterv1.ReadyCondition))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
+	})
+
+	It("brings a cluster up while the manager is killed every few seconds, bootstrapping each node once, leaking nothing", func(ctx SpecContext) {
+		mk := clusterSpec{name: "e2e-chaos-mk", namespace: testNamespacePrefix + "-chaos-mk", controlPlane: 1, workers: 1}
+		start := time.Now()
+		// Created while the manager runs: its webhooks admit the objects.
+		createCluster(ctx, mk)
+		stop, kills := make(chan struct{}), make(chan int, 1)
+		go func() {
+			defer GinkgoRecover()
+			n := 0
+			defer func() { kills <- n }()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(5 * time.Second):
+				}
+				Expect(plane.KillDockyard()).To(Succeed())
+				n++
+				time.Sleep(time.Second)
+				Expect(plane.StartDockyard(ctx)).To(Succeed())
+			}
+		}()
+		waitMachinesRunning(ctx, mk, 1, 1)
+		close(stop)
+		n := <-kills
+		timings.add(fmt.Sprintf("chaos: 1+1 quick start with the manager SIGKILLed every 5 s (%d kills) → Nodes Ready", n), time.Since(start))
+		Expect(n).To(BeNumerically(">=", 3), "the manager was killed only %d times", n)
+		expectBootstrappedOnce(ctx, mk)
+		Expect(clusterContainers(ctx, mk)).To(HaveLen(3), "a control plane, a worker and a load balancer, nothing more")
+		deleteOn(ctx, plane, mk)
+	})
+})
+
+func getDockyardCluster(ctx context.Context, c clusterSpec) *infrav1.DockyardCluster {
+	dc := &infrav1.DockyardCluster{}
+	Expect(c.client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, dc)).To(Succeed())
+	return dc
+}
+
+// expectBootstrappedOnce checks in every node that kubeadm succeeded once and the bootstrap
+// runner started once.
+func expectBootstrappedOnce(ctx context.Context, c clusterSpec) {
+	for _, m := range append(machines(ctx, c, true), machines(ctx, c, false)...) {
+		node := nodeContainer(m)
+		out, code := execInNode(ctx, node, "cat", "/var/lib/dockyard/bootstrap/output.log")
+		Expect(code).To(Equal(0), out)
+		marker := "This node has joined the cluster"
+		if _, isCP := m.Labels[clusterv1.MachineControlPlaneLabel]; isCP {
+			marker = "Your Kubernetes control-plane has initialized successfully"
+		}
+		Expect(strings.Count(out, marker)).To(Equal(1), "node %s: kubeadm success lines in its bootstrap output:\n%s", node, out)
+		Expect(strings.Count(out, "dockyard: step 1:")+strings.Count(out, "dockyard: step 1\n")).To(Equal(1),
+			"node %s: the bootstrap runner started more than once:\n%s", node, out)
+	}
+}
+
+// restartEngine stops the Docker engine hack/ensure-docker.sh started (by the PID it recorded:
+// the suite stops nothing it did not start) and starts it again with that script. It returns
+// when it sent the stop signal. On an engine the script did not start, the spec is skipped.
+func restartEngine(ctx context.Context) time.Time {
+	cache := os.Getenv("DOCKYARD_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "dockyard")
+	}
+	raw, err := os.ReadFile(filepath.Join(cache, "dockerd", "pid"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || pid <= 0 || strings.TrimSpace(string(comm)) != "dockerd" {
+		Skip(fmt.Sprintf("the Docker engine was not started by hack/ensure-docker.sh (pid file: %v, process %q): restarting it is not this suite's to do", err, comm))
+	}
+	By(fmt.Sprintf("restarting the Docker engine (dockerd, pid %d)", pid))
+	stopped := time.Now()
+	Expect(syscall.Kill(pid, syscall.SIGTERM)).To(Succeed())
+	Eventually(func() error { return syscall.Kill(pid, 0) }).WithTimeout(2*time.Minute).WithPolling(500*time.Millisecond).
+		ShouldNot(Succeed(), "dockerd did not exit")
+	cmd := exec.CommandContext(ctx, filepath.Join(envtest.RepoRoot(), "hack", "ensure-docker.sh"))
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "starting the engine again:\n%s", out)
+	fmt.Fprintf(GinkgoWriter, "%s", out)
+	return stopped
+}
