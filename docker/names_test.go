@@ -101,3 +101,34 @@ func TestContainersAndNetworksOfEarlierVersionsAreFoundByTheirLabels(t *testing.
 		t.Errorf("ns2's network %s", network)
 	}
 }
+
+// Two clusters of the same name in two namespaces, with machines of the same names, both get
+// their network, load balancer and nodes on one engine.
+func TestClustersOfTheSameNameCoexist(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("node", "lb")
+	m := docker.NewManager(rt, docker.ManagerOptions{})
+	for _, ns := range []string{"team-a", "team-b"} {
+		key := docker.ClusterKey{Namespace: ns, Name: "dev"}
+		network, err := m.ClusterNetwork(ctx, key, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+			t.Fatalf("%s: network: %v", ns, err)
+		}
+		if _, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: "lb", Network: network}); err != nil {
+			t.Fatalf("%s: load balancer: %v", ns, err)
+		}
+		if _, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: key, Machine: "dev-control-plane-abc12", Image: "node", Role: docker.RoleControlPlane, Network: network}); err != nil {
+			t.Fatalf("%s: node: %v", ns, err)
+		}
+		lb, err := m.GetLoadBalancer(ctx, key)
+		if err != nil || lb == nil || lb.Labels[docker.ClusterLabel] != key.String() {
+			t.Errorf("%s: load balancer %+v (%v)", ns, lb, err)
+		}
+	}
+	if n := len(rt.ContainerNames()); n != 4 {
+		t.Errorf("%d containers, want two load balancers and two nodes: %v", n, rt.ContainerNames())
+	}
+}
