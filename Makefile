@@ -17,6 +17,8 @@ CONTROLLER_GEN_VER := v0.21.0
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen-$(CONTROLLER_GEN_VER)
 KUSTOMIZE_VER := v5.7.1
 KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VER)
+GOLANGCI_LINT_VER := v2.15.0
+GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VER)
 
 # Versions of the binaries envtest runs; built from the Go module proxy by `make envtest-assets`.
 ENVTEST_KUBERNETES_VERSION ?= v1.34.4
@@ -79,6 +81,10 @@ docker-build: build ## Build the manager image localhost/dockyard/manager:$(VERS
 vet: ## Run go vet.
 	go vet ./...
 
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml), the e2e and image proof code included.
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest (cached; skipped when KUBEBUILDER_ASSETS is set).
 	@if [ -n "$$KUBEBUILDER_ASSETS" ]; then echo "using KUBEBUILDER_ASSETS=$$KUBEBUILDER_ASSETS"; \
@@ -97,7 +103,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 		go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-all
-test-all: verify-generate vet test fuzz test-images test-clusterctl test-e2e ## Everything CI runs (.ci/run): generated files, vet, and every suite.
+test-all: verify-generate vet lint test fuzz test-images test-clusterctl test-e2e ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite.
 
 # How long each fuzz target runs in `make fuzz`.
 FUZZ_TIME ?= 30s
@@ -139,3 +145,6 @@ $(CONTROLLER_GEN):
 
 $(KUSTOMIZE):
 	hack/go-install.sh sigs.k8s.io/kustomize/kustomize/v5 $(KUSTOMIZE_VER) $@
+
+$(GOLANGCI_LINT):
+	hack/go-install.sh github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VER) $@

@@ -196,7 +196,7 @@ func TestEnvtestClusterAndMachinesThroughTheFlow(t *testing.T) {
 			return fmt.Errorf("%d DockyardMachines left", len(list.Items))
 		}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dc), &infrav1.DockyardCluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("DockyardCluster still there (%v)", err)
+			return fmt.Errorf("DockyardCluster still there (%w)", err)
 		}
 		labels := map[string]string{docker.ClusterLabel: ns + "/flow1"}
 		cs, _ := envRuntime.ListContainers(ctx, labels)

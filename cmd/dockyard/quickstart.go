@@ -180,7 +180,7 @@ func apply(ctx context.Context, c client.Client, namespace string, manifest []by
 		// Right after clusterctl init the webhooks' Service may not route yet: retry a while.
 		var lastErr error
 		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			lastErr = c.Patch(ctx, obj.DeepCopy(), client.Apply, client.FieldOwner("dockyard-quickstart"), client.ForceOwnership)
+			lastErr = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner("dockyard-quickstart"), client.ForceOwnership)
 			return lastErr == nil, nil
 		})
 		if err != nil {

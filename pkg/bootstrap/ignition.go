@@ -110,7 +110,7 @@ func checkIgnitionVersion(data []byte) error {
 	}
 	if top.Ignition == nil || top.Ignition.Version == nil {
 		if len(top.IgnitionVersion) > 0 {
-			return errors.New("Ignition spec 1 (ignitionVersion) is not supported: Dockyard reads spec 2.0.0 to 2.3.0")
+			return errors.New("spec 1 (ignitionVersion) is not supported: Dockyard reads Ignition spec 2.0.0 to 2.3.0")
 		}
 		return errors.New("ignition.version is missing")
 	}
@@ -124,9 +124,9 @@ func checkIgnitionVersion(data []byte) error {
 	patch, _ := strconv.Atoi(m[3])
 	switch {
 	case major >= 3:
-		return fmt.Errorf("Ignition spec %d.x is not supported (ignition.version %s): Dockyard reads spec 2.0.0 to 2.3.0, which Cluster API's kubeadm bootstrap provider writes", major, quoteForError(v))
+		return fmt.Errorf("spec %d.x is not supported (ignition.version %s): Dockyard reads Ignition spec 2.0.0 to 2.3.0, which Cluster API's kubeadm bootstrap provider writes", major, quoteForError(v))
 	case major != 2 || minor > 3 || patch != 0 || m[4] != "":
-		return fmt.Errorf("Ignition spec version %s is not supported: Dockyard reads spec 2.0.0 to 2.3.0", quoteForError(v))
+		return fmt.Errorf("spec version %s is not supported: Dockyard reads Ignition spec 2.0.0 to 2.3.0", quoteForError(v))
 	}
 	return nil
 }
@@ -153,7 +153,7 @@ func describeJSONError(err error) error {
 		}
 		return fmt.Errorf("%s: want %s, found a JSON %s", field, jsonTypeName(typeErr.Type), typeErr.Value)
 	default:
-		return fmt.Errorf("malformed JSON: %s", err)
+		return fmt.Errorf("malformed JSON: %w", err)
 	}
 }
 

@@ -29,7 +29,7 @@ func checkTemplate(t *template.Template) error {
 	if t.Tree == nil {
 		return nil
 	}
-	return checkNode(t.Tree.Root, false)
+	return checkNode(t.Root, false)
 }
 
 // checkNode checks a node; inRange is true inside a range, where another range would multiply

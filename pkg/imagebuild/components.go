@@ -179,7 +179,7 @@ func flannelBuild(ctx context.Context, version string) (gobuild.Build, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return gobuild.Build{}, fmt.Errorf("go mod download %s@%s: %v: %s%s", module, version, err, stderr.String(), out)
+		return gobuild.Build{}, fmt.Errorf("go mod download %s@%s: %w: %s%s", module, version, err, stderr.String(), out)
 	}
 	var info struct{ Dir string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {

@@ -50,7 +50,7 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 		f.Close()
 		return nil, err
 	}
-	return &readCloser{Reader: zr, close: func() error { zr.Close(); return f.Close() }}, nil
+	return &readCloser{Reader: zr, close: func() error { _ = zr.Close(); return f.Close() }}, nil
 }
 
 type readCloser struct {

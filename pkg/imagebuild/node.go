@@ -230,7 +230,7 @@ func kubeadmImages(ctx context.Context, kubeadm, version string) ([]KubeadmImage
 	cmd := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--kubernetes-version", version)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("kubeadm config images list: %v: %s", err, stderr.String())
+		return nil, fmt.Errorf("kubeadm config images list: %w: %s", err, stderr.String())
 	}
 	return ParseImageList(stdout.String())
 }
@@ -527,7 +527,7 @@ func (b *Builder) waitForContainerd(ctx context.Context, name string) error {
 		}
 		if time.Now().After(deadline) {
 			logs, _ := b.Runtime.ContainerLogs(ctx, name, 40)
-			return fmt.Errorf("containerd did not start in the build container: %v\n%s", err, logs)
+			return fmt.Errorf("containerd did not start in the build container: %w\n%s", err, logs)
 		}
 		select {
 		case <-ctx.Done():

@@ -198,7 +198,7 @@ func (b *Builder) buildRootfs(ctx context.Context, spec RootfsSpec, dir, id stri
 			"-C", root, "-cf", "-", ".")
 		cmd.Stdout, cmd.Stderr = w, &stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("tar: %v: %s", err, stderr.String())
+			return fmt.Errorf("tar: %w: %s", err, stderr.String())
 		}
 		return nil
 	})
@@ -267,7 +267,7 @@ func aptGet(ctx context.Context, b *Builder, args ...string) error {
 			return nil
 		}
 		if !strings.Contains(string(out), "Could not get lock") || time.Now().After(deadline) {
-			return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 		b.logf("apt-get %s: another process holds apt's lock; retrying", args[0])
 		select {

@@ -456,7 +456,7 @@ func testTopologyPatches(ctx context.Context, t *testing.T, repo repository, pla
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %v", err)
+		return fmt.Errorf("still there: %w", err)
 	})
 }
 
@@ -531,7 +531,7 @@ func testDescribe(ctx context.Context, t *testing.T, repo repository, plane *fra
 	}
 	poll(ctx, t, 3*time.Minute, "the cluster and its network to be deleted", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Cluster still there: %v", err)
+			return fmt.Errorf("Cluster still there: %w", err)
 		}
 		networks, err := rt.ListNetworks(ctx, key.ClusterLabels())
 		if err != nil {

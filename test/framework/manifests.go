@@ -33,7 +33,7 @@ func readObjects(path string) ([]map[string]any, error) {
 	for {
 		var obj map[string]any
 		if err := dec.Decode(&obj); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return objs, nil
 			}
 			return nil, errors.Wrapf(err, "decoding %s", path)

@@ -345,7 +345,7 @@ func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string
 func (p *proof) kubeadmTimes(ctx context.Context, name string) (start, end time.Time, err error) {
 	out, code, err := p.exec(ctx, name, "cat", kubeadmStartFile, kubeadmEndFile)
 	if err != nil || code != 0 {
-		return start, end, fmt.Errorf("reading the kubeadm timestamps: exit %d, %v: %s", code, err, out)
+		return start, end, fmt.Errorf("reading the kubeadm timestamps: exit %d, %w: %s", code, err, out)
 	}
 	f := strings.Fields(out)
 	if len(f) != 2 {
@@ -354,7 +354,7 @@ func (p *proof) kubeadmTimes(ctx context.Context, name string) (start, end time.
 	var ts [2]float64
 	for i := range ts {
 		if _, err := fmt.Sscan(f[i], &ts[i]); err != nil {
-			return start, end, fmt.Errorf("kubeadm timestamp %q: %v", f[i], err)
+			return start, end, fmt.Errorf("kubeadm timestamp %q: %w", f[i], err)
 		}
 	}
 	unix := func(s float64) time.Time { return time.Unix(0, int64(s*float64(time.Second))) }
@@ -401,11 +401,11 @@ else
 fi`
 	out, code, err := p.exec(ctx, name, "sh", "-c", script)
 	if err != nil || code != 0 {
-		return 0, fmt.Errorf("exit %d, %v: %s", code, err, out)
+		return 0, fmt.Errorf("exit %d, %w: %s", code, err, out)
 	}
 	var usage, inactive int64
 	if _, err := fmt.Sscan(strings.TrimSpace(out), &usage, &inactive); err != nil {
-		return 0, fmt.Errorf("parsing %q: %v", out, err)
+		return 0, fmt.Errorf("parsing %q: %w", out, err)
 	}
 	if inactive < usage {
 		usage -= inactive

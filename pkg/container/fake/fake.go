@@ -412,7 +412,7 @@ func ExtractTar(files map[string][]byte, dir string, tarStream io.Reader) error 
 	tr := tar.NewReader(tarStream)
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
