@@ -9,6 +9,7 @@ import (
 	"github.com/distribution/reference"
 	"github.com/pkg/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -36,6 +37,9 @@ type NodeSpec struct {
 	address string
 }
 
+// predefinedNetworks are the networks every Docker engine has.
+var predefinedNetworks = sets.New("", "none", "host", "bridge")
+
 // Name returns the container name of the node.
 func (s NodeSpec) Name() string { return NodeName(s.Cluster, s.Machine) }
 
@@ -61,6 +65,10 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 	if s.address != "" {
 		labels[AddressLabel] = s.address
 	}
+	var aliases []string
+	if !predefinedNetworks.Has(s.Network) { // the engine's own networks take no aliases
+		aliases = []string{hostname}
+	}
 	spec := container.ContainerSpec{
 		IPv4Address:    s.address,
 		Name:           name,
@@ -68,7 +76,7 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		Image:          s.Image,
 		Labels:         labels,
 		Network:        s.Network,
-		NetworkAliases: []string{hostname},
+		NetworkAliases: aliases,
 		Mounts:         mounts,
 		Tty:            true,
 		StopSignal:     "SIGRTMIN+3", // systemd's clean shutdown
