@@ -132,3 +132,14 @@ func TestClustersOfTheSameNameCoexist(t *testing.T) {
 		t.Errorf("%d containers, want two load balancers and two nodes: %v", n, rt.ContainerNames())
 	}
 }
+
+// A node on one of the engine's own networks (the image builder's, on "none") takes no alias,
+// which only user-defined networks accept.
+func TestANodeOnTheEnginesOwnNetwork(t *testing.T) {
+	rt := fake.New("node")
+	m := docker.NewManager(rt, docker.ManagerOptions{})
+	key := docker.ClusterKey{Namespace: "dockyard-build", Name: "b"}
+	if _, err := m.CreateNode(context.Background(), docker.NodeSpec{Cluster: key, Machine: "preload", Image: "node", Role: docker.RoleWorker, Network: "none"}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -117,9 +117,11 @@ func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Con
 	// Two nodes of a cluster created at once must not pick the same address.
 	unlock := m.lockCluster(spec.Cluster)
 	defer unlock()
-	var err error
-	if spec.address, err = m.nodeAddress(ctx, spec.Cluster, spec.Network); err != nil {
-		return nil, errors.Wrapf(err, "picking an address for node %s", name)
+	if !predefinedNetworks.Has(spec.Network) {
+		var err error
+		if spec.address, err = m.nodeAddress(ctx, spec.Cluster, spec.Network); err != nil {
+			return nil, errors.Wrapf(err, "picking an address for node %s", name)
+		}
 	}
 	volumeLabels := spec.Cluster.MachineLabels(spec.Machine)
 	if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: volumeName(name), Labels: volumeLabels}); err != nil {
@@ -130,7 +132,7 @@ func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Con
 	if !known {
 		privileged = true
 	}
-	err = m.createAndStart(ctx, spec.containerSpec(privileged))
+	err := m.createAndStart(ctx, spec.containerSpec(privileged))
 	if err != nil && !known {
 		// The engine refused a privileged container (here: "unable to apply caps: operation
 		// not permitted"); try again with the explicit capability set.

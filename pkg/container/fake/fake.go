@@ -110,7 +110,13 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 	if !r.images[spec.Image] {
 		return notFound("image", spec.Image)
 	}
-	if spec.Network != "" {
+	switch spec.Network {
+	case "":
+	case "none", "host", "bridge": // the engine's own networks
+		if len(spec.NetworkAliases) > 0 {
+			return errors.Errorf("creating container %s: network-scoped alias is supported only for containers in user defined networks", spec.Name)
+		}
+	default:
 		if _, ok := r.networks[spec.Network]; !ok {
 			return notFound("network", spec.Network)
 		}
