@@ -292,26 +292,11 @@ func waitFor(t *testing.T, timeout time.Duration, what string, check func() erro
 	}
 }
 
-func TestNetworkAttachmentsConformOnARealEngine(t *testing.T) {
+// TestRuntimeConformsOnARealEngine runs the suite every runtime (and the fake) passes.
+func TestRuntimeConformsOnARealEngine(t *testing.T) {
 	rt, labels := engineTest(t)
-	conformance.NetworkAttachments(t, conformance.Subject{
-		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-rt-test-conf",
-		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
-	})
-}
-
-func TestFixedAddressesConformOnARealEngine(t *testing.T) {
-	rt, labels := engineTest(t)
-	conformance.FixedAddresses(t, conformance.Subject{
-		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-rt-test-fixed",
-		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
-	})
-}
-
-func TestEventsConformOnARealEngine(t *testing.T) {
-	rt, labels := engineTest(t)
-	conformance.Events(t, conformance.Subject{
-		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-rt-test-events",
+	conformance.Run(t, conformance.Subject{
+		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-rt-conf",
 		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
 	})
 }

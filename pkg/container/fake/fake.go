@@ -7,17 +7,22 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"net/netip"
+	"os"
 	"path"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -49,10 +54,13 @@ type Runtime struct {
 	// pools hand out the addresses of each network.
 	pools   map[string]*pool
 	volumes map[string]*container.Volume
-	images  map[string]bool
-	nextID  int
+	// images by name; nil for an image the engine was made with (New), whose content the
+	// fake makes up when it is saved.
+	images map[string]v1.Image
+	nextID int
 
-	// Exec simulates commands; nil means every command succeeds silently.
+	// Exec simulates commands; nil runs the commands of the conformance suite (see shell) and
+	// lets every other command succeed silently.
 	ExecHandler ExecFunc
 	// Pullable images can be pulled; pulling any other image fails like a missing registry.
 	Pullable map[string]bool
@@ -78,12 +86,12 @@ func New(images ...string) *Runtime {
 		networks:   map[string]*container.Network{},
 		pools:      map[string]*pool{},
 		volumes:    map[string]*container.Volume{},
-		images:     map[string]bool{},
+		images:     map[string]v1.Image{},
 		Pullable:   map[string]bool{},
 		Calls:      map[string]int{},
 	}
 	for _, img := range images {
-		r.images[img] = true
+		r.images[img] = nil
 	}
 	return r
 }
@@ -107,7 +115,7 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 	if _, ok := r.containers[spec.Name]; ok {
 		return errors.Errorf("creating container %s: Conflict. The container name is already in use", spec.Name)
 	}
-	if !r.images[spec.Image] {
+	if _, ok := r.images[spec.Image]; !ok {
 		return notFound("image", spec.Image)
 	}
 	switch spec.Network {
@@ -122,6 +130,13 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 		}
 	}
 	for _, m := range spec.Mounts {
+		// The fake engine's host is the test's: a bind source it lacks fails the container,
+		// unless the mount is optional.
+		if m.Type == container.MountBind && !m.Optional {
+			if _, err := os.Stat(m.Source); err != nil {
+				return errors.Errorf("creating container %s: invalid mount config: bind source path does not exist: %s", spec.Name, m.Source)
+			}
+		}
 		if m.Type == container.MountVolume {
 			if _, ok := r.volumes[m.Source]; !ok {
 				// Engines create named volumes on demand; so does the fake, unlabelled.
@@ -393,10 +408,11 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 		return -1, errors.Errorf("exec in container %s: container is not running", name)
 	}
 	if r.ExecHandler == nil {
-		if opts.Stdin != nil {
+		code, ok, err := shell(ctx, c, opts)
+		if !ok && opts.Stdin != nil {
 			_, _ = io.Copy(io.Discard, opts.Stdin)
 		}
-		return 0, nil
+		return code, err
 	}
 	return r.ExecHandler(ctx, c, opts)
 }
@@ -675,7 +691,8 @@ func (r *Runtime) RemoveVolume(_ context.Context, name string) error {
 func (r *Runtime) ImageExists(_ context.Context, ref string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.images[ref], nil
+	_, ok := r.images[ref]
+	return ok, nil
 }
 
 // PullImage succeeds for Pullable images only.
@@ -686,48 +703,101 @@ func (r *Runtime) PullImage(_ context.Context, ref string) error {
 	if !r.Pullable[ref] {
 		return errors.Errorf("pulling image %s: dial tcp: lookup registry: no such host", ref)
 	}
-	r.images[ref] = true
+	if _, ok := r.images[ref]; !ok {
+		r.images[ref] = nil
+	}
 	return nil
 }
 
-// savedImages is the content of a fake image archive.
-type savedImages struct {
-	Images []string `json:"images"`
+// image returns the content of an image, made up (an empty image labelled with its name) for
+// the images the engine was made with.
+func (r *Runtime) image(ref string) (v1.Image, error) {
+	img, ok := r.images[ref]
+	if !ok {
+		return nil, notFound("image", ref)
+	}
+	if img != nil {
+		return img, nil
+	}
+	cfg, err := empty.Image.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS = "amd64", "linux"
+	cfg.Config.Labels = map[string]string{"fake.dockyard.x-k8s.io/name": ref}
+	return mutate.ConfigFile(empty.Image, cfg)
 }
 
-// SaveImages returns an archive naming the images.
+// SaveImages returns a docker-save archive of images.
 func (r *Runtime) SaveImages(_ context.Context, refs []string) (io.ReadCloser, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	byTag := map[name.Tag]v1.Image{}
 	for _, ref := range refs {
-		if !r.images[ref] {
-			return nil, notFound("image", ref)
+		img, err := r.image(ref)
+		if err != nil {
+			return nil, err
 		}
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			return nil, errors.Wrapf(err, "saving image %s", ref)
+		}
+		byTag[tag] = img
 	}
-	b, _ := json.Marshal(savedImages{Images: refs})
-	return io.NopCloser(bytes.NewReader(b)), nil
+	var buf bytes.Buffer
+	if err := tarball.MultiWrite(byTag, &buf); err != nil {
+		return nil, errors.Wrap(err, "writing image archive")
+	}
+	return io.NopCloser(&buf), nil
 }
 
-// ImagesInArchive lists the images of an archive made by SaveImages.
+// ImagesInArchive lists the names of the images of a docker-save archive.
 func ImagesInArchive(r io.Reader) ([]string, error) {
-	var s savedImages
-	if err := json.NewDecoder(r).Decode(&s); err != nil {
-		return nil, errors.Wrap(err, "reading fake image archive")
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, errors.Wrap(err, "reading image archive")
 	}
-	return s.Images, nil
+	manifest, err := tarball.LoadManifest(opener(data))
+	if err != nil {
+		return nil, errors.Wrap(err, "reading image archive")
+	}
+	var names []string
+	for _, m := range manifest {
+		names = append(names, m.RepoTags...)
+	}
+	return names, nil
 }
 
-// LoadImages adds the images of an archive made by SaveImages.
+func opener(data []byte) tarball.Opener {
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil }
+}
+
+// LoadImages adds the images of a docker-save archive under their names.
 func (r *Runtime) LoadImages(_ context.Context, tarStream io.Reader) error {
-	imgs, err := ImagesInArchive(tarStream)
+	data, err := io.ReadAll(tarStream)
+	if err != nil {
+		return errors.Wrap(err, "reading image archive")
+	}
+	names, err := ImagesInArchive(bytes.NewReader(data))
 	if err != nil {
 		return err
 	}
+	loaded := map[string]v1.Image{}
+	for _, n := range names {
+		tag, err := name.NewTag(n)
+		if err != nil {
+			return errors.Wrapf(err, "loading image %s", n)
+		}
+		img, err := tarball.Image(opener(data), &tag)
+		if err != nil {
+			return errors.Wrapf(err, "loading image %s", n)
+		}
+		loaded[n] = img
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, img := range imgs {
-		r.images[img] = true
-	}
+	maps.Copy(r.images, loaded)
 	return nil
 }
 
@@ -795,21 +865,35 @@ func (c *Container) HasPrefix(prefix string) bool {
 	return false
 }
 
-// InspectImage returns a fake image: its ID is derived from its name, it has no labels.
+// InspectImage returns an image's ID (its configuration's digest) and labels.
 func (r *Runtime) InspectImage(_ context.Context, ref string) (*container.Image, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.images[ref] {
-		return nil, notFound("image", ref)
+	img, err := r.image(ref)
+	if err != nil {
+		return nil, err
 	}
-	return &container.Image{ID: "sha256:" + ref}, nil
+	id, err := img.ConfigName()
+	if err != nil {
+		return nil, errors.Wrapf(err, "inspecting image %s", ref)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, errors.Wrapf(err, "inspecting image %s", ref)
+	}
+	return &container.Image{ID: id.String(), Labels: maps.Clone(cfg.Config.Labels)}, nil
 }
 
-// RemoveImage forgets an image.
+// RemoveImage forgets an image no container uses.
 func (r *Runtime) RemoveImage(_ context.Context, ref string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.count("RemoveImage")
+	for _, c := range r.containers {
+		if c.Spec.Image == ref {
+			return errors.Errorf("removing image %s: conflict: container %s uses it", ref, c.Spec.Name)
+		}
+	}
 	delete(r.images, ref)
 	return nil
 }
