@@ -44,6 +44,10 @@ func New() (*Runtime, error) {
 	return &Runtime{client: c}, nil
 }
 
+// NewFromClient wraps a client the caller configured, e.g. for another engine's
+// Docker-compatible API (Podman's); Close closes it.
+func NewFromClient(c *client.Client) *Runtime { return &Runtime{client: c} }
+
 // Close releases the client's connections.
 func (r *Runtime) Close() error { return r.client.Close() }
 

@@ -1,0 +1,163 @@
+package podman
+
+import (
+	"context"
+	"net/url"
+	"sort"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/docker"
+)
+
+// DefaultEndpoint is rootful Podman's API socket.
+const DefaultEndpoint = "unix:///run/podman/podman.sock"
+
+// Runtime is a container.Runtime backed by a Podman engine. The embedded docker.Runtime
+// speaks Podman's Docker-compatible API for everything it gets right; the methods defined in
+// this package replace the rest (see doc.go for each difference).
+type Runtime struct {
+	*docker.Runtime
+	compat   *client.Client
+	libpod   *libpod
+	removals *broker // networks this Runtime removed, for Events (Podman emits no network events)
+}
+
+var _ container.Runtime = &Runtime{}
+
+// New connects to the Podman API at endpoint (unix:///path or tcp://host:port; empty means
+// DefaultEndpoint). It does not read DOCKER_HOST: that names a Docker engine. Nothing is
+// sent until the first call.
+func New(endpoint string) (*Runtime, error) {
+	if endpoint == "" {
+		endpoint = DefaultEndpoint
+	}
+	lp, err := newLibpod(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(client.WithHost(endpoint))
+	if err != nil {
+		return nil, errors.Wrapf(err, "creating a client of Podman's Docker-compatible API at %s", endpoint)
+	}
+	return &Runtime{Runtime: docker.NewFromClient(c), compat: c, libpod: lp, removals: newBroker()}, nil
+}
+
+// Close releases the clients' connections.
+func (r *Runtime) Close() error {
+	r.libpod.http.CloseIdleConnections()
+	return r.Runtime.Close()
+}
+
+// Info describes the engine; the compatible API reports the cgroup version and driver.
+func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
+	info, err := r.Runtime.Info(ctx)
+	if err != nil {
+		return container.EngineInfo{}, errors.Wrap(err, "reading Podman engine info")
+	}
+	info.Name = "podman"
+	return info, nil
+}
+
+// RemoveContainer force-removes a container and its anonymous volumes through libpod with a
+// zero stop timeout: the compatible API's removal waits the container's stop timeout (10s)
+// before it kills a running container, where Docker kills at once.
+func (r *Runtime) RemoveContainer(ctx context.Context, name string) error {
+	q := url.Values{"force": {"true"}, "v": {"true"}, "timeout": {"0"}}
+	err := r.libpod.do(ctx, "DELETE", "/containers/"+url.PathEscape(name), q, nil, nil)
+	if container.IsNotFound(err) {
+		return nil
+	}
+	return errors.Wrapf(err, "removing container %s", name)
+}
+
+// StartContainer starts a container, naming the fix when the engine's default ulimits exceed
+// the host's hard limits (every container then fails to start).
+func (r *Runtime) StartContainer(ctx context.Context, name string) error {
+	err := r.Runtime.StartContainer(ctx, name)
+	if err != nil && strings.Contains(err.Error(), "error setting rlimit") {
+		return errors.Wrap(err, "the engine's default container ulimits exceed the engine host's hard limits: "+
+			`set [containers] default_ulimits = ["nofile=<ulimit -Hn>:<ulimit -Hn>", "nproc=<N>:<N>"] (N: ulimit -Hu, at most kernel.pid_max; `+
+			"soft equal to hard, as Podman 4.3's API swaps them) "+
+			"in /etc/containers/containers.conf and restart the Podman service (hack/ensure-podman.sh does this)")
+	}
+	return err
+}
+
+// ListContainers returns every container carrying all the labels. The engine's label filter
+// is checked again here (see ListVolumes).
+func (r *Runtime) ListContainers(ctx context.Context, labels map[string]string) ([]container.Container, error) {
+	cs, err := r.Runtime.ListContainers(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if matchLabels(c.Labels, labels) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// ListNetworks returns the networks carrying all the labels, re-checked here.
+func (r *Runtime) ListNetworks(ctx context.Context, labels map[string]string) ([]container.Network, error) {
+	ns, err := r.Runtime.ListNetworks(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	out := ns[:0]
+	for _, n := range ns {
+		if matchLabels(n.Labels, labels) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// ListVolumes returns the volumes carrying all the labels. Podman's volume label filter
+// matches volumes carrying ANY of the given labels, so every label is checked here: trusting
+// it once made Dockyard delete another machine's volume.
+func (r *Runtime) ListVolumes(ctx context.Context, labels map[string]string) ([]container.Volume, error) {
+	vs, err := r.Runtime.ListVolumes(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	out := vs[:0]
+	for _, v := range vs {
+		if matchLabels(v.Labels, labels) {
+			out = append(out, v)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// RemoveNetwork removes a network and reports its removal to this Runtime's Events streams:
+// Podman emits no network events.
+func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
+	_, err := r.compat.NetworkRemove(ctx, name, client.NetworkRemoveOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return errors.Wrapf(err, "removing network %s", name)
+	}
+	r.removals.publish(name)
+	return nil
+}
+
+// matchLabels is true when have carries every label of want (an empty value matches any).
+func matchLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := have[k]
+		if !ok || (v != "" && got != v) {
+			return false
+		}
+	}
+	return true
+}
