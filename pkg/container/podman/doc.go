@@ -35,10 +35,15 @@
 //   - Label filters: Podman's volume list matches volumes carrying ANY of the given labels
 //     (Dockyard once removed another machine's volume over this). Every list (containers,
 //     networks, volumes) is checked again here against all the labels.
-//   - Image names: Podman keeps localhost/... names as given but qualifies short names it
-//     loads (kindest/node:v1 is docker.io/kindest/node:v1) and names images it builds or
-//     imports without a registry localhost/...; ImageExists, InspectImage and RemoveImage try
-//     the name as given, its docker.io form, and for short names its localhost/ form.
+//   - Image names: Podman keeps qualified names (localhost/...) as given, but names an image
+//     loaded from a docker-save archive tagged with a short name localhost/<name> (found on
+//     this engine: "dockyard-test-short:x" became localhost/dockyard-test-short:x), where
+//     Docker says docker.io/library/<name>. ImageExists, InspectImage and RemoveImage try a
+//     docker.io name as given, in full, short and under localhost/.
+//   - The default network: the compatible API takes "bridge" on create (and inspects the
+//     network "bridge") but reports a container's endpoint on it under Podman's name,
+//     "podman". InspectContainer and ListContainers report it under both names, so callers
+//     that look a node's address up by "bridge" find it.
 //   - Stop signal: libpod takes a number; names such as SIGRTMIN+3 are converted.
 //   - Pids limit: rootful Podman's default pids limit (2048) is lifted (Docker sets none).
 //   - Ulimits: rootful Podman gives containers nofile 1048576 and nproc 4194304; where the

@@ -2,7 +2,7 @@ package podman
 
 import (
 	"context"
-	"strings"
+	"slices"
 
 	"github.com/distribution/reference"
 	"github.com/pkg/errors"
@@ -11,20 +11,27 @@ import (
 )
 
 // imageNames returns the names an image given as ref may carry in Podman. Podman keeps
-// localhost/... names as given, but qualifies the short names of images it loads or pulls
-// (kindest/node:v1 is docker.io/kindest/node:v1) and names what it builds or imports without
-// a registry localhost/...; a short name may be either. IDs and digests are left as they are.
+// qualified names as given, but names an image it loads (or builds, or imports) under a short
+// name localhost/<name>, where Docker says docker.io/library/<name>: loading a docker-save
+// archive tagged "haproxy:v1" gives localhost/haproxy:v1 in Podman. So a docker.io name
+// (written out or short) is looked up as given, in full, short and under localhost/. IDs and
+// digests are left as they are.
 func imageNames(ref string) []string {
 	names := []string{ref}
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return names
 	}
-	if full := named.String(); full != ref {
-		names = append(names, full)
+	add := func(n string) {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
 	}
-	if reference.Domain(named) == "docker.io" && !strings.HasPrefix(ref, "docker.io/") {
-		names = append(names, "localhost/"+strings.TrimPrefix(reference.FamiliarString(named), "library/"))
+	add(named.String())
+	if reference.Domain(named) == "docker.io" {
+		familiar := reference.FamiliarString(named)
+		add(familiar)
+		add("localhost/" + familiar)
 	}
 	return names
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -25,6 +26,9 @@ type Runtime struct {
 	compat   *client.Client
 	libpod   *libpod
 	removals *broker // networks this Runtime removed, for Events (Podman emits no network events)
+
+	mu             sync.Mutex
+	defaultNetwork string // the name of the network Docker calls "bridge", once known
 }
 
 var _ container.Runtime = &Runtime{}
@@ -88,8 +92,21 @@ func (r *Runtime) StartContainer(ctx context.Context, name string) error {
 	return err
 }
 
+// InspectContainer returns the state of a container. A container on the engine's default
+// network is reported on it under Podman's name ("podman") and Docker's ("bridge"): Podman's
+// compatible API takes "bridge" on create but reports "podman".
+func (r *Runtime) InspectContainer(ctx context.Context, name string) (*container.Container, error) {
+	c, err := r.Runtime.InspectContainer(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	r.aliasDefaultNetwork(ctx, c.Networks)
+	return c, nil
+}
+
 // ListContainers returns every container carrying all the labels. The engine's label filter
-// is checked again here (see ListVolumes).
+// is checked again here (see ListVolumes); the default network is aliased as in
+// InspectContainer.
 func (r *Runtime) ListContainers(ctx context.Context, labels map[string]string) ([]container.Container, error) {
 	cs, err := r.Runtime.ListContainers(ctx, labels)
 	if err != nil {
@@ -98,10 +115,47 @@ func (r *Runtime) ListContainers(ctx context.Context, labels map[string]string) 
 	out := cs[:0]
 	for _, c := range cs {
 		if matchLabels(c.Labels, labels) {
+			r.aliasDefaultNetwork(ctx, c.Networks)
 			out = append(out, c)
 		}
 	}
 	return out, nil
+}
+
+// aliasDefaultNetwork adds a "bridge" entry for an endpoint on the default network. When the
+// engine cannot say which network that is, nothing is added.
+func (r *Runtime) aliasDefaultNetwork(ctx context.Context, networks map[string]container.Endpoint) {
+	if len(networks) == 0 {
+		return
+	}
+	if _, ok := networks["bridge"]; ok {
+		return
+	}
+	def := r.defaultNetworkName(ctx)
+	if ep, ok := networks[def]; ok && def != "" {
+		networks["bridge"] = ep
+	}
+}
+
+// defaultNetworkName asks the engine once which network "bridge" stands for.
+func (r *Runtime) defaultNetworkName(ctx context.Context) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.defaultNetwork != "" {
+		return r.defaultNetwork
+	}
+	res, err := r.compat.NetworkInspect(ctx, "bridge", client.NetworkInspectOptions{})
+	if err != nil {
+		return ""
+	}
+	var n struct {
+		Name string `json:"name"`
+	}
+	if err := r.libpod.do(ctx, "GET", "/networks/"+url.PathEscape(res.Network.ID)+"/json", nil, nil, &n); err != nil {
+		return ""
+	}
+	r.defaultNetwork = n.Name
+	return n.Name
 }
 
 // ListNetworks returns the networks carrying all the labels, re-checked here.

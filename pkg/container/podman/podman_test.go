@@ -1,12 +1,19 @@
 package podman_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
@@ -152,24 +159,129 @@ func TestNetworkRemovedElsewhereIsReportedOnPodman(t *testing.T) {
 	}
 }
 
-// Images Podman loads under a short docker.io name are found under either form.
+// An image loaded under a short docker.io name (Podman stores docker.io/library/...) is found
+// under either form, and removed through either.
 func TestShortImageNamesOnPodman(t *testing.T) {
-	rt, _ := engineTest(t)
+	rt, labels := engineTest(t)
 	ctx := context.Background()
-	img, err := rt.InspectImage(ctx, testImage())
+	short := "dockyard-test-short:" + labels[testLabel]
+	var archive bytes.Buffer
+	tag, err := name.NewTag(short)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(img.ID, "sha256:") {
-		t.Errorf("image ID %q, want a sha256 digest", img.ID)
+	img, err := mutate.Config(empty.Image, v1.Config{Labels: map[string]string{"short": "yes"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, ref := range []string{"dockyard-test-short:v1", "docker.io/library/dockyard-test-short:v1"} {
+	if err := tarball.Write(tag, img, &archive); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.LoadImages(ctx, &archive); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.RemoveImage(context.Background(), short) })
+	for _, ref := range []string{short, "docker.io/library/" + short, "docker.io/" + short} {
+		if ok, err := rt.ImageExists(ctx, ref); !ok || err != nil {
+			t.Errorf("ImageExists(%s) of a loaded image: %v %v", ref, ok, err)
+		}
+		if got, err := rt.InspectImage(ctx, ref); err != nil || got.Labels["short"] != "yes" || !strings.HasPrefix(got.ID, "sha256:") {
+			t.Errorf("InspectImage(%s): %+v %v", ref, got, err)
+		}
+	}
+	if err := rt.RemoveImage(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{short, "docker.io/library/" + short} {
 		if ok, err := rt.ImageExists(ctx, ref); ok || err != nil {
-			t.Errorf("ImageExists(%s) of a missing image: %v %v", ref, ok, err)
+			t.Errorf("ImageExists(%s) of a removed image: %v %v", ref, ok, err)
 		}
 	}
 	info, err := rt.Info(ctx)
-	if err != nil || info.Name != "podman" || info.CgroupDriver == "" {
+	if err != nil || info.Name != "podman" || info.CgroupDriver == "" || info.Version == "" {
 		t.Errorf("info %+v %v", info, err)
+	}
+}
+
+// A container created as Dockyard creates nodes (terminal, systemd's stop signal, a restart
+// policy, every capability but one, all devices, no confinement, a private cgroup namespace,
+// tmpfs, a /var volume, an optional bind whose source is missing) on Docker's default network
+// runs, reports its address on "bridge", answers signals and gives its terminal's last lines.
+func TestNodeLikeContainerOnPodman(t *testing.T) {
+	rt, labels := engineTest(t)
+	ctx := context.Background()
+	name := "dockyard-pm-nodelike"
+	if err := rt.CreateVolume(ctx, container.VolumeSpec{Name: name + "-var", Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	spec := container.ContainerSpec{
+		Name: name, Hostname: name, Image: testImage(), Labels: labels, Network: "bridge",
+		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"for i in 1 2 3 4 5; do echo line$i; done; trap 'echo hup' HUP; while :; do sleep 1; done"},
+		Tty: true, StopSignal: "SIGRTMIN+3", RestartPolicy: "unless-stopped",
+		Mounts: []container.Mount{
+			{Type: container.MountVolume, Source: name + "-var", Target: "/var"},
+			{Type: container.MountTmpfs, Target: "/run"},
+			{Type: container.MountTmpfs, Target: "/tmp"},
+			{Type: container.MountBind, Source: "/dockyard-pm-missing-modules", Target: "/lib/modules", ReadOnly: true, Optional: true},
+		},
+		Security: container.SecuritySpec{
+			CapAdd: []string{"ALL"}, CapDrop: []string{"SYS_RESOURCE"}, DeviceCgroupRules: []string{"a *:* rwm"},
+			Unconfined: true, PrivateCgroupNamespace: true,
+		},
+		Resources: container.Resources{NanoCPUs: 1_000_000_000, MemoryBytes: 512 << 20},
+	}
+	if err := rt.CreateContainer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rt.InspectContainer(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Running || c.Networks["bridge"].IPv4 == "" {
+		t.Errorf("a node-like container on bridge: running %v networks %v", c.Running, c.Networks)
+	}
+	if err := rt.SignalContainer(ctx, name, "SIGHUP"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the last lines", func() error {
+		logs, err := rt.ContainerLogs(ctx, name, 2)
+		if err != nil {
+			return err
+		}
+		if got := strings.Fields(logs); len(got) != 2 || got[0] != "line5" || got[1] != "hup" {
+			return fmt.Errorf("last 2 lines %q, want line5 and hup", logs)
+		}
+		return nil
+	})
+}
+
+// Pulling from a registry that cannot be reached fails, not hangs; loading garbage fails.
+func TestImageErrorsOnPodman(t *testing.T) {
+	rt, _ := engineTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := rt.PullImage(ctx, "registry.invalid/dockyard/nothing:v0"); err == nil {
+		t.Error("pulling from an unreachable registry succeeded")
+	}
+	if err := rt.LoadImages(ctx, strings.NewReader("not a tar archive")); err == nil {
+		t.Error("loading garbage succeeded")
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
