@@ -90,6 +90,8 @@ ensure_ulimits() {
     echo "ensure-podman: restarting the service it started (pid $(cat "$state/pid")) to apply it"
     kill "$(cat "$state/pid")"
     for _ in $(seq 1 20); do kill -0 "$(cat "$state/pid")" 2>/dev/null || break; sleep 0.5; done
+  elif ping; then
+    echo "ensure-podman: a Podman service this script did not start answers on $sock; restart it to apply $conf" >&2
   fi
 }
 ensure_ulimits
