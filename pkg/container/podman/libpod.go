@@ -22,8 +22,8 @@ const libpodVersion = "/v4.0.0/libpod"
 // libpod is a small client of Podman's native REST API (what the Docker-compatible API gets
 // wrong, see doc.go): plain net/http over the engine's socket, bounded by each call's context.
 type libpod struct {
-	http *http.Client
-	base string // scheme://host, without the API prefix
+	client *http.Client
+	base   string // scheme://host, without the API prefix
 }
 
 // newLibpod builds a client for a unix:// or tcp:// endpoint.
@@ -40,9 +40,9 @@ func newLibpod(endpoint string) (*libpod, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		}
-		return &libpod{http: &http.Client{Transport: tr}, base: "http://podman"}, nil
+		return &libpod{client: &http.Client{Transport: tr}, base: "http://podman"}, nil
 	case "tcp", "http":
-		return &libpod{http: &http.Client{Transport: tr}, base: "http://" + u.Host}, nil
+		return &libpod{client: &http.Client{Transport: tr}, base: "http://" + u.Host}, nil
 	default:
 		return nil, errors.Errorf("Podman endpoint %q: want unix:// or tcp://", endpoint)
 	}
@@ -77,7 +77,7 @@ func (l *libpod) do(ctx context.Context, method, path string, query url.Values, 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	res, err := l.http.Do(req)
+	res, err := l.client.Do(req)
 	if err != nil {
 		return errors.Wrap(err, "calling the Podman API")
 	}

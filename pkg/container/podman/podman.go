@@ -53,7 +53,7 @@ func New(endpoint string) (*Runtime, error) {
 
 // Close releases the clients' connections.
 func (r *Runtime) Close() error {
-	r.libpod.http.CloseIdleConnections()
+	r.libpod.client.CloseIdleConnections()
 	return r.Runtime.Close()
 }
 
