@@ -59,12 +59,17 @@ func (r *Runtime) Close() error {
 
 // Info describes the engine; the compatible API reports the cgroup version and driver.
 func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
-	info, err := r.Runtime.Info(ctx)
+	res, err := r.compat.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return container.EngineInfo{}, errors.Wrap(err, "reading Podman engine info")
 	}
-	info.Name = "podman"
-	return info, nil
+	return container.EngineInfo{
+		Name:            "podman",
+		Version:         res.Info.ServerVersion,
+		CgroupVersion:   res.Info.CgroupVersion,
+		CgroupDriver:    res.Info.CgroupDriver,
+		OperatingSystem: res.Info.OperatingSystem,
+	}, nil
 }
 
 // RemoveContainer force-removes a container and its anonymous volumes through libpod with a
