@@ -12,8 +12,12 @@ import (
 	"github.com/pkg/errors"
 )
 
-// A container's output goes to a file written by containerd's shim (a file:// log URI), so it
-// is kept while no client runs. With a terminal the shim copies the console to the file.
+// A container's output goes to a file written on containerd's side, so it is kept while no
+// client runs: without a terminal the shim appends both streams to the file (a file:// log
+// URI). containerd 1.6's shim cannot copy a terminal to a file, only to a logging binary; a
+// container with a terminal logs through /bin/sh as that binary (a binary:// URI), which
+// appends what the shim hands it on fd 3 to the file after closing fd 5, the shim's "ready"
+// pipe. The shell lives as long as the task.
 
 type fileIO struct{ cfg cio.Config }
 
@@ -26,6 +30,10 @@ func (f *fileIO) Close() error       { return nil }
 func logFileIO(path string, terminal bool) cio.Creator {
 	return func(string) (cio.IO, error) {
 		u := (&url.URL{Scheme: "file", Path: path}).String()
+		if terminal {
+			script := "exec 5>&- 4>&-; exec cat <&3 >>'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+			u = (&url.URL{Scheme: "binary", Path: "/bin/sh", RawQuery: url.Values{"-c": {script}}.Encode()}).String()
+		}
 		return &fileIO{cfg: cio.Config{Terminal: terminal, Stdout: u, Stderr: u}}, nil
 	}
 }
