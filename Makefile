@@ -27,6 +27,15 @@ ENVTEST_ASSETS := $(DOCKYARD_CACHE)/envtest/$(ENVTEST_KUBERNETES_VERSION)-etcd-$
 
 GO_TEST_FLAGS ?=
 
+# The engine nodes run on: docker (the default), podman or containerd; an empty endpoint is the
+# engine's default address (docs/runtimes.md). The image builder itself runs on Docker; its
+# images are loaded into the other engines (make engine-images).
+CONTAINER_RUNTIME ?= docker
+CONTAINER_RUNTIME_ENDPOINT ?=
+# The engines besides Docker that `make test-all` proves.
+OTHER_ENGINES ?= podman containerd
+ENGINE_ENV = DOCKYARD_CONTAINER_RUNTIME=$(CONTAINER_RUNTIME) DOCKYARD_CONTAINER_RUNTIME_ENDPOINT="$(CONTAINER_RUNTIME_ENDPOINT)"
+
 # Images the engine tests use; `make images` builds them (see images/images.mk).
 TEST_NODE_IMAGE ?= localhost/dockyard/node:$(KUBERNETES_VERSION)
 TEST_LB_IMAGE ?= localhost/dockyard/haproxy:latest
@@ -39,15 +48,17 @@ QUICKSTART_IMAGES ?= local
 QUICKSTART_FLAGS ?=
 
 .PHONY: quickstart
-quickstart: ## Set up everything on this machine: a management cluster in containers with Cluster API and Dockyard installed by clusterctl, and a 1+1 workload cluster (both persist).
-	hack/ensure-docker.sh
+quickstart: ## Set up everything on this machine: a management cluster in containers with Cluster API and Dockyard installed by clusterctl, and a 1+1 workload cluster (both persist). CONTAINER_RUNTIME=podman runs them on Podman.
+	@if [ "$(CONTAINER_RUNTIME)" = containerd ]; then echo "make quickstart runs Dockyard's manager in a pod, which cannot drive Dockyard's containerd runtime (it keeps networks and volumes on the host): use CONTAINER_RUNTIME=docker or podman; make test-e2e-engine CONTAINER_RUNTIME=containerd runs a cluster on containerd (docs/runtimes.md)" >&2; exit 2; fi
+	$(MAKE) --no-print-directory ensure-engine
 	@if [ "$(QUICKSTART_IMAGES)" = local ]; then $(MAKE) --no-print-directory images; fi
 	$(MAKE) --no-print-directory component-images release-manifests
-	go run ./cmd/dockyard quickstart --images $(QUICKSTART_IMAGES) --kubernetes-version $(KUBERNETES_VERSION) $(QUICKSTART_FLAGS)
+	go run ./cmd/dockyard quickstart --images $(QUICKSTART_IMAGES) --kubernetes-version $(KUBERNETES_VERSION) \
+		--container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" $(QUICKSTART_FLAGS)
 
 .PHONY: quickstart-delete
 quickstart-delete: ## Delete the quickstart's workload cluster, then its management cluster: nothing is left on the engine.
-	go run ./cmd/dockyard delete $(QUICKSTART_FLAGS)
+	go run ./cmd/dockyard delete --container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" $(QUICKSTART_FLAGS)
 
 .PHONY: help
 help: ## Show this help.
@@ -103,7 +114,35 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 		go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-all
-test-all: verify-generate vet lint test fuzz test-images test-clusterctl test-e2e ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite.
+test-all: verify-generate vet lint test fuzz test-images test-clusterctl test-e2e test-engines test-e2e-engines ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine.
+
+##@ Engines
+
+.PHONY: ensure-engine
+ensure-engine: ## Install and start CONTAINER_RUNTIME's engine if it does not answer (and Docker, where images are built).
+	hack/ensure-docker.sh
+	@if [ "$(CONTAINER_RUNTIME)" != docker ]; then hack/ensure-$(CONTAINER_RUNTIME).sh; fi
+
+.PHONY: engine-images
+engine-images: ensure-engine images ## Start CONTAINER_RUNTIME's engine, build the node, load balancer and CNI images and load them into it.
+
+.PHONY: test-engine
+test-engine: engine-images ## On CONTAINER_RUNTIME: the runtime conformance suite, then the image proof (kubeadm init and join on Dockyard's node layer).
+	$(ENGINE_ENV) DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" go test ./pkg/container/$(CONTAINER_RUNTIME)/ -count=1 -v -timeout 20m $(GO_TEST_FLAGS)
+	$(ENGINE_ENV) $(MAKE) --no-print-directory test-images
+
+.PHONY: test-engines
+test-engines: ## test-engine on each of OTHER_ENGINES (Docker's are in make test and make test-images).
+	for engine in $(OTHER_ENGINES); do $(MAKE) --no-print-directory test-engine CONTAINER_RUNTIME=$$engine || exit 1; done
+
+.PHONY: test-e2e-engine
+test-e2e-engine: engine-images release-manifests mgmt-binaries ## The end-to-end specs labelled "engines" (quick start 1+1, deletion) on CONTAINER_RUNTIME.
+	$(ENGINE_ENV) E2E_ARTIFACTS="$(E2E_ARTIFACTS)/$(CONTAINER_RUNTIME)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
+		go test -tags e2e ./test/e2e -count=1 -v -timeout 30m -ginkgo.v -ginkgo.timeout 25m -ginkgo.label-filter=engines $(E2E_FLAGS)
+
+.PHONY: test-e2e-engines
+test-e2e-engines: ## test-e2e-engine on each of OTHER_ENGINES.
+	for engine in $(OTHER_ENGINES); do $(MAKE) --no-print-directory test-e2e-engine CONTAINER_RUNTIME=$$engine || exit 1; done
 
 # How long each fuzz target runs in `make fuzz`.
 FUZZ_TIME ?= 30s

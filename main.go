@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/distribution/reference"
@@ -30,7 +31,7 @@ import (
 	"github.com/dockyard-dev/dockyard/controllers"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/pkg/webhooks"
@@ -65,6 +66,8 @@ type options struct {
 	managementNode              string
 	allowedHostPaths            []string
 	allowedImageRepositories    []string
+	containerRuntime            string
+	containerRuntimeEndpoint    string
 	managerOptions              flags.ManagerOptions
 	logOptions                  *logs.Options
 }
@@ -115,6 +118,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Host paths (absolute) that DockyardMachines may bind-mount into node containers with spec.extraMounts, each with the paths below it. Node containers run with nearly every capability, so a mount gives whoever creates DockyardMachines that part of the engine's host; the engine's socket gives all of it. Default: none.")
 	fs.StringSliceVar(&o.allowedImageRepositories, "allowed-image-repositories", policy.DefaultImageRepositories,
 		"Image repositories node and load balancer images may come from: repository names (docker.io/kindest/node) or prefixes ending in / (localhost/dockyard/); * allows any. The repositories of --node-image-repository and --load-balancer-image are always allowed.")
+	fs.StringVar(&o.containerRuntime, "container-runtime", runtimes.Docker,
+		"Container engine the nodes run on: "+strings.Join(runtimes.Names(), ", ")+".")
+	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "",
+		"The engine's address, e.g. unix:///run/podman/podman.sock. Empty: Docker's DOCKER_HOST or its local socket, Podman's rootful socket, or Dockyard's containerd socket (see docs/runtimes.md).")
 	flags.AddManagerOptions(fs, &o.managerOptions)
 }
 
@@ -204,14 +211,19 @@ func run(o options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 
-	dockerEngine, err := dockerruntime.New()
-	if err != nil {
-		return err
+	if err := runtimes.Validate(o.containerRuntime); err != nil {
+		return fmt.Errorf("--container-runtime: %w", err)
 	}
-	defer dockerEngine.Close()
+	engineConfig := runtimes.Config{Name: o.containerRuntime, Endpoint: o.containerRuntimeEndpoint}
+	connected, err := runtimes.New(engineConfig)
+	if err != nil {
+		return fmt.Errorf("connecting to the container engine (%s): %w", engineConfig, err)
+	}
+	defer connected.Close()
+	log.Info("Container engine", "runtime", engineConfig.String())
 	// Every engine call has a deadline, so a hung engine or node fails a reconcile instead of
 	// holding a worker.
-	engine := container.WithTimeouts(dockerEngine, container.DefaultTimeouts)
+	engine := container.WithTimeouts(connected, container.DefaultTimeouts)
 	management, err := docker.ManagementSelector(ctx, engine, o.managementNode)
 	if err != nil {
 		return err

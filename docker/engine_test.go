@@ -31,7 +31,7 @@ import (
 // everything carrying the cluster's label is removed afterwards.
 func engineCluster(t *testing.T) (*docker.Manager, container.Runtime, docker.ClusterKey) {
 	t.Helper()
-	rt := dockerenv.Runtime(t)
+	rt := dockerenv.Engine(t)
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	key := docker.ClusterKey{Namespace: "dockyard-test", Name: "dy" + hex.EncodeToString(suffix)}

@@ -40,7 +40,11 @@ component-images: ## Build the images clusterctl installs: Dockyard's manager:$(
 		--cert-manager-version $(CERT_MANAGER_VERSION) $(IMAGE_BUILD_FLAGS)
 
 .PHONY: images
-images: node-image lb-image cni-image ## Build the node, load balancer and CNI images.
+images: node-image lb-image cni-image ## Build the node, load balancer and CNI images (in Docker); with CONTAINER_RUNTIME=podman or containerd, load them into that engine too.
+	@if [ "$(CONTAINER_RUNTIME)" != docker ]; then \
+		$(MAKE) --no-print-directory ensure-engine && \
+		$(DOCKYARD_BUILD) load --container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" \
+			localhost/dockyard/node:$(KUBERNETES_VERSION) localhost/dockyard/haproxy:latest localhost/dockyard/flannel:$(FLANNEL_VERSION); fi
 
 # Extra flags for the image proof, e.g. IMAGES_TEST_FLAGS='-run TestNodeImage'.
 IMAGES_TEST_FLAGS ?=

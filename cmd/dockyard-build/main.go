@@ -26,6 +26,8 @@ commands:
   cni-image   build the flannel image localhost/dockyard/flannel:<--flannel-version> (needs root)
   component-images  build the images of Dockyard's manager, Cluster API's controllers and
               cert-manager, named as their releases publish them
+  load        copy images from Docker, where the builder makes them, into Podman or
+              containerd (--container-runtime), unless they are there already
 
 Run "dockyard-build <command> -h" for a command's flags.
 `
@@ -49,6 +51,8 @@ func main() {
 		err = runCNIImage(ctx, os.Args[2:])
 	case "component-images":
 		err = runComponentImages(ctx, os.Args[2:])
+	case "load":
+		err = runLoad(ctx, os.Args[2:])
 	default:
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)

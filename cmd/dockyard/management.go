@@ -6,17 +6,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	podmanruntime "github.com/dockyard-dev/dockyard/pkg/container/podman"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 )
 
 // managementFlags are the flags every command touching the management cluster shares.
 type managementFlags struct {
 	managementName, kubernetesVersion, images, config, stateDir string
+	runtime                                                     runtimes.Config
 }
 
 func (m *managementFlags) register(fs *flag.FlagSet) {
@@ -26,6 +32,27 @@ func (m *managementFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&m.images, "images", "local", `node and load balancer images: "local" (built by make images, no registry) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
 	fs.StringVar(&m.config, "config", "out/clusterctl.yaml", "clusterctl configuration naming the components to install (make release-manifests writes it)")
 	fs.StringVar(&m.stateDir, "kubeconfig-dir", filepath.Join(home, ".dockyard"), "directory the kubeconfigs are written to")
+	m.runtime = runtimes.FromEnv()
+	fs.StringVar(&m.runtime.Name, "container-runtime", m.runtime.Name, "container engine: docker or podman ($"+runtimes.RuntimeEnv+")")
+	fs.StringVar(&m.runtime.Endpoint, "container-runtime-endpoint", m.runtime.Endpoint, "the engine's address; empty: its default ($"+runtimes.EndpointEnv+")")
+}
+
+// engineSocket is the engine's socket on its host, which the management cluster's node mounts
+// for the manager's pod.
+func (m *managementFlags) engineSocket() (string, error) {
+	switch {
+	case m.runtime.Name == runtimes.Containerd:
+		// The containerd runtime keeps networks (CNI), network namespaces and volumes on the
+		// engine's host; a manager in a pod cannot reach them.
+		return "", errors.New("a management cluster drives its engine from a pod, which Docker and Podman allow but containerd does not " +
+			"(Dockyard's containerd runtime keeps networks and volumes on the host): use --container-runtime docker or podman, " +
+			"or run Dockyard's manager as a host process with --container-runtime containerd (docs/runtimes.md)")
+	case m.runtime.Endpoint != "":
+		return strings.TrimPrefix(m.runtime.Endpoint, "unix://"), nil
+	case m.runtime.Name == runtimes.Podman:
+		return strings.TrimPrefix(podmanruntime.DefaultEndpoint, "unix://"), nil
+	}
+	return mgmt.DefaultEngineSocket, nil
 }
 
 func (m *managementFlags) kubeconfigPath(cluster string) string {
@@ -43,17 +70,34 @@ func (m *managementFlags) nodeImages() (node, lb string, err error) {
 	return "", "", errors.Errorf(`--images=%q: want "local" or "kind"`, m.images)
 }
 
-// engine connects to the container engine DOCKER_HOST names.
-func engine(ctx context.Context) (*dockerruntime.Runtime, *docker.Manager, error) {
-	rt, err := dockerruntime.New()
+// engine connects to the container engine --container-runtime names.
+func engine(ctx context.Context, m *managementFlags) (runtimes.Runtime, *docker.Manager, error) {
+	if err := runtimes.Validate(m.runtime.Name); err != nil {
+		return nil, nil, err
+	}
+	rt, err := runtimes.New(m.runtime)
 	if err != nil {
 		return nil, nil, err
 	}
 	if _, err := rt.Info(ctx); err != nil {
-		rt.Close()
-		return nil, nil, errors.Wrap(err, "no container engine answers (make quickstart starts one)")
+		_ = rt.Close()
+		return nil, nil, errors.Wrapf(err, "no container engine answers (%s; make quickstart starts one)", m.runtime)
 	}
 	return rt, docker.NewManager(rt, docker.ManagerOptions{}), nil
+}
+
+// loadImages copies images from Docker, where `make images` builds them, into the engine when
+// it is another one.
+func loadImages(ctx context.Context, m *managementFlags, to container.Runtime, refs []string) error {
+	if m.runtime.Name == runtimes.Docker || m.images != "local" {
+		return nil
+	}
+	from, err := dockerruntime.New()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = from.Close() }()
+	return imagebuild.Transfer(ctx, from, to, refs, os.Stderr)
 }
 
 // createManagement makes (or finishes) the management cluster with the images of every
@@ -67,9 +111,16 @@ func createManagement(ctx context.Context, nodes *docker.Manager, m *managementF
 	if err != nil {
 		return nil, err
 	}
+	socket, err := m.engineSocket()
+	if err != nil {
+		return nil, err
+	}
+	if err := loadImages(ctx, m, nodes.Runtime(), append([]string{nodeImage}, images...)); err != nil {
+		return nil, err
+	}
 	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
 		Name: m.managementName, NodeImage: nodeImage, KubernetesVersion: m.kubernetesVersion, Images: images,
-		Logf: say,
+		EngineSocket: socket, Logf: say,
 	})
 	if err != nil {
 		return nil, err
@@ -91,7 +142,7 @@ func managementCommand(do func(ctx context.Context, nodes *docker.Manager, m *ma
 		var m managementFlags
 		m.register(fs)
 		_ = fs.Parse(args)
-		rt, nodes, err := engine(ctx)
+		rt, nodes, err := engine(ctx, &m)
 		if err != nil {
 			return err
 		}

@@ -53,11 +53,14 @@ func quickstartCommand(ctx context.Context, fs *flag.FlagSet, args []string) err
 	if err != nil {
 		return err
 	}
-	rt, nodes, err := engine(ctx)
+	rt, nodes, err := engine(ctx, &w.managementFlags)
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
+	if err := loadImages(ctx, &w.managementFlags, rt, []string{lbImage}); err != nil {
+		return err
+	}
 	clusterctl, err := clusterctlBinary(ctx, w.clusterctl)
 	if err != nil {
 		return err
@@ -78,6 +81,7 @@ func quickstartCommand(ctx context.Context, fs *flag.FlagSet, args []string) err
 		"DOCKYARD_LB_IMAGE=" + lbImage,
 		"DOCKYARD_NODE_IMAGE_REPOSITORY=" + strings.TrimSuffix(nodeImage, ":"+w.kubernetesVersion),
 		"DOCKYARD_NODE_IMAGE=" + nodeImage,
+		"DOCKYARD_CONTAINER_RUNTIME=" + w.runtime.Name,
 	}
 	if err := runClusterctl(ctx, clusterctl, env, os.Stdout, "init", "--infrastructure", "dockyard", "--config", w.config,
 		"--kubeconfig", mgmtKubeconfig, "--wait-providers", "--wait-provider-timeout", "600"); err != nil {
@@ -130,7 +134,7 @@ func deleteCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	var w workloadFlags
 	w.register(fs)
 	_ = fs.Parse(args)
-	rt, nodes, err := engine(ctx)
+	rt, nodes, err := engine(ctx, &w.managementFlags)
 	if err != nil {
 		return err
 	}

@@ -297,6 +297,7 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 	for _, want := range []string{
 		"--node-image-repository=localhost/dockyard/node", "--load-balancer-image=localhost/dockyard/haproxy:latest",
 		"--v=4", "--node-privileged=auto", "--diagnostics-address=:8443",
+		"--container-runtime=docker", "--container-runtime-endpoint=unix:///var/run/docker.sock",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("manager args %q lack %s", args, want)
@@ -306,8 +307,11 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e
 	}
-	if len(env) != 2 || env["DOCKER_HOST"].Value != "unix:///var/run/docker.sock" {
-		t.Errorf("manager env = %+v, want DOCKER_HOST defaulted and NODE_NAME", env)
+	if len(env) != 1 {
+		t.Errorf("manager env = %+v, want NODE_NAME only (the engine is named by flags)", env)
+	}
+	if vs := d.Spec.Template.Spec.Volumes; len(vs) != 1 || vs[0].HostPath == nil || vs[0].HostPath.Path != "/var/run/docker.sock" {
+		t.Errorf("manager volumes = %+v, want the engine socket /var/run/docker.sock (DOCKYARD_ENGINE_SOCKET defaulted)", vs)
 	}
 	if f := env["NODE_NAME"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("manager env NODE_NAME = %+v, want the pod's spec.nodeName (--management-node defaults to it)", env["NODE_NAME"])

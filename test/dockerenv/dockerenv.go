@@ -1,6 +1,8 @@
-// Package dockerenv gives tests the real container engine named by DOCKER_HOST and the images
-// the project builds (make images). Without an engine, tests skip loudly, except in CI (CI
-// set), where a missing engine fails them: CI installs and starts one.
+// Package dockerenv gives tests the real container engines and the images the project builds
+// (make images): Runtime is always Docker (DOCKER_HOST), Engine is the engine the test run
+// chose (DOCKYARD_CONTAINER_RUNTIME and DOCKYARD_CONTAINER_RUNTIME_ENDPOINT, Docker by
+// default), so the node layer's tests run on every engine. Without an engine, tests skip
+// loudly, except in CI (CI set), where a missing engine fails them: CI installs and starts one.
 package dockerenv
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 )
 
 // Default images; the Makefile passes the ones it built.
@@ -54,6 +57,36 @@ func Runtime(t testing.TB) *dockerruntime.Runtime {
 	return rt
 }
 
+// Engine connects to the engine the test run chose, or skips (fails in CI) when none answers.
+func Engine(t testing.TB) container.Runtime {
+	t.Helper()
+	cfg := runtimes.FromEnv()
+	rt, err := runtimes.New(cfg)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err = rt.Info(ctx)
+	}
+	if err != nil {
+		msg := fmt.Sprintf("NO CONTAINER ENGINE (%s): %v. Start it with hack/ensure-%s.sh, or run the make target that does", cfg, err, EngineName())
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		fmt.Fprintln(os.Stderr, "\n*** SKIPPING ENGINE TESTS *** "+msg)
+		t.Skip(msg)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt
+}
+
+// EngineName is the name of the engine the test run chose.
+func EngineName() string {
+	if n := runtimes.FromEnv().Name; n != "" {
+		return n
+	}
+	return runtimes.Docker
+}
+
 // RequireImages fails the test when the engine lacks an image the project builds.
 func RequireImages(t testing.TB, rt container.Runtime, refs ...string) {
 	t.Helper()
@@ -63,7 +96,7 @@ func RequireImages(t testing.TB, rt container.Runtime, refs ...string) {
 			t.Fatal(err)
 		}
 		if !ok {
-			t.Fatalf("image %s is missing: run `make test` (it builds it) or `make images`", ref)
+			t.Fatalf("image %s is missing on %s: run `make test` (it builds it) or `make engine-images CONTAINER_RUNTIME=%s`", ref, EngineName(), EngineName())
 		}
 	}
 }

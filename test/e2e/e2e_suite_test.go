@@ -2,8 +2,9 @@
 
 // Package e2e proves Dockyard with Cluster API's own controllers: a management plane of real
 // processes (test/framework) drives Dockyard until workload clusters made of node containers
-// on the real Docker engine are Ready, scale, survive a manager restart and are deleted
-// without a trace. Run with `make test-e2e`.
+// on a real engine are Ready, scale, survive a manager restart and are deleted without a
+// trace. Run with `make test-e2e` (Docker: every spec) and `make test-e2e-engines` (the specs
+// labelled "engines" on Podman and containerd: DOCKYARD_CONTAINER_RUNTIME names the engine).
 package e2e
 
 import (
@@ -22,7 +23,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
@@ -55,15 +56,17 @@ func TestE2E(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
-	rt, err := dockerruntime.New()
+	engineConfig := runtimes.FromEnv()
+	rt, err := runtimes.New(engineConfig)
 	Expect(err).NotTo(HaveOccurred())
 	_, err = rt.Info(ctx)
-	Expect(err).NotTo(HaveOccurred(), "the end-to-end suite needs a Docker engine (make test-e2e starts one)")
+	Expect(err).NotTo(HaveOccurred(), "the end-to-end suite needs its engine, %s (make test-e2e and make test-e2e-engines start it)", engineConfig)
 	engine = rt
+	fmt.Fprintf(GinkgoWriter, "container engine: %s\n", engineConfig)
 	for _, img := range []string{nodeImageRepo + ":" + kubernetesVersion, lbImage} {
 		ok, err := engine.ImageExists(ctx, img)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(ok).To(BeTrue(), "image %s is missing: make test-e2e builds it (make images)", img)
+		Expect(ok).To(BeTrue(), "image %s is missing on %s: make test-e2e builds it (make engine-images)", img, engineConfig)
 	}
 	sweepEngine(ctx, testNamespacePrefix, cctlNamespacePrefix)
 
@@ -77,6 +80,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		DockyardArgs: []string{
 			"--node-image-repository=" + nodeImageRepo,
 			"--load-balancer-image=" + lbImage,
+			"--container-runtime=" + engineConfig.Name,
+			"--container-runtime-endpoint=" + engineConfig.Endpoint,
 		},
 		Log: GinkgoWriter,
 	})

@@ -23,7 +23,9 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 	c := clusterSpec{name: "e2e-qs", namespace: testNamespacePrefix + "-qs", controlPlane: 1, workers: 1}
 	var created time.Time
 
-	It("brings up 1 control plane and 1 worker, Ready, with CoreDNS, DNS from a pod and kubectl from the host", func(ctx SpecContext) {
+	// The specs labelled "engines" run on every engine (make test-e2e-engines), the rest on
+	// Docker only.
+	It("brings up 1 control plane and 1 worker, Ready, with CoreDNS, DNS from a pod and kubectl from the host", Label("engines"), func(ctx SpecContext) {
 		created = time.Now()
 		createCluster(ctx, c)
 
@@ -127,10 +129,10 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 		}
 	})
 
-	It("deletes the cluster and leaves nothing behind", func(ctx SpecContext) {
+	It("deletes the cluster and leaves nothing behind", Label("engines"), func(ctx SpecContext) {
 		start := time.Now()
 		deleteOn(ctx, plane, c)
-		whenDone("delete the cluster (3 control planes) until nothing is left", start)
+		whenDone("delete the cluster until nothing is left", start)
 	})
 })
 

@@ -32,7 +32,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
 // Settings, from the environment `make test-images` sets.
@@ -67,19 +67,9 @@ func TestNodeImage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 38*time.Minute)
 	defer cancel()
 
-	rt, err := dockerruntime.New()
-	if err == nil {
-		_, err = rt.Info(ctx)
-	}
-	if err != nil {
-		t.Fatalf("this test needs a container engine (make test-images starts one): %v", err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	for _, img := range []string{nodeImage, flannelImage} {
-		if ok, err := rt.ImageExists(ctx, img); err != nil || !ok {
-			t.Fatalf("image %s is missing (%v): make test-images builds it (make images)", img, err)
-		}
-	}
+	// The engine the run chose (DOCKYARD_CONTAINER_RUNTIME; Docker by default).
+	rt := dockerenv.Engine(t)
+	dockerenv.RequireImages(t, rt, nodeImage, flannelImage)
 
 	// Created before the cleanups below are registered, so it is removed after them: the
 	// failure dump still finds the kubeconfig.

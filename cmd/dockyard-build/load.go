@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"github.com/pkg/errors"
+
+	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+)
+
+// runLoad copies images the builder made in Docker into another engine.
+func runLoad(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("load", flag.ExitOnError)
+	target := runtimes.FromEnv()
+	fs.StringVar(&target.Name, "container-runtime", target.Name, "engine to load the images into: podman or containerd ($"+runtimes.RuntimeEnv+")")
+	fs.StringVar(&target.Endpoint, "container-runtime-endpoint", target.Endpoint, "its address; empty: its default ($"+runtimes.EndpointEnv+")")
+	_ = fs.Parse(args)
+	if fs.NArg() == 0 {
+		return errors.New("name the images to load")
+	}
+	if err := runtimes.Validate(target.Name); err != nil {
+		return err
+	}
+	if target.Name == runtimes.Docker {
+		return nil // the builder's own engine has them
+	}
+	from, err := dockerruntime.New()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = from.Close() }()
+	to, err := runtimes.New(target)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = to.Close() }()
+	return imagebuild.Transfer(ctx, from, to, fs.Args(), os.Stderr)
+}

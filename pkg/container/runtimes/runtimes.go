@@ -1,0 +1,100 @@
+// Package runtimes chooses a container engine by name: Docker (the default), Podman or
+// containerd, each reached at an endpoint (a unix socket) or at the engine's default one. The
+// manager, the command-line tools and the tests connect through it, so a choice made with a
+// flag or an environment variable reaches every one of them the same way.
+package runtimes
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	containerdruntime "github.com/dockyard-dev/dockyard/pkg/container/containerd"
+	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	podmanruntime "github.com/dockyard-dev/dockyard/pkg/container/podman"
+)
+
+// The engines Dockyard drives.
+const (
+	Docker     = "docker"
+	Podman     = "podman"
+	Containerd = "containerd"
+)
+
+// Names lists the engines, the default first.
+func Names() []string { return []string{Docker, Podman, Containerd} }
+
+// Environment variables naming the engine and its endpoint for the command-line tools and the
+// tests (the manager takes flags of the same names).
+const (
+	RuntimeEnv  = "DOCKYARD_CONTAINER_RUNTIME"
+	EndpointEnv = "DOCKYARD_CONTAINER_RUNTIME_ENDPOINT"
+)
+
+// Config names an engine and where it answers.
+type Config struct {
+	// Name is docker, podman or containerd; empty means docker.
+	Name string
+	// Endpoint is the engine's address, e.g. unix:///run/podman/podman.sock; empty means the
+	// engine's default (for Docker: DOCKER_HOST, or the local socket).
+	Endpoint string
+}
+
+// FromEnv reads the engine's name and endpoint from DOCKYARD_CONTAINER_RUNTIME (Docker when
+// unset) and DOCKYARD_CONTAINER_RUNTIME_ENDPOINT.
+func FromEnv() Config {
+	c := Config{Name: strings.ToLower(os.Getenv(RuntimeEnv)), Endpoint: os.Getenv(EndpointEnv)}
+	if c.Name == "" {
+		c.Name = Docker
+	}
+	return c
+}
+
+// String is how the engine is named in messages.
+func (c Config) String() string {
+	name := c.Name
+	if name == "" {
+		name = Docker
+	}
+	if c.Endpoint == "" {
+		return name
+	}
+	return name + " at " + c.Endpoint
+}
+
+// Runtime is a connected engine; Close releases its connections.
+type Runtime interface {
+	container.Runtime
+	Close() error
+}
+
+// New connects to the engine the configuration names. Connecting does not talk to the engine:
+// call Info to learn whether it answers.
+func New(c Config) (Runtime, error) {
+	switch strings.ToLower(c.Name) {
+	case "", Docker:
+		if c.Endpoint == "" {
+			return dockerruntime.New()
+		}
+		return dockerruntime.NewWithHost(c.Endpoint)
+	case Podman:
+		return podmanruntime.New(c.Endpoint)
+	case Containerd:
+		return containerdruntime.New(strings.TrimPrefix(c.Endpoint, "unix://"), containerdruntime.Options{})
+	default:
+		return nil, errors.Errorf("unknown container runtime %q: want one of %s", c.Name, strings.Join(Names(), ", "))
+	}
+}
+
+// Validate checks a runtime name (for flags).
+func Validate(name string) error {
+	for _, n := range Names() {
+		if strings.EqualFold(name, n) {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown container runtime %q: want one of %s", name, strings.Join(Names(), ", "))
+}
