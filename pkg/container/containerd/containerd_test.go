@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
 	containerdruntime "github.com/dockyard-dev/dockyard/pkg/container/containerd"
@@ -82,5 +83,56 @@ func TestInfoOnContainerd(t *testing.T) {
 	info, err := rt.Info(context.Background())
 	if err != nil || info.Name != "containerd" || info.Version == "" || info.CgroupDriver != "cgroupfs" {
 		t.Errorf("info %+v %v", info, err)
+	}
+}
+
+// A node container made the way Dockyard's node layer makes it (capabilities without
+// privilege, tmpfs /run and /tmp, a /var volume filled from the image, a fixed address on the
+// cluster's network, the image's entrypoint) boots systemd, and containerd answers in it.
+func TestNodeBootsOnContainerd(t *testing.T) {
+	rt := engine(t)
+	requireImage(t, rt, dockerenv.NodeImage())
+	ctx := context.Background()
+	cluster := docker.ClusterKey{Namespace: "ctrd-test", Name: "boot"}
+	labels := cluster.ClusterLabels()
+	conformance.Sweep(ctx, t, rt, labels)
+	t.Cleanup(func() { conformance.Sweep(context.Background(), t, rt, labels) })
+
+	m := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeNever})
+	network := docker.DefaultNetworkName(cluster)
+	if _, err := m.EnsureNetwork(ctx, cluster, network); err != nil {
+		t.Fatal(err)
+	}
+	node, err := m.CreateNode(ctx, docker.NodeSpec{
+		Cluster: cluster, Machine: "cp-0", Image: dockerenv.NodeImage(), Role: docker.RoleControlPlane, Network: network,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !node.Running || node.Networks[network].IPv4 == "" {
+		t.Fatalf("node %+v", node)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		st, err := m.CheckNode(ctx, node.Name)
+		if err == nil && st.Ready {
+			break
+		}
+		if st.Failed || time.Now().After(deadline) {
+			logs, _ := rt.ContainerLogs(ctx, node.Name, 40)
+			t.Fatalf("node %s not ready: %+v %v\n%s", node.Name, st, err, logs)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	var out strings.Builder
+	code, err := rt.Exec(ctx, node.Name, container.ExecOptions{
+		Cmd: []string{"sh", "-c", "systemctl is-system-running; ctr version | grep -m1 Version; test -s /var/lib/dpkg/status && echo var-filled"}, Stdout: &out, Stderr: &out,
+	})
+	t.Logf("node %s: exit %d %v\n%s", node.Name, code, err, out.String())
+	if err != nil || !strings.Contains(out.String(), "var-filled") {
+		t.Errorf("the node's /var volume was not filled from the image")
+	}
+	if err := m.DeleteNode(ctx, cluster, "cp-0"); err != nil {
+		t.Error(err)
 	}
 }

@@ -148,7 +148,8 @@ func ociMount(m hostMount) specs.Mount {
 		mode = "ro"
 	}
 	if m.Type == string(container.MountTmpfs) {
-		return specs.Mount{Destination: m.Target, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", mode}}
+		// Docker's options for a tmpfs the container spec asks for.
+		return specs.Mount{Destination: m.Target, Type: "tmpfs", Source: "tmpfs", Options: []string{"noexec", "nosuid", "nodev", "rprivate", mode}}
 	}
 	return specs.Mount{Destination: m.Target, Type: "bind", Source: m.Host, Options: []string{"rbind", "rprivate", mode}}
 }
