@@ -319,14 +319,31 @@ func (r *Runtime) SignalContainer(ctx context.Context, name, sig string) error {
 	if err != nil {
 		return wrap(err, "sending %s to container %s", sig, name)
 	}
-	task, err := c.Task(ctx, nil)
-	if cerrdefs.IsNotFound(err) {
-		return errors.Errorf("sending %s to container %s: the container is not running", sig, name)
-	}
+	task, err := runningTask(ctx, c)
 	if err != nil {
-		return wrap(err, "sending %s to container %s", sig, name)
+		return errors.Wrapf(err, "sending %s to container %s", sig, name)
 	}
 	return wrap(task.Kill(ctx, s), "sending %s to container %s", sig, name)
+}
+
+// runningTask returns a container's task when it runs, and an error that is not ErrNotFound
+// (the container exists) when it does not.
+func runningTask(ctx context.Context, c client.Container) (client.Task, error) {
+	task, err := c.Task(ctx, nil)
+	if cerrdefs.IsNotFound(err) {
+		return nil, errors.Errorf("container %s is not running", c.ID())
+	}
+	if err != nil {
+		return nil, wrap(err, "reading the task of container %s", c.ID())
+	}
+	st, err := task.Status(ctx)
+	if err != nil {
+		return nil, wrap(err, "reading the state of container %s", c.ID())
+	}
+	if st.Status != client.Running {
+		return nil, errors.Errorf("container %s is not running (%s)", c.ID(), st.Status)
+	}
+	return task, nil
 }
 
 // RemoveContainer kills and removes a container with its task, snapshot, network interfaces

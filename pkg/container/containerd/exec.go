@@ -28,9 +28,9 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 	if err != nil {
 		return -1, wrap(err, "exec in container %s", name)
 	}
-	task, err := c.Task(ctx, nil)
+	task, err := runningTask(ctx, c)
 	if err != nil {
-		return -1, wrap(err, "exec in container %s: the container is not running", name)
+		return -1, errors.Wrapf(err, "exec in container %s", name)
 	}
 	spec, err := c.Spec(ctx)
 	if err != nil {
