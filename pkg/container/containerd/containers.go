@@ -171,20 +171,22 @@ func (r *Runtime) StartContainer(ctx context.Context, name string) error {
 	} else if !cerrdefs.IsNotFound(err) {
 		return wrap(err, "reading the task of container %s", name)
 	}
-	if err := r.ensureNetwork(ctx, rec); err != nil {
+	if err := r.ensureNetwork(ctx, c, rec); err != nil {
 		return err
 	}
 	return r.startTask(ctx, c, rec)
 }
 
-// ensureNetwork gives the container its network namespace back if the host lost it (a reboot)
-// and its primary interface if it has none yet.
-func (r *Runtime) ensureNetwork(ctx context.Context, rec *record) error {
+// ensureNetwork gives the container a network namespace again if the host lost it (a reboot
+// empties RunDir) and its primary interface if it has none yet.
+func (r *Runtime) ensureNetwork(ctx context.Context, c client.Container, rec *record) error {
 	if rec.NetNS == "" {
 		return nil
 	}
 	if _, err := os.Stat(rec.NetNS); err != nil {
-		return errors.Errorf("the network namespace of container %s is gone (%s): recreate the container", rec.Name, rec.NetNS)
+		if err := r.renewNetNS(ctx, c, rec); err != nil {
+			return err
+		}
 	}
 	primary := rec.Network != "" && rec.Network != "none"
 	if primary && rec.attachment(rec.Network) == nil {
@@ -194,6 +196,52 @@ func (r *Runtime) ensureNetwork(ctx context.Context, rec *record) error {
 		return r.saveRecord(rec)
 	}
 	return nil
+}
+
+// renewNetNS gives a container whose network namespace is gone a new one with the same
+// networks (and fixed address): the old interfaces' addresses and rules are released first,
+// and the container's spec is pointed at the new namespace.
+func (r *Runtime) renewNetNS(ctx context.Context, c client.Container, rec *record) error {
+	old := rec.Attachments
+	n, err := netns.NewNetNS(filepath.Join(r.opts.RunDir, "netns"))
+	if err != nil {
+		return errors.Wrapf(err, "creating a network namespace for container %s", rec.Name)
+	}
+	rec.NetNS = n.GetPath()
+	for i := range old {
+		if err := r.detachGone(ctx, n, rec, &old[i]); err != nil {
+			return err
+		}
+	}
+	rec.Attachments = nil
+	if err := r.saveRecord(rec); err != nil {
+		return err
+	}
+	spec, err := c.Spec(ctx)
+	if err != nil {
+		return wrap(err, "reading the spec of container %s", rec.Name)
+	}
+	for i, ns := range spec.Linux.Namespaces {
+		if ns.Type == specs.NetworkNamespace {
+			spec.Linux.Namespaces[i].Path = rec.NetNS
+		}
+	}
+	if err := c.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec))); err != nil {
+		return wrap(err, "updating the network namespace of container %s", rec.Name)
+	}
+	if rec.Network != "" && rec.Network != "none" {
+		if err := r.attach(ctx, rec, rec.Network, true); err != nil {
+			return err
+		}
+	}
+	for _, a := range old {
+		if a.Network != rec.Network {
+			if err := r.attach(ctx, rec, a.Network, false); err != nil {
+				return err
+			}
+		}
+	}
+	return r.saveRecord(rec)
 }
 
 func (r *Runtime) startTask(ctx context.Context, c client.Container, rec *record) error {

@@ -16,8 +16,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/containerd/containerd/v2/pkg/netns"
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	cnins "github.com/containernetworking/plugins/pkg/ns"
 	"github.com/pkg/errors"
 	"github.com/vishvananda/netlink"
 
@@ -398,6 +400,36 @@ func (r *Runtime) detach(ctx context.Context, rec *record, a *attachment) error 
 		rt.NetNS = "" // plugins then only release what they hold on the host
 	}
 	return errors.Wrapf(r.cni.DelNetworkList(ctx, list, rt), "detaching container %s from network %s", rec.Name, a.Network)
+}
+
+// detachGone deletes an interface whose namespace is gone. The bridge plugin finds what to
+// clean up (its masquerading rules) from the interface's addresses, so a stand-in interface
+// with the old name and address is made in the container's new namespace first.
+func (r *Runtime) detachGone(ctx context.Context, n *netns.NetNS, rec *record, a *attachment) error {
+	if ip := net.ParseIP(a.IPv4); ip != nil {
+		bits := 32
+		if nw, err := r.loadNetwork(a.Network); err == nil {
+			if p, err := netip.ParsePrefix(nw.Subnet); err == nil {
+				bits = p.Bits()
+			}
+		}
+		err := n.Do(func(cnins.NetNS) error {
+			// A veth pair: kernels without modules may lack the dummy driver.
+			veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a.IfName}, PeerName: "standin" + strings.TrimPrefix(a.IfName, "eth")}
+			if err := netlink.LinkAdd(veth); err != nil {
+				return err
+			}
+			link, err := netlink.LinkByName(a.IfName)
+			if err != nil {
+				return err
+			}
+			return netlink.AddrAdd(link, &netlink.Addr{IPNet: &net.IPNet{IP: ip, Mask: net.CIDRMask(bits, 32)}})
+		})
+		if err != nil {
+			return errors.Wrapf(err, "container %s: standing in for interface %s", rec.Name, a.IfName)
+		}
+	}
+	return r.detach(ctx, rec, a) // deleting the stand-in deletes its peer
 }
 
 func (r *Runtime) cniRuntimeConf(rec *record, a attachment) *libcni.RuntimeConf {
