@@ -79,6 +79,28 @@ func Engine(t testing.TB) container.Runtime {
 	return rt
 }
 
+// Unavailable ends a test of one engine's own package whose engine (or image) is missing: it
+// fails when the test run chose that engine (make test-engine CONTAINER_RUNTIME=<engine> sets
+// DOCKYARD_CONTAINER_RUNTIME, and installs and starts it first), and skips loudly otherwise, so
+// `go test ./...` needs no engine but Docker.
+func Unavailable(t testing.TB, engine, msg string) {
+	t.Helper()
+	if EngineName() == engine {
+		t.Fatal(msg)
+	}
+	fmt.Fprintf(os.Stderr, "\n*** SKIPPING %s ENGINE TESTS *** %s (make test-engine CONTAINER_RUNTIME=%s runs them)\n", engine, msg, engine)
+	t.Skip(msg)
+}
+
+// EngineEndpoint is the endpoint of an engine's own tests: the run's endpoint when the run chose
+// that engine, else the engine's default.
+func EngineEndpoint(engine string) string {
+	if EngineName() == engine {
+		return runtimes.FromEnv().Endpoint
+	}
+	return ""
+}
+
 // EngineName is the name of the engine the test run chose.
 func EngineName() string {
 	if n := runtimes.FromEnv().Name; n != "" {

@@ -18,6 +18,7 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
 	"github.com/dockyard-dev/dockyard/pkg/container/podman"
+	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
 const testLabel = "dockyard.x-k8s.io/runtime-test"
@@ -31,11 +32,11 @@ func testImage() string {
 	return "localhost/dockyard/haproxy:latest"
 }
 
-// engine connects to the Podman engine (DOCKYARD_PODMAN_ENDPOINT, else the rootful socket), or
-// skips loudly when none answers; in CI (CI set) it fails instead.
+// engine connects to the Podman engine (the run's endpoint, else the rootful socket); when none
+// answers, it fails if the run chose Podman and skips loudly otherwise (dockerenv.Unavailable).
 func engine(t *testing.T) *podman.Runtime {
 	t.Helper()
-	endpoint := os.Getenv("DOCKYARD_PODMAN_ENDPOINT")
+	endpoint := dockerenv.EngineEndpoint("podman")
 	rt, err := podman.New(endpoint)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -43,12 +44,7 @@ func engine(t *testing.T) *podman.Runtime {
 		_, err = rt.Info(ctx)
 	}
 	if err != nil {
-		msg := fmt.Sprintf("NO PODMAN ENGINE at %q: %v. These tests need a rootful Podman API service: run hack/ensure-podman.sh", endpoint, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		fmt.Fprintln(os.Stderr, "\n*** SKIPPING PODMAN ENGINE TESTS *** "+msg)
-		t.Skip(msg)
+		dockerenv.Unavailable(t, "podman", fmt.Sprintf("NO PODMAN ENGINE at %q: %v. These tests need a rootful Podman API service: run hack/ensure-podman.sh", endpoint, err))
 	}
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt
@@ -65,7 +61,7 @@ func engineTest(t *testing.T) (*podman.Runtime, map[string]string) {
 		t.Fatal(err)
 	}
 	if !ok {
-		t.Fatalf("image %s is missing from Podman: run `make engine-images CONTAINER_RUNTIME=podman`", testImage())
+		dockerenv.Unavailable(t, "podman", fmt.Sprintf("image %s is missing from Podman: run `make engine-images CONTAINER_RUNTIME=podman`", testImage()))
 	}
 	labels := map[string]string{testLabel: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))}
 	sweep := func() { conformance.Sweep(context.Background(), t, rt, labels) }
