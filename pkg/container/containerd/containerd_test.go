@@ -61,14 +61,28 @@ func engineTest(t *testing.T) (*containerdruntime.Runtime, map[string]string) {
 	rt := engine(t)
 	requireImage(t, rt, dockerenv.LoadBalancerImage())
 	labels := map[string]string{testLabel: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))}
-	conformance.Sweep(context.Background(), t, rt, labels)
-	t.Cleanup(func() { conformance.Sweep(context.Background(), t, rt, labels) })
+	sweep := func() {
+		// The suite's unlabelled containers (the events test's stranger) too, when a failed
+		// run left them: they would keep its networks.
+		all, _ := rt.ListContainers(context.Background(), nil)
+		for _, c := range all {
+			if strings.HasPrefix(c.Name, prefix+"-") {
+				_ = rt.RemoveContainer(context.Background(), c.Name)
+			}
+		}
+		conformance.Sweep(context.Background(), t, rt, labels)
+	}
+	sweep()
+	t.Cleanup(sweep)
 	return rt, labels
 }
 
+// prefix starts the names of everything the suite creates here.
+const prefix = "dockyard-ctrd-conf"
+
 func subject(rt container.Runtime, labels map[string]string) conformance.Subject {
 	return conformance.Subject{
-		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: "dockyard-ctrd-conf",
+		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: prefix,
 		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
 	}
 }

@@ -24,7 +24,9 @@ func (r *Runtime) specOpts(ctx context.Context, spec container.ContainerSpec, re
 		return nil, err
 	}
 	opts := []oci.SpecOpts{
-		oci.WithImageConfigArgs(img, args),
+		oci.WithImageConfig(img),
+		// After the image's configuration: WithImageConfigArgs would keep the image's entrypoint.
+		oci.WithProcessArgs(args...),
 		oci.WithHostname(rec.Hostname),
 		oci.WithEnv(spec.Env),
 		withNoNewPrivileges(false),
