@@ -92,8 +92,9 @@
 //   - Network "" or "none" gives the container a namespace with only loopback (no default
 //     bridge network exists); "host" shares the host's. IPv6 networks are refused.
 //   - Name resolution is /etc/hosts, not an embedded DNS server (see above).
-//   - After a host reboot the network namespaces under RunDir are gone: starting such a
-//     container fails with a message to recreate it.
+//   - After a host reboot the network namespaces under RunDir are gone: StartContainer gives
+//     the container a new one with the same networks and fixed address (its spec is updated);
+//     the old interfaces' addresses and rules are released through a stand-in interface.
 //   - Records are serialized within one process; two processes changing one container's
 //     networks at once are not locked against each other.
 package containerd
