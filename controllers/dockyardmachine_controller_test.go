@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -113,7 +115,9 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	m, dm, s := machineObjects(cpName, true)
 	dm.Spec.PreLoadImages = []string{"localhost/dockyard/flannel:v1"}
 	f := newFixture(t, m, dm, s)
-	f.rt.LoadImages(f.ctx, mustSave(t, "localhost/dockyard/flannel:v1"))
+	if err := f.rt.LoadImages(f.ctx, mustSave(t, "localhost/dockyard/flannel:v1")); err != nil {
+		t.Fatal(err)
+	}
 	f.sim.HoldBootstrap = true
 	f.provisionCluster()
 
@@ -228,9 +232,14 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	}
 }
 
-func mustSave(t *testing.T, img string) *strings.Reader {
+// mustSave returns a docker-save archive of an image, as another engine saves it.
+func mustSave(t *testing.T, img string) io.Reader {
 	t.Helper()
-	return strings.NewReader(`{"images":["` + img + `"]}`)
+	archive, err := fake.New(img).SaveImages(context.Background(), []string{img})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return archive
 }
 
 func (f *fixture) loadBalancerConfig() string {
