@@ -208,7 +208,7 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 		return ctrl.Result{}, err
 	}
 
-	node, err := r.Nodes.GetNode(ctx, s.key, dm.Name)
+	node, err := r.Nodes.FindNode(ctx, s.key, dm.Name)
 	if err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
 		return ctrl.Result{}, err
@@ -245,18 +245,18 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 		}
 	}
 	switch {
-	case node.State == "created":
+	case node.State() == "created":
 		// Created but never started (the manager stopped in between): start it now.
-		if err := r.Nodes.Runtime().StartContainer(ctx, node.Name); err != nil {
+		if err := node.Start(ctx); err != nil {
 			setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "Starting node container %s: %v", node.Name, err)
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, nil
-	case !node.Running:
+	case !node.Running():
 		return r.reportStopped(ctx, s, node)
 	}
 
-	state, err := r.Nodes.CheckNode(ctx, node.Name)
+	state, err := node.Check(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -273,7 +273,7 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 			Reason: infrav1.WaitingForContainerReason, Message: "Waiting for systemd and containerd in the node container"})
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, nil
 	}
-	if err := r.Nodes.PreloadImages(ctx, node.Name, dm.Spec.PreLoadImages); err != nil {
+	if err := node.PreloadImages(ctx, dm.Spec.PreLoadImages); err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.PreloadFailedReason, "%v", err)
 		return ctrl.Result{}, err
 	}
@@ -294,9 +294,9 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	}
 
 	// 9. providerID, addresses, failure domain, provisioned.
-	address := docker.NodeAddress(node, s.network)
+	address := node.Address(s.network)
 	dm.Spec.ProviderID = infrav1.ProviderIDPrefix + node.Name
-	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Hostname}}
+	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Hostname()}}
 	if address != "" {
 		dm.Status.Addresses = append(dm.Status.Addresses,
 			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: address},
@@ -311,13 +311,13 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	// No cloud controller sets the Node's providerID for containers; Dockyard does, so
 	// Cluster API can match the Machine with its Node.
 	if !machine.Status.NodeRef.IsDefined() {
-		return r.setNodeProviderID(ctx, s, node.Hostname)
+		return r.setNodeProviderID(ctx, s, node.Hostname())
 	}
 	return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
 }
 
 // createNode creates the node container; it returns nil and sets conditions when it cannot.
-func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineScope) (*container.Container, error) {
+func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineScope) (*docker.Node, error) {
 	dm, machine := s.dm, s.machine
 	image, err := r.nodeImage(dm, machine)
 	if err != nil {
@@ -351,7 +351,7 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
 		return nil, err
 	}
-	node, err := r.Nodes.CreateNode(ctx, spec)
+	node, err := r.Nodes.AddNode(ctx, spec)
 	if err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "Creating node container %s: %v", spec.Name(), err)
 		return nil, err
@@ -381,27 +381,27 @@ func (r *DockyardMachineReconciler) nodeImage(dm *infrav1.DockyardMachine, machi
 
 // reconcileBootstrap starts the bootstrap data in the node and follows it. done is true once
 // it succeeded.
-func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *machineScope, node *container.Container) (result ctrl.Result, done bool, err error) {
+func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *machineScope, node *docker.Node) (result ctrl.Result, done bool, err error) {
 	dm := s.dm
 	timeout := defaultBootstrapTimeout
 	if dm.Spec.BootstrapTimeout != nil {
 		timeout = dm.Spec.BootstrapTimeout.Duration
 	}
-	status, err := r.Nodes.GetBootstrapStatus(ctx, node.Name, timeout)
+	status, err := node.BootstrapStatus(ctx, timeout)
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
 
 	switch status.Phase {
 	case docker.BootstrapNotStarted:
-		plan, err := r.bootstrapPlan(ctx, s, node.Hostname)
+		plan, err := r.bootstrapPlan(ctx, s, node.Hostname())
 		if err != nil {
 			setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, "%v", err)
 			r.Recorder.Eventf(dm, corev1.EventTypeWarning, "BootstrapDataInvalid", "%v", err)
 			// Nothing to retry until the data changes, which updates the Machine.
 			return ctrl.Result{}, false, nil
 		}
-		if err := r.Nodes.StartBootstrap(ctx, node.Name, plan, timeout); err != nil {
+		if err := node.StartBootstrap(ctx, plan, timeout); err != nil {
 			return ctrl.Result{}, false, err
 		}
 		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapRunningReason, "Running %d bootstrap steps in node %s%s",
@@ -413,7 +413,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 		elapsed := time.Since(status.StartedAt).Round(time.Second)
 		if !status.StartedAt.IsZero() && elapsed > timeout+30*time.Second {
 			// systemd's RuntimeMaxSec should have stopped it; make sure.
-			if err := r.Nodes.StopBootstrap(ctx, node.Name); err != nil {
+			if err := node.StopBootstrap(ctx); err != nil {
 				return ctrl.Result{}, false, err
 			}
 		}
@@ -424,7 +424,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 	case docker.BootstrapSucceeded:
 		if !conditions.IsTrue(dm, infrav1.BootstrapSucceededCondition) {
 			note := ""
-			if plan, err := r.bootstrapPlan(ctx, s, node.Hostname); err == nil {
+			if plan, err := r.bootstrapPlan(ctx, s, node.Hostname()); err == nil {
 				note = ignoredNote(plan)
 			}
 			setBootstrapCondition(dm, metav1.ConditionTrue, infrav1.BootstrapSucceededReason, "Bootstrap data ran in node %s%s", node.Name, note)
@@ -436,7 +436,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 	// Failed, timed out or interrupted: kubeadm must not run twice in one node, so this is
 	// final for the node. A MachineHealthCheck (or the user) replaces the Machine.
 	step := fmt.Sprintf("step %d", status.Step)
-	if plan, err := r.bootstrapPlan(ctx, s, node.Hostname); err == nil && status.Step >= 1 && status.Step <= len(plan.Steps) {
+	if plan, err := r.bootstrapPlan(ctx, s, node.Hostname()); err == nil && status.Step >= 1 && status.Step <= len(plan.Steps) {
 		step = fmt.Sprintf("step %d/%d (%s)", status.Step, len(plan.Steps), describeStep(plan.Steps[status.Step-1]))
 	}
 	var reason, msg string
@@ -575,16 +575,16 @@ func (r *DockyardMachineReconciler) reportVanished(ctx context.Context, s *machi
 	return ctrl.Result{}, nil
 }
 
-func (r *DockyardMachineReconciler) reportStopped(ctx context.Context, s *machineScope, node *container.Container) (ctrl.Result, error) {
-	logs, err := r.Nodes.Runtime().ContainerLogs(ctx, node.Name, stoppedOutputTail)
+func (r *DockyardMachineReconciler) reportStopped(ctx context.Context, s *machineScope, node *docker.Node) (ctrl.Result, error) {
+	logs, err := node.LastOutput(ctx, stoppedOutputTail)
 	if err != nil {
 		logs = fmt.Sprintf("(logs unavailable: %v)", err)
 	}
 	msg := fmt.Sprintf("Node container %s is %s (exit code %d); it is not restarted. Delete the Machine (or let a MachineHealthCheck remediate it) to replace it. Last output:\n%s",
-		node.Name, node.State, node.ExitCode, bootstrap.Redact(strings.TrimSpace(logs)))
+		node.Name, node.State(), node.ExitCode(), bootstrap.Redact(strings.TrimSpace(logs)))
 	if conditions.GetReason(s.dm, infrav1.ContainerProvisionedCondition) != infrav1.ContainerStoppedReason {
-		ctrl.LoggerFrom(ctx).Info("Node container stopped", "container", node.Name, "exitCode", node.ExitCode)
-		r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.ContainerStoppedReason, "Node container %s is %s (exit code %d)", node.Name, node.State, node.ExitCode)
+		ctrl.LoggerFrom(ctx).Info("Node container stopped", "container", node.Name, "exitCode", node.ExitCode())
+		r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.ContainerStoppedReason, "Node container %s is %s (exit code %d)", node.Name, node.State(), node.ExitCode())
 	}
 	setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "%s", msg)
 	return ctrl.Result{}, nil
@@ -606,15 +606,15 @@ func (r *DockyardMachineReconciler) reconcileDelete(ctx context.Context, s *mach
 		return ctrl.Result{}, nil
 	}
 
-	node, err := r.Nodes.GetNode(ctx, s.key, dm.Name)
+	node, err := r.Nodes.FindNode(ctx, s.key, dm.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if node != nil && node.Running {
-		if err := r.Nodes.StopBootstrap(ctx, node.Name); err != nil {
+	if node != nil && node.Running() {
+		if err := node.StopBootstrap(ctx); err != nil {
 			log.Info("Could not stop the bootstrap before deleting the node", "error", err.Error())
 		}
-		if node.Labels[docker.KindRoleLabel] == string(docker.RoleControlPlane) {
+		if node.Role == docker.RoleControlPlane {
 			var dc *infrav1.DockyardCluster
 			if s.cluster != nil {
 				if dc, err = r.dockyardCluster(ctx, s.cluster); err != nil {

@@ -111,27 +111,24 @@ func loadBalancerTemplate(ctx context.Context, c client.Client, dc *infrav1.Dock
 // and Machine are not being deleted.
 func controlPlaneBackends(c client.Client, nodes *docker.Manager, key docker.ClusterKey, network string) docker.BackendsFunc {
 	return func(ctx context.Context) ([]haproxy.Backend, error) {
-		containers, err := nodes.Runtime().ListContainers(ctx, map[string]string{
-			docker.ClusterLabel: key.String(), docker.KindRoleLabel: string(docker.RoleControlPlane),
-		})
+		controlPlane, err := nodes.ControlPlaneNodes(ctx, key)
 		if err != nil {
 			return nil, err
 		}
 		var backends []haproxy.Backend
-		for i := range containers {
-			ctr := &containers[i]
-			if !ctr.Running {
+		for _, node := range controlPlane {
+			if !node.Running() {
 				continue
 			}
-			leaving, err := machineIsLeaving(ctx, c, key.Namespace, strings.TrimPrefix(ctr.Labels[docker.MachineLabel], key.Namespace+"/"))
+			leaving, err := machineIsLeaving(ctx, c, key.Namespace, node.Machine)
 			if err != nil {
 				return nil, err
 			}
-			address := docker.NodeAddress(ctr, network)
+			address := node.Address(network)
 			if leaving || address == "" {
 				continue
 			}
-			backends = append(backends, haproxy.Backend{Name: ctr.Name, Address: address, Port: docker.APIServerPort})
+			backends = append(backends, haproxy.Backend{Name: node.Name, Address: address, Port: docker.APIServerPort})
 		}
 		return backends, nil
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 	"github.com/dockyard-dev/dockyard/pkg/webhooks"
 	"github.com/dockyard-dev/dockyard/test/envtest"
@@ -37,7 +38,7 @@ func TestMain(m *testing.M) {
 	var err error
 	env, err = envtest.Start(ctx, envtest.Options{
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			return setupForTest(ctx, mgr, docker.NewManager(envRuntime, docker.ManagerOptions{}), 10)
+			return setupForTest(ctx, mgr, envRuntime, 10)
 		},
 		// The manager has only the permissions config/ grants it.
 		ManagerClusterRole: filepath.Join(envtest.RepoRoot(), "config", "rbac", "role.yaml"),
@@ -54,7 +55,8 @@ func TestMain(m *testing.M) {
 }
 
 // setupForTest wires the reconcilers, the ClusterCache and the webhooks like main.go does.
-func setupForTest(ctx context.Context, mgr ctrl.Manager, nodes *docker.Manager, concurrency int) error {
+func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtime, concurrency int) error {
+	nodes := docker.NewManager(engine, docker.ManagerOptions{})
 	secretClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
 	if err != nil {
 		return err
@@ -68,7 +70,7 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, nodes *docker.Manager, 
 	}
 	//nolint:staticcheck // the same recorder as main.go
 	clusterRecorder, machineRecorder := mgr.GetEventRecorderFor("dockyardcluster-controller"), mgr.GetEventRecorderFor("dockyardmachine-controller")
-	engineEvents := docker.NewEngineEvents(nodes.Runtime())
+	engineEvents := docker.NewEngineEvents(engine)
 	if err := mgr.Add(engineEvents); err != nil {
 		return err
 	}

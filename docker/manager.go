@@ -77,7 +77,8 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy}
 }
 
-// Runtime returns the engine the Manager drives.
+// Runtime returns the engine the Manager drives, for the tools that work with the engine
+// itself (cmd/, pkg/mgmt); controllers go through the Manager and its Node handles.
 func (m *Manager) Runtime() container.Runtime { return m.runtime }
 
 func (m *Manager) lockCluster(k ClusterKey) func() {

@@ -1,0 +1,125 @@
+package docker
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// Node is a handle on one machine's node container, in the spirit of kind's nodes.Node: who it
+// is (name, cluster, machine, role), what the engine said of it when the handle was made, and
+// what controllers do with it. The handle holds no engine connection of its own: every
+// operation goes through its Manager, and every command through the Manager's exec helper.
+// It is a snapshot: look the node up again (FindNode) to see its state change.
+type Node struct {
+	m *Manager
+	c *container.Container
+
+	// Name is the node container's name.
+	Name    string
+	Cluster ClusterKey
+	// Machine is the DockyardMachine's name.
+	Machine string
+	Role    Role
+}
+
+// node makes the handle of a node container of a cluster's machine.
+func (m *Manager) node(cluster ClusterKey, machine string, c *container.Container) *Node {
+	return &Node{m: m, c: c, Name: c.Name, Cluster: cluster, Machine: machine, Role: Role(c.Labels[KindRoleLabel])}
+}
+
+// FindNode returns the handle of a machine's node container, or nil when it does not exist
+// (see GetNode, which returns the container itself).
+func (m *Manager) FindNode(ctx context.Context, cluster ClusterKey, machine string) (*Node, error) {
+	c, err := m.GetNode(ctx, cluster, machine)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return m.node(cluster, machine, c), nil
+}
+
+// AddNode creates and starts the node container of a machine (see CreateNode) and returns its
+// handle.
+func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
+	c, err := m.CreateNode(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return m.node(spec.Cluster, spec.Machine, c), nil
+}
+
+// ControlPlaneNodes returns the handles of a cluster's control plane node containers, running
+// or not. Listed containers carry no hostname.
+func (m *Manager) ControlPlaneNodes(ctx context.Context, cluster ClusterKey) ([]*Node, error) {
+	labels := cluster.ClusterLabels()
+	labels[KindRoleLabel] = string(RoleControlPlane)
+	containers, err := m.runtime.ListContainers(ctx, labels)
+	if err != nil {
+		return nil, errors.Wrapf(err, "listing the control plane nodes of cluster %s", cluster)
+	}
+	nodes := make([]*Node, 0, len(containers))
+	for i := range containers {
+		c := &containers[i]
+		machine := strings.TrimPrefix(c.Labels[MachineLabel], cluster.Namespace+"/")
+		nodes = append(nodes, m.node(cluster, machine, c))
+	}
+	return nodes, nil
+}
+
+// Hostname is the node's hostname, which its workload cluster Node is named after; empty in
+// handles from ControlPlaneNodes.
+func (n *Node) Hostname() string { return n.c.Hostname }
+
+// State is the engine's state word of the container: "created", "running", "exited", ...
+func (n *Node) State() string { return n.c.State }
+
+// Running reports whether the container runs.
+func (n *Node) Running() bool { return n.c.Running }
+
+// ExitCode is the exit code of a container that stopped.
+func (n *Node) ExitCode() int { return n.c.ExitCode }
+
+// Address returns the node's IPv4 address on a network (IPv6 when it has no IPv4), "" when it
+// is not attached to it.
+func (n *Node) Address(network string) string { return NodeAddress(n.c, network) }
+
+// Start starts the node container, one created but never started; the error is the engine's.
+func (n *Node) Start(ctx context.Context) error { return n.m.runtime.StartContainer(ctx, n.Name) }
+
+// LastOutput returns the last lines of the node container's output (its console: systemd's
+// boot and shutdown), e.g. to say why a node stopped; the error is the engine's.
+func (n *Node) LastOutput(ctx context.Context, lines int) (string, error) {
+	return n.m.runtime.ContainerLogs(ctx, n.Name, lines)
+}
+
+// Check tells whether systemd and containerd (with its CRI plugin) are up in the running node.
+func (n *Node) Check(ctx context.Context) (NodeState, error) { return n.m.CheckNode(ctx, n.Name) }
+
+// PreloadImages copies images from the engine into the node's containerd unless it has them.
+func (n *Node) PreloadImages(ctx context.Context, images []string) error {
+	return n.m.PreloadImages(ctx, n.Name, images)
+}
+
+// StartBootstrap copies a plan into the node and starts it in the background, unless it was
+// started before.
+func (n *Node) StartBootstrap(ctx context.Context, plan *bootstrap.Plan, timeout time.Duration) error {
+	return n.m.StartBootstrap(ctx, n.Name, plan, timeout)
+}
+
+// BootstrapStatus reads the state of the node's bootstrap (see GetBootstrapStatus).
+func (n *Node) BootstrapStatus(ctx context.Context, timeout time.Duration) (BootstrapStatus, error) {
+	return n.m.GetBootstrapStatus(ctx, n.Name, timeout)
+}
+
+// StopBootstrap stops the node's bootstrap while it runs.
+func (n *Node) StopBootstrap(ctx context.Context) error { return n.m.StopBootstrap(ctx, n.Name) }
+
+// ReadFile reads one file from the node; ErrNotFound when it has no such file.
+func (n *Node) ReadFile(ctx context.Context, file string) ([]byte, error) {
+	return n.m.ReadFile(ctx, n.Name, file)
+}

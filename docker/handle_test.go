@@ -1,0 +1,103 @@
+package docker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/docker/dockertest"
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+)
+
+// A node handle knows its machine, cluster and role, found again by its machine or among the
+// cluster's control plane nodes.
+func TestNodeHandlesOfACluster(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("node")
+	m := docker.NewManager(rt, docker.ManagerOptions{})
+	key := docker.ClusterKey{Namespace: "ns", Name: "dev"}
+	network, err := m.ClusterNetwork(ctx, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := m.AddNode(ctx, docker.NodeSpec{Cluster: key, Machine: "dev-cp-1", Image: "node", Role: docker.RoleControlPlane, Network: network})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddNode(ctx, docker.NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: docker.RoleWorker, Network: network}); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Name != docker.NodeName(key, "dev-cp-1") || cp.Machine != "dev-cp-1" || cp.Cluster != key || cp.Role != docker.RoleControlPlane ||
+		!cp.Running() || cp.Hostname() != docker.NodeHostname(key.Name, "dev-cp-1") || cp.Address(network) == "" {
+		t.Errorf("created node %+v: running %v, hostname %q, address %q", cp, cp.Running(), cp.Hostname(), cp.Address(network))
+	}
+
+	found, err := m.FindNode(ctx, key, "dev-md-1")
+	if err != nil || found == nil || found.Role != docker.RoleWorker || found.Machine != "dev-md-1" {
+		t.Errorf("found %+v (%v), want the worker", found, err)
+	}
+	if missing, err := m.FindNode(ctx, key, "dev-md-2"); err != nil || missing != nil {
+		t.Errorf("found %+v (%v) for a machine without a node", missing, err)
+	}
+
+	controlPlane, err := m.ControlPlaneNodes(ctx, key)
+	if err != nil || len(controlPlane) != 1 {
+		t.Fatalf("control plane nodes %+v (%v), want one", controlPlane, err)
+	}
+	if n := controlPlane[0]; n.Name != cp.Name || n.Machine != "dev-cp-1" || n.Address(network) != cp.Address(network) {
+		t.Errorf("control plane node %+v at %q, want %s at %q", n, n.Address(network), cp.Name, cp.Address(network))
+	}
+}
+
+// What a controller does with a node goes through the handle: checks, bootstrap, files, the
+// output of a stopped node and starting it again.
+func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("node")
+	dockertest.New(rt)
+	m := docker.NewManager(rt, docker.ManagerOptions{})
+	key := docker.ClusterKey{Namespace: "ns", Name: "dev"}
+	node, err := m.AddNode(ctx, docker.NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: docker.RoleWorker, Network: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := node.Check(ctx); err != nil || !st.Ready {
+		t.Fatalf("node state %+v (%v), want ready", st, err)
+	}
+	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
+		{File: &bootstrap.File{Path: "/etc/dockyard-test", Content: []byte("hello"), Mode: 0o644}},
+		{Command: &bootstrap.Command{Script: "true"}},
+	}}
+	if err := node.StartBootstrap(ctx, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := node.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != docker.BootstrapSucceeded {
+		t.Errorf("bootstrap %+v (%v), want succeeded", st, err)
+	}
+	if err := node.StopBootstrap(ctx); err != nil {
+		t.Errorf("stopping the bootstrap: %v", err)
+	}
+	if content, err := node.ReadFile(ctx, "/etc/dockyard-test"); err != nil || string(content) != "hello" {
+		t.Errorf("read %q (%v), want the bootstrap's file", content, err)
+	}
+
+	rt.StopContainer(node.Name, 137)
+	if node, err = m.FindNode(ctx, key, "dev-md-1"); err != nil || node.Running() || node.State() != "exited" || node.ExitCode() != 137 {
+		t.Fatalf("stopped node %+v (%v): state %s, exit code %d", node, err, node.State(), node.ExitCode())
+	}
+	if out, err := node.LastOutput(ctx, 5); err != nil || !strings.Contains(out, node.Name) {
+		t.Errorf("output %q (%v), want the fake's logs of %s", out, err, node.Name)
+	}
+	if err := node.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if node, err = m.FindNode(ctx, key, "dev-md-1"); err != nil || !node.Running() {
+		t.Errorf("node %+v (%v) after Start, want it running", node, err)
+	}
+}
