@@ -147,8 +147,7 @@ func freePort(p container.PortMapping) (int, error) {
 // running container is not an error.
 func (r *Runtime) StartContainer(ctx context.Context, name string) error {
 	ctx = ns(ctx)
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.lock()()
 	c, err := r.client.LoadContainer(ctx, name)
 	if err != nil {
 		return wrap(err, "starting container %s", name)
@@ -398,8 +397,7 @@ func runningTask(ctx context.Context, c client.Container) (client.Task, error) {
 // and namespace, anonymous volumes, logs and record.
 func (r *Runtime) RemoveContainer(ctx context.Context, name string) error {
 	ctx = ns(ctx)
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.lock()()
 	c, err := r.client.LoadContainer(ctx, name)
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return wrap(err, "removing container %s", name)

@@ -95,6 +95,8 @@
 //   - After a host reboot the network namespaces under RunDir are gone: StartContainer gives
 //     the container a new one with the same networks and fixed address (its spec is updated);
 //     the old interfaces' addresses and rules are released through a stand-in interface.
-//   - Records are serialized within one process; two processes changing one container's
-//     networks at once are not locked against each other.
+//
+// Changes to networks and containers' attachments are serialized by a mutex and an flock on
+// StateDir/lock, so the processes sharing StateDir (the manager, tools, test binaries) never
+// pick one subnet twice or interleave a container's attachments.
 package containerd

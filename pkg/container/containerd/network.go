@@ -88,8 +88,7 @@ func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec)
 	if spec.Name == "" || strings.ContainsAny(spec.Name, "/\x00") || spec.Name == "." || spec.Name == ".." {
 		return errors.Errorf("invalid network name %q", spec.Name)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.lock()()
 	if _, err := r.loadNetwork(spec.Name); err == nil {
 		return errors.Errorf("network %s already exists", spec.Name)
 	}
@@ -260,8 +259,7 @@ func (r *Runtime) ListNetworks(ctx context.Context, labels map[string]string) ([
 // RemoveNetwork removes a network that no container is attached to, with its bridge, and tells
 // event subscribers.
 func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.lock()()
 	n, err := r.loadNetwork(name)
 	if errors.Is(err, container.ErrNotFound) {
 		return nil
@@ -293,8 +291,7 @@ func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
 // already is. A container that never started gets the interface at once as well: its network
 // namespace exists from creation.
 func (r *Runtime) ConnectNetwork(ctx context.Context, network, name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.lock()()
 	rec, err := r.loadRecord(name)
 	if err != nil {
 		return err
@@ -316,8 +313,7 @@ func (r *Runtime) ConnectNetwork(ctx context.Context, network, name string) erro
 
 // DisconnectNetwork removes a container's interface on a network.
 func (r *Runtime) DisconnectNetwork(ctx context.Context, network, name string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.lock()()
 	rec, err := r.loadRecord(name)
 	if errors.Is(err, container.ErrNotFound) {
 		return nil

@@ -13,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/containernetworking/cni/libcni"
 	"github.com/pkg/errors"
+	"golang.org/x/sys/unix"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -47,9 +48,11 @@ type Runtime struct {
 	client *client.Client
 	opts   Options
 	cni    *libcni.CNIConfig
-	// mu serializes changes to the runtime's own records (containers' networks, networks'
-	// address pools) within this process. Other processes sharing StateDir are not locked out.
-	mu sync.Mutex
+	// mu and lockFile serialize changes to the runtime's own records (containers' networks,
+	// networks and their address pools): mu within this process, an exclusive flock on
+	// lockFile between the processes sharing StateDir (the manager, tools, test binaries).
+	mu       sync.Mutex
+	lockFile *os.File
 }
 
 var _ container.Runtime = &Runtime{}
@@ -75,20 +78,40 @@ func New(endpoint string, opts Options) (*Runtime, error) {
 			return nil, errors.Wrapf(err, "creating %s", d)
 		}
 	}
+	lockFile, err := os.OpenFile(filepath.Join(opts.StateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, errors.Wrap(err, "opening the runtime's lock file")
+	}
 	c, err := client.New(endpoint, client.WithDefaultNamespace(Namespace))
 	if err != nil {
+		lockFile.Close()
 		return nil, errors.Wrapf(err, "connecting to containerd at %s", endpoint)
 	}
 	r := &Runtime{
-		client: c,
-		opts:   opts,
-		cni:    libcni.NewCNIConfigWithCacheDir([]string{opts.CNIBinDir}, filepath.Join(opts.StateDir, "cni-cache"), nil),
+		client:   c,
+		lockFile: lockFile,
+		opts:     opts,
+		cni:      libcni.NewCNIConfigWithCacheDir([]string{opts.CNIBinDir}, filepath.Join(opts.StateDir, "cni-cache"), nil),
 	}
 	return r, nil
 }
 
 // Close releases the client's connection.
-func (r *Runtime) Close() error { return r.client.Close() }
+func (r *Runtime) Close() error {
+	r.lockFile.Close()
+	return r.client.Close()
+}
+
+// lock takes the runtime's lock over its records and returns the function releasing it.
+func (r *Runtime) lock() func() {
+	r.mu.Lock()
+	// flock only fails on a bad descriptor; the process-wide mutex still holds then.
+	_ = unix.Flock(int(r.lockFile.Fd()), unix.LOCK_EX)
+	return func() {
+		_ = unix.Flock(int(r.lockFile.Fd()), unix.LOCK_UN)
+		r.mu.Unlock()
+	}
+}
 
 // ns puts the runtime's namespace on a context.
 func ns(ctx context.Context) context.Context {
