@@ -439,10 +439,14 @@ func MissingObjects(t *testing.T, s Subject) {
 	if err := rt.CreateContainer(ctx, spec); !container.IsNotFound(err) {
 		t.Errorf("creating a container of a missing image: want ErrNotFound, got %v", err)
 	}
+	// Docker checks the network when the container starts, Podman when it is created.
 	spec.Image, spec.Network = s.Image, network
-	if err := rt.CreateContainer(ctx, spec); err == nil {
-		_ = rt.RemoveContainer(ctx, name)
-		t.Error("creating a container on a missing network succeeded")
+	err := rt.CreateContainer(ctx, spec)
+	if err == nil {
+		err = rt.StartContainer(ctx, name)
+	}
+	if !container.IsNotFound(err) {
+		t.Errorf("a container on a missing network: want ErrNotFound when it is created or started, got %v", err)
 	}
 	for what, err := range map[string]error{
 		"RemoveContainer": rt.RemoveContainer(ctx, name),

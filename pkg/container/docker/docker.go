@@ -498,8 +498,38 @@ func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec)
 		}
 		opts.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{cfg}}
 	}
-	_, err := r.client.NetworkCreate(ctx, spec.Name, opts)
-	return wrap(err, "creating network %s", spec.Name)
+	if _, err := r.InspectNetwork(ctx, spec.Name); err == nil {
+		return errors.Errorf("creating network %s: a network with that name already exists", spec.Name)
+	}
+	res, err := r.client.NetworkCreate(ctx, spec.Name, opts)
+	if err != nil {
+		return wrap(err, "creating network %s", spec.Name)
+	}
+	return r.keepOneNetwork(ctx, spec.Name, res.ID)
+}
+
+// keepOneNetwork removes the network just created when another of the same name exists: engines
+// before API 1.44 (Debian's Docker 20.10) create a second network of a name unless asked to
+// check, which this client no longer can, and names then become ambiguous. Of two racing
+// creations, both may step back; the caller's next attempt creates one.
+func (r *Runtime) keepOneNetwork(ctx context.Context, name, id string) error {
+	res, err := r.client.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("name", name)})
+	if err != nil {
+		return wrap(err, "listing networks named %s", name)
+	}
+	same := 0
+	for _, n := range res.Items {
+		if n.Name == name {
+			same++
+		}
+	}
+	if same <= 1 {
+		return nil
+	}
+	if _, err := r.client.NetworkRemove(ctx, id, client.NetworkRemoveOptions{}); err != nil {
+		return wrap(err, "removing the second network named %s", name)
+	}
+	return errors.Errorf("creating network %s: a network with that name already exists", name)
 }
 
 func ipamConfig(spec container.NetworkSpec) (network.IPAMConfig, error) {
