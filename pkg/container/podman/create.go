@@ -115,8 +115,8 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 			return nil
 		}
 		missing := missingSource(err, optional)
-		if missing == "" && strings.Contains(err.Error(), "image not known") {
-			// libpod answers 500 for a missing image, Docker 404.
+		if missing == "" && (strings.Contains(err.Error(), "image not known") || strings.Contains(err.Error(), "network not found")) {
+			// libpod answers 500 for a missing image or network, Docker 404.
 			return errors.Wrapf(container.ErrNotFound, "creating container %s: %v", spec.Name, err)
 		}
 		if missing == "" {

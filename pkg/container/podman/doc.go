@@ -20,8 +20,8 @@
 //     missing source ("statfs <path>: no such file or directory"); an Optional mount named
 //     there is dropped and the create retried (the engine checks on its own host, which may
 //     not be the caller's).
-//   - Missing image on create: libpod answers HTTP 500 "image not known"; it is wrapped in
-//     container.ErrNotFound as Docker's 404 is.
+//   - Missing image or network on create: libpod answers HTTP 500 ("image not known", "network
+//     not found"); both are wrapped in container.ErrNotFound as Docker's 404 is.
 //   - Removal: the compatible removal waits the container's stop timeout (10s) before it
 //     kills a running container; libpod's removal is called with force and timeout 0.
 //   - Events: the compatible stream calls a removal "remove" (Docker: "destroy"; "died" is
