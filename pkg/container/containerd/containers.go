@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"syscall"
@@ -71,7 +70,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 		return errors.Wrapf(err, "container %s", spec.Name)
 	}
 	if spec.Network != "host" {
-		n, err := netns.NewNetNS(filepath.Join(r.opts.RunDir, "netns"))
+		n, err := newNetNS(r.opts.RunDir)
 		if err != nil {
 			return errors.Wrapf(err, "creating the network namespace of container %s", spec.Name)
 		}
@@ -202,7 +201,7 @@ func (r *Runtime) ensureNetwork(ctx context.Context, c client.Container, rec *re
 // and the container's spec is pointed at the new namespace.
 func (r *Runtime) renewNetNS(ctx context.Context, c client.Container, rec *record) error {
 	old := rec.Attachments
-	n, err := netns.NewNetNS(filepath.Join(r.opts.RunDir, "netns"))
+	n, err := newNetNS(r.opts.RunDir)
 	if err != nil {
 		return errors.Wrapf(err, "creating a network namespace for container %s", rec.Name)
 	}

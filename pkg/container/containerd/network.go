@@ -398,6 +398,27 @@ func (r *Runtime) detach(ctx context.Context, rec *record, a *attachment) error 
 	return errors.Wrapf(r.cni.DelNetworkList(ctx, list, rt), "detaching container %s from network %s", rec.Name, a.Network)
 }
 
+// newNetNS creates a container's network namespace under runDir with its loopback interface up
+// (as Docker has it; runc leaves a namespace it is given as it is).
+func newNetNS(runDir string) (*netns.NetNS, error) {
+	n, err := netns.NewNetNS(filepath.Join(runDir, "netns"))
+	if err != nil {
+		return nil, err
+	}
+	err = n.Do(func(cnins.NetNS) error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(lo)
+	})
+	if err != nil {
+		_ = n.Remove()
+		return nil, errors.Wrap(err, "bringing up the loopback interface")
+	}
+	return n, nil
+}
+
 // detachGone deletes an interface whose namespace is gone. The bridge plugin finds what to
 // clean up (its masquerading rules) from the interface's addresses, so a stand-in interface
 // with the old name and address is made in the container's new namespace first.
