@@ -20,6 +20,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	cnins "github.com/containernetworking/plugins/pkg/ns"
+	"github.com/coreos/go-iptables/iptables"
 	"github.com/pkg/errors"
 	"github.com/vishvananda/netlink"
 
@@ -281,10 +282,38 @@ func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
 			return errors.Wrapf(err, "deleting bridge %s of network %s", n.Bridge, name)
 		}
 	}
+	if err := removeIsolationRules(n.Bridge); err != nil {
+		return errors.Wrapf(err, "network %s", name)
+	}
 	if err := os.RemoveAll(r.networkDir(name)); err != nil {
 		return errors.Wrapf(err, "removing network %s", name)
 	}
 	return r.publishNetworkDestroy(ctx, name)
+}
+
+// isolationComment marks the firewall plugin's bridge isolation rules.
+const isolationComment = "CNI firewall plugin rules (ingressPolicy: same-bridge)"
+
+// removeIsolationRules deletes the rules the firewall plugin added for a bridge to isolate it
+// (it leaves them when the last container leaves).
+func removeIsolationRules(bridge string) error {
+	ipt, err := iptables.New()
+	if err != nil {
+		return errors.Wrap(err, "iptables")
+	}
+	rules := map[string][]string{
+		"CNI-ISOLATION-STAGE-1": {"-i", bridge, "!", "-o", bridge, "-m", "comment", "--comment", isolationComment, "-j", "CNI-ISOLATION-STAGE-2"},
+		"CNI-ISOLATION-STAGE-2": {"-o", bridge, "-m", "comment", "--comment", isolationComment, "-j", "DROP"},
+	}
+	for chain, rule := range rules {
+		if ok, err := ipt.ChainExists("filter", chain); err != nil || !ok {
+			continue
+		}
+		if err := ipt.DeleteIfExists("filter", chain, rule...); err != nil {
+			return errors.Wrapf(err, "deleting the isolation rule of bridge %s", bridge)
+		}
+	}
+	return nil
 }
 
 // ConnectNetwork attaches a container to one more network (a new interface, eth1...) unless it
@@ -486,7 +515,7 @@ func nextIfName(rec *record) string {
 // confList renders the CNI configuration of one attachment: a bridge with masquerading and
 // hairpin, host-local addresses (the network's range, or only the fixed address), published
 // ports, and firewall rules accepting the container's traffic in the FORWARD chain (whose
-// policy Docker sets to DROP).
+// policy Docker sets to DROP) while isolating the bridges from one another.
 func (r *Runtime) confList(n *networkRecord, primary bool, fixed string) ([]byte, error) {
 	rng, err := addressRange(n, fixed)
 	if err != nil {
@@ -505,7 +534,9 @@ func (r *Runtime) confList(n *networkRecord, primary bool, fixed string) ([]byte
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}, "snat": true},
-			map[string]any{"type": "firewall", "backend": "iptables"},
+			// Accept the containers' traffic in FORWARD, and drop what crosses from one of
+			// the runtime's bridges to another: networks are isolated, as Docker's are.
+			map[string]any{"type": "firewall", "backend": "iptables", "ingressPolicy": "same-bridge"},
 		},
 	}
 	b, err := json.Marshal(conf)
