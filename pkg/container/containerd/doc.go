@@ -50,10 +50,13 @@
 // fixed IPv4Address, which host-local then refuses to give twice), portmap for published ports
 // (a host port of 0 is picked from the free ports when the container is created and reported
 // by InspectContainer), and the firewall plugin, which accepts the containers' traffic in the
-// FORWARD chain whatever its policy (Docker sets DROP). A network without a subnet gets a free
+// FORWARD chain whatever its policy (Docker sets DROP) and, with its same-bridge ingress
+// policy, drops traffic from one of the runtime's bridges to another: networks are isolated as
+// Docker's are (RemoveNetwork deletes the bridge's isolation rules, which the plugin leaves
+// behind). A network without a subnet gets a free
 // /24 of 10.210.0.0/16, away from Docker's pools, meeting no host address, route or other
-// network. Each container has a network namespace of its own (bind-mounted under RunDir) from
-// creation to removal; its primary interface (eth0) is added when it first starts, so a fixed
+// network. Each container has a network namespace of its own (bind-mounted under RunDir, its
+// loopback interface up) from creation to removal; its primary interface (eth0) is added when it first starts, so a fixed
 // address in use makes the start fail, as with Docker. ConnectNetwork adds ethN at once
 // (running or not), DisconnectNetwork deletes it. RemoveNetwork refuses while containers are
 // attached, deletes the bridge and the allocations, and publishes "network destroy".
