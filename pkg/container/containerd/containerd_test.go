@@ -1,8 +1,12 @@
 package containerd_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -156,5 +160,134 @@ func TestNodeBootsOnContainerd(t *testing.T) {
 	}
 	if err := m.DeleteNode(ctx, cluster, "cp-0"); err != nil {
 		t.Error(err)
+	}
+}
+
+// What the runtime builds itself where Docker has it built in: loopback up, /etc/hosts naming
+// the peers (no DNS server), volumes filled from the image, terminal output in the logs,
+// published ports on 127.0.0.1, reachability within a network and isolation between networks.
+func TestNetworkingAndFilesOnContainerd(t *testing.T) {
+	rt, labels := engineTest(t)
+	ctx := context.Background()
+	img := dockerenv.LoadBalancerImage()
+	name := func(s string) string { return prefix + "-own-" + s }
+	for _, n := range []string{name("net"), name("other")} {
+		if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: n, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rt.CreateVolume(ctx, container.VolumeSpec{Name: name("vol"), Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	// A listens on 8080 with a configuration copied into its volume before its first start
+	// (the tmpfs is empty at every start: the entrypoint copies it from the volume).
+	server := container.ContainerSpec{
+		Name: name("a"), Hostname: "alpha", Image: img, Labels: labels, Network: name("net"), NetworkAliases: []string{"alias-a"},
+		Tty: true, Entrypoint: []string{"sh", "-c"},
+		Cmd:   []string{"echo tty-out; cp /usr/local/etc/haproxy/test.cfg /etc/test/ && exec haproxy -db -f /etc/test/test.cfg"},
+		Ports: []container.PortMapping{{ContainerPort: 8080, HostIP: "127.0.0.1"}},
+		Mounts: []container.Mount{
+			{Type: container.MountVolume, Source: name("vol"), Target: "/usr/local/etc/haproxy"},
+			{Type: container.MountTmpfs, Target: "/etc/test"},
+		},
+	}
+	if err := rt.CreateContainer(ctx, server); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "defaults\n  mode tcp\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nfrontend f\n  bind *:8080\n  default_backend b\nbackend b\n"
+	if err := rt.CopyToContainer(ctx, name("a"), "/usr/local/etc/haproxy", tarOf(t, "test.cfg", cfg)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, name("a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, network string }{{name("b"), name("net")}, {name("c"), name("other")}} {
+		spec := container.ContainerSpec{Name: c.name, Image: img, Labels: labels, Network: c.network, Entrypoint: []string{"sleep"}, Cmd: []string{"600"}}
+		if err := rt.CreateContainer(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		if err := rt.StartContainer(ctx, c.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := rt.InspectContainer(ctx, name("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := func(c, cmd string) (int, string) {
+		var out strings.Builder
+		code, err := rt.Exec(ctx, c, container.ExecOptions{Cmd: []string{"bash", "-c", cmd}, Stdout: &out, Stderr: &out})
+		if err != nil {
+			t.Fatalf("%s in %s: %v", cmd, c, err)
+		}
+		return code, out.String()
+	}
+	probe := func(target string) string { return "timeout 3 bash -c 'exec 3<>/dev/tcp/" + target + "/8080'" }
+	waitFor(t, 20*time.Second, "haproxy in "+name("a"), func() error {
+		if code, out := sh(name("a"), probe("127.0.0.1")); code != 0 {
+			return fmt.Errorf("127.0.0.1:8080 in the container: exit %d %s", code, out)
+		}
+		return nil
+	})
+	for cmd, want := range map[string]int{
+		"test -s /usr/local/etc/haproxy/haproxy.cfg": 0, // the volume was filled from the image
+		"cat /sys/class/net/lo/flags | grep -qx 0x9": 0, // loopback up
+		probe(a.Networks[name("net")].IPv4):          0, // its own address
+		"test \"$(hostname)\" = alpha":               0,
+		"grep -qw " + name("b") + " /etc/hosts":      0,
+		"grep -qw " + name("c") + " /etc/hosts":      1, // not on its networks
+	} {
+		if code, out := sh(name("a"), cmd); code != want {
+			t.Errorf("in %s: %s: exit %d, want %d: %s", name("a"), cmd, code, want, out)
+		}
+	}
+	for _, target := range []string{"alias-a", "alpha", name("a")} {
+		if code, out := sh(name("b"), probe(target)); code != 0 {
+			t.Errorf("%s cannot reach %s:8080 on their network: exit %d %s", name("b"), target, code, out)
+		}
+	}
+	if code, _ := sh(name("c"), probe(a.Networks[name("net")].IPv4)); code == 0 {
+		t.Errorf("%s on another network reached %s: networks are not isolated", name("c"), name("a"))
+	}
+	conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", a.Ports[0].HostPort), 3*time.Second)
+	if err != nil {
+		t.Errorf("the published port %+v: %v", a.Ports, err)
+	} else {
+		conn.Close()
+	}
+	logs, err := rt.ContainerLogs(ctx, name("a"), 10)
+	if err != nil || !strings.Contains(logs, "tty-out") {
+		t.Errorf("the terminal's output in the logs: %q %v", logs, err)
+	}
+}
+
+func tarOf(t *testing.T, name, content string) io.Reader {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return &buf
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
