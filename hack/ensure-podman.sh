@@ -96,6 +96,25 @@ ensure_ulimits() {
 }
 ensure_ulimits
 
+# Where Docker runs too, the host's FORWARD policy is DROP and bridged frames go through it
+# (br_netfilter). Netavark accepts only what comes from a network's own subnet, so pod traffic
+# routed between nodes on one network (flannel host-gw: pod addresses, not node addresses) is
+# dropped and pods on different nodes cannot talk. Let every Podman bridge forward its own
+# frames, as Docker's rules do for Docker's bridges; traffic between two networks is routed,
+# not bridged, so clusters stay apart.
+ensure_bridge_forwarding() {
+  local rule=(FORWARD -i podman+ -o podman+ -m physdev --physdev-is-bridged
+    -m comment --comment "dockyard: Podman bridges forward their own frames" -j ACCEPT)
+  if ! command -v iptables >/dev/null 2>&1; then
+    return 0 # no firewall to open
+  fi
+  if ! iptables -C "${rule[@]}" 2>/dev/null; then
+    iptables -I "${rule[@]}"
+    echo "ensure-podman: Podman bridges forward their own frames (FORWARD policy: $(iptables -S FORWARD | head -1))"
+  fi
+}
+ensure_bridge_forwarding
+
 if ping; then
   exit 0
 fi
