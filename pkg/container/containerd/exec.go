@@ -39,7 +39,7 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 	pspec := *spec.Process
 	pspec.Terminal = false
 	pspec.Args = opts.Cmd
-	pspec.Env = append(append([]string{}, pspec.Env...), opts.Env...)
+	pspec.Env = mergeEnv(pspec.Env, opts.Env)
 	if opts.User != "" {
 		if err := setUser(&pspec.User.UID, &pspec.User.GID, opts.User); err != nil {
 			return -1, errors.Wrapf(err, "exec in container %s", name)
@@ -117,6 +117,25 @@ func (c *closingReader) Read(p []byte) (int, error) {
 		}()
 	}
 	return n, err
+}
+
+// mergeEnv returns base with the variables of extra replacing those of the same name (a
+// process would see only the first of two).
+func mergeEnv(base, extra []string) []string {
+	out := append([]string{}, base...)
+	for _, kv := range extra {
+		key, _, _ := strings.Cut(kv, "=")
+		replaced := false
+		for i, have := range out {
+			if k, _, _ := strings.Cut(have, "="); k == key {
+				out[i], replaced = kv, true
+			}
+		}
+		if !replaced {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 type lockedWriter struct {
