@@ -29,12 +29,14 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 	if !validName.MatchString(spec.Name) {
 		return errors.Errorf("invalid container name %q", spec.Name)
 	}
-	if _, err := r.client.LoadContainer(ctx, spec.Name); err == nil {
-		return errors.Errorf("container %s already exists", spec.Name)
-	}
-	img, err := r.image(ctx, spec.Image)
+	img, err := r.image(ctx, spec.Image) // may unpack: outside the lock
 	if err != nil {
 		return errors.Wrapf(err, "container %s", spec.Name)
+	}
+	// The lock keeps two creations of one name (from two processes) from sharing a record.
+	defer r.lock()()
+	if _, err := r.client.LoadContainer(ctx, spec.Name); err == nil {
+		return errors.Errorf("container %s already exists", spec.Name)
 	}
 	if spec.Network != "" && spec.Network != "none" && spec.Network != "host" {
 		if _, err := r.loadNetwork(spec.Network); err != nil {
