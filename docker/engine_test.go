@@ -420,6 +420,12 @@ func TestDeletingAClusterLeavesNothingOnTheEngine(t *testing.T) {
 // reach a workload cluster's load balancer until a manager that knows its nodes ensures the
 // workload network, while a node of another workload cluster still cannot.
 func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testing.T) {
+	if dockerenv.EngineName() == "podman" {
+		// Dockyard creates Podman networks isolated, but netavark 1.4 (Debian bookworm) removes
+		// the FORWARD jump to its isolation chain when the last container of any isolated
+		// network stops, and does not put it back: isolation then holds for no network.
+		t.Skip("Podman with netavark 1.4 does not keep networks isolated (an upstream bug, docs/runtimes.md)")
+	}
 	m, rt, a := engineCluster(t)
 	_, _, b := engineCluster(t)
 	ctx := context.Background()
