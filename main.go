@@ -219,7 +219,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("connecting to the container engine (%s): %w", engineConfig, err)
 	}
-	defer connected.Close()
+	defer func() { _ = connected.Close() }()
 	log.Info("Container engine", "runtime", engineConfig.String())
 	// Every engine call has a deadline, so a hung engine or node fails a reconcile instead of
 	// holding a worker.

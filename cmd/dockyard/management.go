@@ -146,7 +146,7 @@ func managementCommand(do func(ctx context.Context, nodes *docker.Manager, m *ma
 		if err != nil {
 			return err
 		}
-		defer rt.Close()
+		defer func() { _ = rt.Close() }()
 		return do(ctx, nodes, &m)
 	}
 }

@@ -57,7 +57,7 @@ func quickstartCommand(ctx context.Context, fs *flag.FlagSet, args []string) err
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer func() { _ = rt.Close() }()
 	if err := loadImages(ctx, &w.managementFlags, rt, []string{lbImage}); err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func deleteCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer rt.Close()
+	defer func() { _ = rt.Close() }()
 	mc, err := mgmt.Get(ctx, nodes, w.managementName)
 	if err == nil {
 		c, err := managementClient(mc.Kubeconfig)

@@ -132,7 +132,7 @@ func freePort(p container.PortMapping) (int, error) {
 		if err != nil {
 			return 0, errors.Wrapf(err, "finding a free UDP port on %q", p.HostIP)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		return c.LocalAddr().(*net.UDPAddr).Port, nil
 	}
 	l, err := net.Listen("tcp", addr)

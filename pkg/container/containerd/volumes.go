@@ -189,7 +189,7 @@ func isEmptyDir(dir string) bool {
 	}
 	defer f.Close()
 	_, err = f.Readdirnames(1)
-	return err == io.EOF
+	return errors.Is(err, io.EOF)
 }
 
 // withRootfs mounts a container's root filesystem snapshot on a temporary directory for f.
