@@ -19,6 +19,19 @@ var ErrNotFound = errors.New("not found")
 // IsNotFound reports whether err says the object does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
+// MatchLabels is true when have carries every label of want, where an empty value in want
+// matches any value of its key: the label selectors of Runtime's lists. Runtimes whose engine
+// filters differently (Podman: any label, not all) check again with it.
+func MatchLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := have[k]
+		if !ok || (v != "" && got != v) {
+			return false
+		}
+	}
+	return true
+}
+
 // Runtime is what Dockyard needs from a container engine. Names identify containers, networks
 // and volumes; labels find everything Dockyard created. In label selectors, an empty value
 // matches any value of the key.

@@ -122,3 +122,20 @@ func RequireImages(t testing.TB, rt container.Runtime, refs ...string) {
 		}
 	}
 }
+
+// WaitFor polls check every 200ms until it returns nil, failing the test with its last error
+// after timeout.
+func WaitFor(t testing.TB, timeout time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

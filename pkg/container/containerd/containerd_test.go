@@ -223,7 +223,7 @@ func TestNetworkingAndFilesOnContainerd(t *testing.T) {
 		return code, out.String()
 	}
 	probe := func(target string) string { return "timeout 3 bash -c 'exec 3<>/dev/tcp/" + target + "/8080'" }
-	waitFor(t, 20*time.Second, "haproxy in "+name("a"), func() error {
+	dockerenv.WaitFor(t, 20*time.Second, "haproxy in "+name("a"), func() error {
 		if code, out := sh(name("a"), probe("127.0.0.1")); code != 0 {
 			return fmt.Errorf("127.0.0.1:8080 in the container: exit %d %s", code, out)
 		}
@@ -275,19 +275,4 @@ func tarOf(t *testing.T, name, content string) io.Reader {
 		t.Fatal(err)
 	}
 	return &buf
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

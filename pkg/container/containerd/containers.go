@@ -339,7 +339,7 @@ func (r *Runtime) ListContainers(ctx context.Context, labels map[string]string) 
 	out := []container.Container{}
 	for _, c := range cs {
 		l, err := c.Labels(ctx)
-		if err != nil || !matchLabels(l, labels) {
+		if err != nil || !container.MatchLabels(l, labels) {
 			continue
 		}
 		d, err := r.describe(ctx, c)

@@ -52,7 +52,7 @@ func (r *Runtime) Events(ctx context.Context, labels map[string]string) (<-chan 
 			select {
 			case env := <-msgs:
 				e, ok := r.translate(ctx, env, known)
-				if !ok || (e.Type == container.EventContainer && !matchLabels(e.Labels, labels)) {
+				if !ok || (e.Type == container.EventContainer && !container.MatchLabels(e.Labels, labels)) {
 					continue
 				}
 				select {

@@ -250,7 +250,7 @@ func (r *Runtime) ListNetworks(ctx context.Context, labels map[string]string) ([
 	}
 	out := []container.Network{}
 	for _, n := range nets {
-		if matchLabels(n.Labels, labels) {
+		if container.MatchLabels(n.Labels, labels) {
 			out = append(out, toNetwork(n))
 		}
 	}

@@ -170,14 +170,3 @@ func operatingSystem() string {
 	}
 	return "linux"
 }
-
-// matchLabels is true when have carries every label of want (an empty value matches any).
-func matchLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		got, ok := have[k]
-		if !ok || (v != "" && got != v) {
-			return false
-		}
-	}
-	return true
-}

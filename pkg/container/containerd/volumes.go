@@ -72,7 +72,7 @@ func (r *Runtime) ListVolumes(ctx context.Context, labels map[string]string) ([]
 			continue
 		}
 		var v volumeRecord
-		if json.Unmarshal(b, &v) != nil || !matchLabels(v.Labels, labels) {
+		if json.Unmarshal(b, &v) != nil || !container.MatchLabels(v.Labels, labels) {
 			continue
 		}
 		out = append(out, container.Volume{Name: v.Name, Labels: v.Labels})

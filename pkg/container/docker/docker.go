@@ -304,7 +304,7 @@ func (r *Runtime) Events(ctx context.Context, labels map[string]string) (<-chan 
 				e := container.Event{Type: string(m.Type), Action: string(m.Action), Name: m.Actor.Attributes["name"]}
 				if m.Type == events.ContainerEventType {
 					e.Labels = m.Actor.Attributes
-					if !matchLabels(e.Labels, labels) {
+					if !container.MatchLabels(e.Labels, labels) {
 						continue
 					}
 				}
@@ -321,17 +321,6 @@ func (r *Runtime) Events(ctx context.Context, labels map[string]string) (<-chan 
 		}
 	}()
 	return out, errs
-}
-
-// matchLabels is true when have carries every label of want (an empty value matches any).
-func matchLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		got, ok := have[k]
-		if !ok || (v != "" && got != v) {
-			return false
-		}
-	}
-	return true
 }
 
 // ListContainers returns every container carrying the labels.

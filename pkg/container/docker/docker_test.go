@@ -159,7 +159,7 @@ func TestContainerLifecycleOnARealEngine(t *testing.T) {
 	if err := rt.SignalContainer(ctx, name, "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "container to exit", func() error {
+	dockerenv.WaitFor(t, 20*time.Second, "container to exit", func() error {
 		c, err := rt.InspectContainer(ctx, name)
 		if err != nil {
 			return err
@@ -274,21 +274,6 @@ func TestImagesOnARealEngine(t *testing.T) {
 	info, err := rt.Info(ctx)
 	if err != nil || info.Name != "docker" || info.Version == "" {
 		t.Errorf("info %+v %v", info, err)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

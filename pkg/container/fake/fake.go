@@ -269,16 +269,6 @@ func copyState(in container.Container) container.Container {
 	return out
 }
 
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		got, ok := have[k]
-		if !ok || (v != "" && got != v) {
-			return false
-		}
-	}
-	return true
-}
-
 // ListContainers returns copies of the containers carrying the labels.
 func (r *Runtime) ListContainers(_ context.Context, labels map[string]string) ([]container.Container, error) {
 	r.mu.Lock()
@@ -286,7 +276,7 @@ func (r *Runtime) ListContainers(_ context.Context, labels map[string]string) ([
 	r.count("ListContainers")
 	var out []container.Container
 	for _, c := range r.containers {
-		if hasLabels(c.State.Labels, labels) {
+		if container.MatchLabels(c.State.Labels, labels) {
 			out = append(out, copyState(c.State))
 		}
 	}
@@ -377,7 +367,7 @@ func (r *Runtime) endWatch(w *watcher, err error) {
 // emit sends an event to the streams that want it (with the engine locked).
 func (r *Runtime) emit(e container.Event) {
 	for _, w := range r.watchers {
-		if e.Type == container.EventContainer && !hasLabels(e.Labels, w.labels) {
+		if e.Type == container.EventContainer && !container.MatchLabels(e.Labels, w.labels) {
 			continue
 		}
 		e.Labels = maps.Clone(e.Labels)
@@ -586,7 +576,7 @@ func (r *Runtime) ListNetworks(_ context.Context, labels map[string]string) ([]c
 	defer r.mu.Unlock()
 	var out []container.Network
 	for _, n := range r.networks {
-		if hasLabels(n.Labels, labels) {
+		if container.MatchLabels(n.Labels, labels) {
 			out = append(out, *n)
 		}
 	}
@@ -663,7 +653,7 @@ func (r *Runtime) ListVolumes(_ context.Context, labels map[string]string) ([]co
 	defer r.mu.Unlock()
 	var out []container.Volume
 	for _, v := range r.volumes {
-		if hasLabels(v.Labels, labels) {
+		if container.MatchLabels(v.Labels, labels) {
 			out = append(out, *v)
 		}
 	}

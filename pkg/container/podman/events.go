@@ -111,7 +111,7 @@ func (s *eventStream) container(ctx context.Context, m events.Message) error {
 		return nil
 	}
 	name := m.Actor.Attributes["name"]
-	if !matchLabels(m.Actor.Attributes, s.labels) || s.lastAction[name] == action {
+	if !container.MatchLabels(m.Actor.Attributes, s.labels) || s.lastAction[name] == action {
 		return nil
 	}
 	s.lastAction[name] = action

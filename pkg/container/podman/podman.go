@@ -119,7 +119,7 @@ func (r *Runtime) ListContainers(ctx context.Context, labels map[string]string) 
 	}
 	out := cs[:0]
 	for _, c := range cs {
-		if matchLabels(c.Labels, labels) {
+		if container.MatchLabels(c.Labels, labels) {
 			r.aliasDefaultNetwork(ctx, c.Networks)
 			out = append(out, c)
 		}
@@ -171,7 +171,7 @@ func (r *Runtime) ListNetworks(ctx context.Context, labels map[string]string) ([
 	}
 	out := ns[:0]
 	for _, n := range ns {
-		if matchLabels(n.Labels, labels) {
+		if container.MatchLabels(n.Labels, labels) {
 			out = append(out, n)
 		}
 	}
@@ -188,7 +188,7 @@ func (r *Runtime) ListVolumes(ctx context.Context, labels map[string]string) ([]
 	}
 	out := vs[:0]
 	for _, v := range vs {
-		if matchLabels(v.Labels, labels) {
+		if container.MatchLabels(v.Labels, labels) {
 			out = append(out, v)
 		}
 	}
@@ -208,15 +208,4 @@ func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
 	}
 	r.removals.publish(name)
 	return nil
-}
-
-// matchLabels is true when have carries every label of want (an empty value matches any).
-func matchLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		got, ok := have[k]
-		if !ok || (v != "" && got != v) {
-			return false
-		}
-	}
-	return true
 }

@@ -242,7 +242,7 @@ func TestNodeLikeContainerOnPodman(t *testing.T) {
 	if err := rt.SignalContainer(ctx, name, "SIGHUP"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the last lines", func() error {
+	dockerenv.WaitFor(t, 10*time.Second, "the last lines", func() error {
 		logs, err := rt.ContainerLogs(ctx, name, 2)
 		if err != nil {
 			return err
@@ -264,20 +264,5 @@ func TestImageErrorsOnPodman(t *testing.T) {
 	}
 	if err := rt.LoadImages(ctx, strings.NewReader("not a tar archive")); err == nil {
 		t.Error("loading garbage succeeded")
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
