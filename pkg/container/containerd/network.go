@@ -97,6 +97,9 @@ func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec)
 	if err != nil {
 		return errors.Wrapf(err, "network %s", spec.Name)
 	}
+	if err := forwardBridgedFrames(n.Bridge, true); err != nil {
+		return errors.Wrapf(err, "network %s", spec.Name)
+	}
 	b, err := json.MarshalIndent(n, "", "  ")
 	if err != nil {
 		return errors.Wrapf(err, "encoding network %s", spec.Name)
@@ -285,11 +288,48 @@ func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
 	if err := removeIsolationRules(n.Bridge); err != nil {
 		return errors.Wrapf(err, "network %s", name)
 	}
+	if err := forwardBridgedFrames(n.Bridge, false); err != nil {
+		return errors.Wrapf(err, "network %s", name)
+	}
 	if err := os.RemoveAll(r.networkDir(name)); err != nil {
 		return errors.Wrapf(err, "removing network %s", name)
 	}
 	return r.publishNetworkDestroy(ctx, name)
 }
+
+// forwardBridgedFrames adds (or removes) a rule letting a bridge forward frames between its own
+// ports. The firewall plugin accepts traffic from and to the containers' own addresses only;
+// where the FORWARD policy is DROP (Docker sets it) and bridged frames go through iptables
+// (br_netfilter), pods routed between nodes by their pod addresses (flannel host-gw) were
+// dropped. Traffic from one bridge to another is routed, not bridged, so isolation holds. The
+// rule lives in CNI-ADMIN, the plugin's chain for administrators' rules.
+func forwardBridgedFrames(bridge string, add bool) error {
+	ipt, err := iptables.New()
+	if err != nil {
+		return errors.Wrap(err, "iptables")
+	}
+	rule := []string{"-i", bridge, "-o", bridge, "-m", "physdev", "--physdev-is-bridged",
+		"-m", "comment", "--comment", "dockyard: " + bridge + " forwards its own frames", "-j", "ACCEPT"}
+	exists, err := ipt.ChainExists("filter", adminChain)
+	if err != nil {
+		return errors.Wrap(err, "iptables")
+	}
+	if !add {
+		if !exists {
+			return nil
+		}
+		return errors.Wrapf(ipt.DeleteIfExists("filter", adminChain, rule...), "deleting the forwarding rule of bridge %s", bridge)
+	}
+	if !exists {
+		if err := ipt.NewChain("filter", adminChain); err != nil {
+			return errors.Wrapf(err, "creating chain %s", adminChain)
+		}
+	}
+	return errors.Wrapf(ipt.AppendUnique("filter", adminChain, rule...), "letting bridge %s forward its own frames", bridge)
+}
+
+// adminChain is the firewall plugin's chain for administrators' rules, jumped to before its own.
+const adminChain = "CNI-ADMIN"
 
 // isolationComment marks the firewall plugin's bridge isolation rules.
 const isolationComment = "CNI firewall plugin rules (ingressPolicy: same-bridge)"
