@@ -36,24 +36,11 @@ func envOr(key, def string) string {
 	return def
 }
 
-// Runtime connects to the engine, or skips (fails in CI) when none answers.
+// Runtime connects to the Docker engine, or skips (fails in CI) when none answers.
 func Runtime(t testing.TB) *dockerruntime.Runtime {
 	t.Helper()
 	rt, err := dockerruntime.New()
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err = rt.Info(ctx)
-	}
-	if err != nil {
-		msg := fmt.Sprintf("NO CONTAINER ENGINE: %v. These tests need a Docker engine: run `make test`, which starts one (hack/ensure-docker.sh)", err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		fmt.Fprintln(os.Stderr, "\n*** SKIPPING ENGINE TESTS *** "+msg)
-		t.Skip(msg)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
+	answers(t, rt, err, "These tests need a Docker engine: run `make test`, which starts one (hack/ensure-docker.sh)")
 	return rt
 }
 
@@ -62,13 +49,21 @@ func Engine(t testing.TB) container.Runtime {
 	t.Helper()
 	cfg := runtimes.FromEnv()
 	rt, err := runtimes.New(cfg)
+	answers(t, rt, err, fmt.Sprintf("These tests need %s: start it with hack/ensure-%s.sh, or run the make target that does", cfg, EngineName()))
+	return rt
+}
+
+// answers asks a connected engine for its info, and skips the test (fails it in CI) when the
+// connection failed or the engine does not answer; the connection is closed after the test.
+func answers(t testing.TB, rt runtimes.Runtime, err error, hint string) {
+	t.Helper()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, err = rt.Info(ctx)
 	}
 	if err != nil {
-		msg := fmt.Sprintf("NO CONTAINER ENGINE (%s): %v. Start it with hack/ensure-%s.sh, or run the make target that does", cfg, err, EngineName())
+		msg := fmt.Sprintf("NO CONTAINER ENGINE: %v. %s", err, hint)
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
@@ -76,7 +71,6 @@ func Engine(t testing.TB) container.Runtime {
 		t.Skip(msg)
 	}
 	t.Cleanup(func() { _ = rt.Close() })
-	return rt
 }
 
 // Unavailable ends a test of one engine's own package whose engine (or image) is missing: it
