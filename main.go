@@ -211,10 +211,11 @@ func run(o options) error {
 
 	ctx := ctrl.SetupSignalHandler()
 
-	if err := runtimes.Validate(o.containerRuntime); err != nil {
+	runtimeName, err := runtimes.Parse(o.containerRuntime)
+	if err != nil {
 		return fmt.Errorf("--container-runtime: %w", err)
 	}
-	engineConfig := runtimes.Config{Name: o.containerRuntime, Endpoint: o.containerRuntimeEndpoint}
+	engineConfig := runtimes.Config{Name: runtimeName, Endpoint: o.containerRuntimeEndpoint}
 	connected, err := runtimes.New(engineConfig)
 	if err != nil {
 		return fmt.Errorf("connecting to the container engine (%s): %w", engineConfig, err)

@@ -22,9 +22,11 @@ func runLoad(ctx context.Context, args []string) error {
 	if fs.NArg() == 0 {
 		return errors.New("name the images to load")
 	}
-	if err := runtimes.Validate(target.Name); err != nil {
+	name, err := runtimes.Parse(target.Name)
+	if err != nil {
 		return err
 	}
+	target.Name = name
 	if target.Name == runtimes.Docker {
 		return nil // the builder's own engine has them
 	}

@@ -72,9 +72,11 @@ func (m *managementFlags) nodeImages() (node, lb string, err error) {
 
 // engine connects to the container engine --container-runtime names.
 func engine(ctx context.Context, m *managementFlags) (runtimes.Runtime, *docker.Manager, error) {
-	if err := runtimes.Validate(m.runtime.Name); err != nil {
+	name, err := runtimes.Parse(m.runtime.Name)
+	if err != nil {
 		return nil, nil, err
 	}
+	m.runtime.Name = name // engineSocket and loadImages compare it
 	rt, err := runtimes.New(m.runtime)
 	if err != nil {
 		return nil, nil, err

@@ -5,8 +5,8 @@
 package runtimes
 
 import (
-	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/pkg/errors"
@@ -46,9 +46,9 @@ type Config struct {
 // FromEnv reads the engine's name and endpoint from DOCKYARD_CONTAINER_RUNTIME (Docker when
 // unset) and DOCKYARD_CONTAINER_RUNTIME_ENDPOINT.
 func FromEnv() Config {
-	c := Config{Name: strings.ToLower(os.Getenv(RuntimeEnv)), Endpoint: os.Getenv(EndpointEnv)}
-	if c.Name == "" {
-		c.Name = Docker
+	c := Config{Name: os.Getenv(RuntimeEnv), Endpoint: os.Getenv(EndpointEnv)}
+	if name, err := Parse(c.Name); err == nil {
+		c.Name = name
 	}
 	return c
 }
@@ -71,30 +71,33 @@ type Runtime interface {
 	Close() error
 }
 
+// Parse returns the engine a name means: one of Names, whatever its case; empty means Docker.
+func Parse(name string) (string, error) {
+	name = strings.ToLower(name)
+	if name == "" {
+		return Docker, nil
+	}
+	if !slices.Contains(Names(), name) {
+		return "", errors.Errorf("unknown container runtime %q: want one of %s", name, strings.Join(Names(), ", "))
+	}
+	return name, nil
+}
+
 // New connects to the engine the configuration names. Connecting does not talk to the engine:
 // call Info to learn whether it answers.
 func New(c Config) (Runtime, error) {
-	switch strings.ToLower(c.Name) {
-	case "", Docker:
-		if c.Endpoint == "" {
-			return dockerruntime.New()
-		}
-		return dockerruntime.NewWithHost(c.Endpoint)
+	name, err := Parse(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	switch name {
 	case Podman:
 		return podmanruntime.New(c.Endpoint)
 	case Containerd:
 		return containerdruntime.New(strings.TrimPrefix(c.Endpoint, "unix://"), containerdruntime.Options{})
-	default:
-		return nil, errors.Errorf("unknown container runtime %q: want one of %s", c.Name, strings.Join(Names(), ", "))
 	}
-}
-
-// Validate checks a runtime name (for flags).
-func Validate(name string) error {
-	for _, n := range Names() {
-		if strings.EqualFold(name, n) {
-			return nil
-		}
+	if c.Endpoint == "" {
+		return dockerruntime.New()
 	}
-	return fmt.Errorf("unknown container runtime %q: want one of %s", name, strings.Join(Names(), ", "))
+	return dockerruntime.NewWithHost(c.Endpoint)
 }
