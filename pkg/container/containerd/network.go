@@ -599,21 +599,7 @@ func addressRange(n *networkRecord, fixed string) (map[string]any, error) {
 	if n.IPRange == "" {
 		return rng, nil
 	}
-	p := netip.MustParsePrefix(n.IPRange)
-	first, last := p.Addr(), lastAddr(p)
-	if first == subnet.Addr() {
-		first = first.Next()
-	}
-	if last == lastAddr(subnet) {
-		last = last.Prev()
-	}
+	first, last := container.LeaseRange(subnet, netip.MustParsePrefix(n.IPRange))
 	rng["rangeStart"], rng["rangeEnd"] = first.String(), last.String()
 	return rng, nil
-}
-
-func lastAddr(p netip.Prefix) netip.Addr {
-	a := p.Masked().Addr().As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v |= (1 << (32 - p.Bits())) - 1
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }

@@ -62,29 +62,7 @@ func subnet(spec container.NetworkSpec) (libpodSubnet, error) {
 	if err != nil {
 		return sn, errors.Wrapf(err, "address range %q", spec.IPRange)
 	}
-	start, end := r.Masked().Addr(), lastAddr(r)
-	if start == prefix.Masked().Addr() {
-		start = start.Next() // the network's own address
-	}
-	if end == lastAddr(prefix) {
-		end = end.Prev() // the broadcast address
-	}
+	start, end := container.LeaseRange(prefix, r)
 	sn.LeaseRange = &leaseRange{StartIP: start.String(), EndIP: end.String()}
 	return sn, nil
-}
-
-// lastAddr is the last address of a prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Masked().Addr().AsSlice()
-	for i := range b {
-		bit := i * 8
-		switch {
-		case bit >= p.Bits():
-			b[i] = 0xff
-		case bit+8 > p.Bits():
-			b[i] |= byte(0xff >> (p.Bits() - bit))
-		}
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
