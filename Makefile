@@ -124,7 +124,7 @@ ensure-engine: ## Install and start CONTAINER_RUNTIME's engine if it does not an
 	@if [ "$(CONTAINER_RUNTIME)" != docker ]; then hack/ensure-$(CONTAINER_RUNTIME).sh; fi
 
 .PHONY: engine-images
-engine-images: ensure-engine images ## Start CONTAINER_RUNTIME's engine, build the node, load balancer and CNI images and load them into it.
+engine-images: images ## The same as make images: with CONTAINER_RUNTIME=podman or containerd, its engine is started and the images loaded into it.
 
 .PHONY: test-engine
 test-engine: engine-images ## On CONTAINER_RUNTIME: the runtime conformance suite, then the image proof (kubeadm init and join on Dockyard's node layer).
