@@ -484,7 +484,8 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 		return nil
 	})
 	if reaches(mgmtNode) {
-		t.Fatalf("%s reached %s before joining its network: the engine does not isolate networks, the test proves nothing", mgmtNode, endpoint)
+		t.Fatalf("%s reached %s before joining its network: the engine does not isolate networks, the test proves nothing\n%s",
+			mgmtNode, endpoint, isolationReport(t, rt, mgmtNode, []string{mgmtCluster.Name, docker.DefaultNetworkName(a), docker.DefaultNetworkName(b)}))
 	}
 
 	selector, err := docker.ManagementSelector(ctx, rt, mgmtNode)
@@ -564,4 +565,27 @@ func TestAFixedAPIServerPortSurvivesJoiningANetwork(t *testing.T) {
 	if err := rt.DisconnectNetwork(ctx, other, node.Name); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// isolationReport is what a person needs when two networks of the engine are not isolated: the
+// networks' subnets, the probing node's addresses and routes, and the host's forwarding rules
+// (the engine's isolation chains live there).
+func isolationReport(t *testing.T, rt container.Runtime, node string, networks []string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range networks {
+		n, err := rt.InspectNetwork(context.Background(), name)
+		if err != nil {
+			fmt.Fprintf(&b, "network %s: %v\n", name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "network %s: subnets %v gateways %v\n", name, n.Subnets, n.Gateways)
+	}
+	out, _ := execOut(t, rt, node, "sh", "-c", "ip -4 -o addr; ip -4 route")
+	fmt.Fprintf(&b, "%s addresses and routes:\n%s\n", node, out)
+	for _, chain := range []string{"FORWARD", "DOCKER-USER", "DOCKER-ISOLATION-STAGE-1", "DOCKER-ISOLATION-STAGE-2"} {
+		rules, err := exec.Command("iptables", "-S", chain).CombinedOutput()
+		fmt.Fprintf(&b, "host iptables -S %s (%v):\n%s", chain, err, rules)
+	}
+	return b.String()
 }
