@@ -7,6 +7,7 @@ package container
 import (
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/pkg/errors"
@@ -137,6 +138,35 @@ type EngineInfo struct {
 	CgroupDriver string
 	// OperatingSystem of the engine's host.
 	OperatingSystem string
+	// CPUs the engine's host has: what a node container without a CPU limit (and its kubelet)
+	// sees.
+	CPUs int
+	// MemoryBytes is the engine host's total memory (MemTotal of /proc/meminfo): what a node
+	// container without a memory limit (and its kubelet) sees.
+	MemoryBytes int64
+	// Architecture of the engine's host in Go's words (GOARCH: amd64, arm64, ...), which is the
+	// architecture of the node images it runs.
+	Architecture string
+}
+
+// GoArch names a machine architecture the way Go (and Kubernetes' kubernetes.io/arch label)
+// does: engines report uname's machine ("x86_64", "aarch64") or already Go's name ("amd64").
+// A name it does not know is returned as it is.
+func GoArch(machine string) string {
+	switch m := strings.ToLower(machine); m {
+	case "x86_64", "x86-64", "amd64":
+		return "amd64"
+	case "aarch64", "arm64", "armv8", "armv8l":
+		return "arm64"
+	case "i386", "i686", "386":
+		return "386"
+	case "armv7l", "armv7", "armv6l", "arm":
+		return "arm"
+	case "ppc64le", "s390x", "riscv64", "mips64le", "loong64":
+		return m
+	default:
+		return machine
+	}
 }
 
 // ContainerSpec describes a container to create.

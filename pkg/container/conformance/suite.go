@@ -92,7 +92,9 @@ func Sweep(ctx context.Context, t testing.TB, rt container.Runtime, labels map[s
 	}
 }
 
-// Info checks the engine describes itself: a name, a version, cgroup version 1 or 2.
+// Info checks the engine describes itself: a name, a version, cgroup version 1 or 2, and its
+// host: CPUs and memory above zero (what a node without limits gets, published for autoscaling
+// from zero) and an architecture in Go's words.
 func Info(t *testing.T, s Subject) {
 	t.Helper()
 	info, err := s.Runtime.Info(context.Background())
@@ -104,6 +106,15 @@ func Info(t *testing.T, s Subject) {
 	}
 	if info.CgroupVersion != "1" && info.CgroupVersion != "2" {
 		t.Errorf("cgroup version %q, want 1 or 2", info.CgroupVersion)
+	}
+	if info.CPUs <= 0 {
+		t.Errorf("the engine reports %d CPUs of its host, want more than 0", info.CPUs)
+	}
+	if info.MemoryBytes <= 0 {
+		t.Errorf("the engine reports %d bytes of memory of its host, want more than 0", info.MemoryBytes)
+	}
+	if info.Architecture == "" || info.Architecture != container.GoArch(info.Architecture) {
+		t.Errorf("the engine reports architecture %q, want Go's name of it (amd64, arm64, ...)", info.Architecture)
 	}
 }
 

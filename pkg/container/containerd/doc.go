@@ -82,7 +82,9 @@
 // with Docker's manifest.json; an image's ID is its configuration's digest; RemoveImage removes
 // a name (or every name of an ID) and refuses when a container was created from it and no
 // other name keeps it; PullImage uses containerd's client-side resolver and returns its error.
-// Info reports "containerd", the daemon's version, the host's cgroup version and "cgroupfs".
+// Info reports "containerd", the daemon's version, the host's cgroup version and "cgroupfs",
+// and the host's CPUs (runtime.NumCPU), memory (/proc/meminfo) and architecture (GOARCH): the
+// daemon runs on the manager's host.
 //
 // # Differences from Docker
 //

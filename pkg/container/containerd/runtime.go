@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -141,13 +143,50 @@ func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
 	if err != nil {
 		return container.EngineInfo{}, wrap(err, "reading containerd's version")
 	}
+	memTotal, err := hostMemory()
+	if err != nil {
+		return container.EngineInfo{}, err
+	}
 	return container.EngineInfo{
 		Name:            "containerd",
 		Version:         v.Version,
 		CgroupVersion:   cgroupVersion(),
 		CgroupDriver:    "cgroupfs",
 		OperatingSystem: operatingSystem(),
+		CPUs:            goruntime.NumCPU(),
+		MemoryBytes:     memTotal,
+		Architecture:    goruntime.GOARCH,
 	}, nil
+}
+
+// hostMemory reads MemTotal from the host's /proc/meminfo (containerd runs on the same host):
+// the number a node's kubelet reads too.
+func hostMemory() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, errors.Wrap(err, "reading the host's memory")
+	}
+	return parseMemTotal(string(b))
+}
+
+// parseMemTotal returns the bytes of the MemTotal line of /proc/meminfo ("MemTotal: 8048128 kB").
+func parseMemTotal(meminfo string) (int64, error) {
+	for _, l := range strings.Split(meminfo, "\n") {
+		v, ok := strings.CutPrefix(l, "MemTotal:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, errors.Errorf("unexpected MemTotal line %q in /proc/meminfo", l)
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || kb <= 0 {
+			return 0, errors.Errorf("unexpected MemTotal line %q in /proc/meminfo", l)
+		}
+		return kb * 1024, nil
+	}
+	return 0, errors.New("no MemTotal line in /proc/meminfo")
 }
 
 // cgroupVersion reads the host's cgroup layout (containerd runs on the same host).

@@ -75,6 +75,9 @@ func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
 		CgroupVersion:   res.Info.CgroupVersion,
 		CgroupDriver:    res.Info.CgroupDriver,
 		OperatingSystem: res.Info.OperatingSystem,
+		CPUs:            res.Info.NCPU,
+		MemoryBytes:     res.Info.MemTotal,
+		Architecture:    container.GoArch(res.Info.Architecture),
 	}, nil
 }
 

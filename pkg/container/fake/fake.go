@@ -75,7 +75,22 @@ type Runtime struct {
 
 	// watchers receive events (Events).
 	watchers []*watcher
+
+	// host is what Info reports of the engine's host (SetHost).
+	host Host
+	// infoErr, when set, fails Info (SetInfoError).
+	infoErr error
 }
+
+// Host is the engine's host as the fake's Info reports it.
+type Host struct {
+	CPUs         int
+	MemoryBytes  int64
+	Architecture string
+}
+
+// DefaultHost is the host of a new fake engine: 4 CPUs, 8 GiB, amd64.
+var DefaultHost = Host{CPUs: 4, MemoryBytes: 8 << 30, Architecture: "amd64"}
 
 var _ container.Runtime = &Runtime{}
 
@@ -89,6 +104,7 @@ func New(images ...string) *Runtime {
 		images:     map[string]v1.Image{},
 		Pullable:   map[string]bool{},
 		Calls:      map[string]int{},
+		host:       DefaultHost,
 	}
 	for _, img := range images {
 		r.images[img] = nil
@@ -102,9 +118,33 @@ func notFound(kind, name string) error {
 	return errors.Wrapf(container.ErrNotFound, "%s %s", kind, name)
 }
 
-// Info describes the fake engine.
+// SetHost changes the host Info reports.
+func (r *Runtime) SetHost(h Host) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.host = h
+}
+
+// SetInfoError makes Info fail with err (nil: answer again), like an engine that does not
+// answer.
+func (r *Runtime) SetInfoError(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.infoErr = err
+}
+
+// Info describes the fake engine and its host (SetHost).
 func (r *Runtime) Info(context.Context) (container.EngineInfo, error) {
-	return container.EngineInfo{Name: "fake", Version: "0", CgroupVersion: "1", CgroupDriver: "cgroupfs"}, nil
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.count("Info")
+	if r.infoErr != nil {
+		return container.EngineInfo{}, errors.Wrap(r.infoErr, "reading the fake engine's info")
+	}
+	return container.EngineInfo{
+		Name: "fake", Version: "0", CgroupVersion: "1", CgroupDriver: "cgroupfs",
+		CPUs: r.host.CPUs, MemoryBytes: r.host.MemoryBytes, Architecture: r.host.Architecture,
+	}, nil
 }
 
 // CreateContainer records a container in state "created".

@@ -57,7 +57,8 @@ func (r *Runtime) Close() error {
 	return r.Runtime.Close()
 }
 
-// Info describes the engine; the compatible API reports the cgroup version and driver.
+// Info describes the engine; the compatible API reports the cgroup version and driver, and
+// the host's CPUs, memory and architecture.
 func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
 	res, err := r.compat.Info(ctx, client.InfoOptions{})
 	if err != nil {
@@ -69,6 +70,9 @@ func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
 		CgroupVersion:   res.Info.CgroupVersion,
 		CgroupDriver:    res.Info.CgroupDriver,
 		OperatingSystem: res.Info.OperatingSystem,
+		CPUs:            res.Info.NCPU,
+		MemoryBytes:     res.Info.MemTotal,
+		Architecture:    container.GoArch(res.Info.Architecture),
 	}, nil
 }
 
