@@ -324,15 +324,17 @@ func Start(ctx context.Context, opts Options) (_ *ManagementPlane, rerr error) {
 		map[string]string{"cluster.x-k8s.io/provider": "cluster-api"},
 		filepath.Join(capi, "core", "config", "webhook", "manifests.yaml"),
 		"--feature-gates=ClusterTopology=true")
+	// Ignition (the ignition flavor) is behind a feature gate of both kubeadm providers.
 	newProvider(ClusterAPIKubeadmBootstrap, bins.ClusterAPIKubeadmBootstrap,
 		[]string{filepath.Join(capi, "bootstrap", "kubeadm", "config", "crd", "bases")},
 		with(kubeadmContract, "cluster.x-k8s.io/provider", "bootstrap-kubeadm"),
-		filepath.Join(capi, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml"))
+		filepath.Join(capi, "bootstrap", "kubeadm", "config", "webhook", "manifests.yaml"),
+		"--feature-gates=KubeadmBootstrapFormatIgnition=true")
 	newProvider(ClusterAPIKubeadmControlPlane, bins.ClusterAPIKubeadmControlPlane,
 		[]string{filepath.Join(capi, "controlplane", "kubeadm", "config", "crd", "bases")},
 		with(kubeadmContract, "cluster.x-k8s.io/provider", "control-plane-kubeadm"),
 		filepath.Join(capi, "controlplane", "kubeadm", "config", "webhook", "manifests.yaml"),
-		"--feature-gates=ClusterTopology=true")
+		"--feature-gates=ClusterTopology=true,KubeadmBootstrapFormatIgnition=true")
 	newProvider(DockyardManager, bins.DockyardManager,
 		[]string{filepath.Join(opts.RepoRoot, "config", "crd", "bases")},
 		map[string]string{"cluster.x-k8s.io/provider": "infrastructure-dockyard"},
