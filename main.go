@@ -243,7 +243,7 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("engine", engineCheck(engine)); err != nil {
 		return fmt.Errorf("adding the engine check: %w", err)
 	}
-	if err := setupControllers(ctx, mgr, o, nodes, engineEvents); err != nil {
+	if err := setupControllers(ctx, mgr, o, engine, nodes, engineEvents); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy}); err != nil {
@@ -257,7 +257,7 @@ func run(o options) error {
 	return nil
 }
 
-func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager, engineEvents *docker.EngineEvents) error {
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engine container.Runtime, nodes *docker.Manager, engineEvents *docker.EngineEvents) error {
 	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
 		return fmt.Errorf("creating secret caching client: %w", err)
@@ -291,6 +291,13 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 		WatchFilterValue:    o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
 		return fmt.Errorf("setting up the DockyardMachine controller: %w", err)
+	}
+	if err := (&controllers.DockyardMachineTemplateReconciler{
+		Client:           mgr.GetClient(),
+		Engine:           engine,
+		WatchFilterValue: o.watchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		return fmt.Errorf("setting up the DockyardMachineTemplate controller: %w", err)
 	}
 	return nil
 }

@@ -82,5 +82,9 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err := machineReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
+	templateReconciler := &DockyardMachineTemplateReconciler{Client: mgr.GetClient(), Engine: engine}
+	if err := templateReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
+		return err
+	}
 	return webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: docker.DefaultLoadBalancerImage})
 }
