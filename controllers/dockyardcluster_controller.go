@@ -136,6 +136,10 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return r.reconcileNormal(ctx, cluster, dc)
 }
 
+// networkRetry is how often a cluster whose network the user has to create or change looks
+// again.
+const networkRetry = 10 * time.Second
+
 func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, dc *infrav1.DockyardCluster) (ctrl.Result, error) {
 	key := docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}
 	network, err := clusterNetwork(ctx, r.Nodes, dc, key)
@@ -144,7 +148,17 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 		return ctrl.Result{}, err
 	}
 
-	net, err := r.Nodes.EnsureNetwork(ctx, key, network)
+	net, err := r.Nodes.EnsureClusterNetwork(ctx, key, networkSpec(dc, network))
+	if ne, ok := docker.IsNetworkError(err); ok {
+		// The user has to act (create the network, or choose another); look again later.
+		reason := infrav1.NetworkNotUsableReason
+		if ne.NotFound {
+			reason = infrav1.NetworkNotFoundReason
+		}
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, reason, "%v", err)
+		ctrl.LoggerFrom(ctx).Info("The cluster's network cannot be used", "network", network, "reason", reason, "detail", ne.Detail)
+		return ctrl.Result{RequeueAfter: networkRetry}, nil
+	}
 	if err != nil {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "Creating network %s failed: %v", network, err)
 		return ctrl.Result{}, err

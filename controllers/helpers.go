@@ -32,10 +32,20 @@ func deletedForMove(obj metav1.Object) bool {
 func clusterNetwork(ctx context.Context, nodes *docker.Manager, dc *infrav1.DockyardCluster, key docker.ClusterKey) (string, error) {
 	specName := ""
 	if dc != nil {
-		specName = dc.Spec.Network.Name
+		specName = dc.Spec.Network.NetworkName()
 	}
 	network, err := nodes.ClusterNetwork(ctx, key, specName)
 	return network, errors.Wrapf(err, "finding the network of cluster %s", key)
+}
+
+// networkSpec is the network a DockyardCluster asks the engine for, by the name
+// clusterNetwork found.
+func networkSpec(dc *infrav1.DockyardCluster, name string) docker.NetworkSpec {
+	return docker.NetworkSpec{
+		Name:     name,
+		Existing: dc.Spec.Network.Existing.Name != "",
+		Subnets:  dc.Spec.Network.Subnets,
+	}
 }
 
 // clusterNameOf returns the name of the Cluster an object belongs to, from its owner reference

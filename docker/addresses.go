@@ -27,10 +27,17 @@ const (
 	AddressLabel = "dockyard.x-k8s.io/ipv4"
 )
 
-// createNetwork creates a cluster network with a configured subnet: the one the engine picks for
-// a network that names none (it knows its pools and the host's routes), learnt from a probe
-// network that is removed at once.
-func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, name string) error {
+// createNetwork creates a cluster network with a configured subnet: the spec's IPv4 subnet, or
+// else the one the engine picks for a network that names none (it knows its pools and the
+// host's routes), learnt from a probe network that is removed at once.
+func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, name string, subnets []string) error {
+	if len(subnets) > 0 {
+		subnet, err := specSubnet(subnets)
+		if err != nil {
+			return &NetworkError{Network: name, Detail: err.Error()}
+		}
+		return errors.Wrapf(m.createSplitNetwork(ctx, cluster, name, subnet), "creating network %s with subnet %s", name, subnet)
+	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	probe := "dockyard-subnet-probe-" + hex.EncodeToString(suffix)
@@ -45,17 +52,52 @@ func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, name st
 		return errors.Wrapf(err, "asking the engine for a free subnet for network %s", name)
 	}
 	subnet, ok := ipv4Subnet(n.Subnets)
-	if !ok || subnet.Bits() > 28 {
+	if !ok || subnet.Bits() > maxSplitBits {
 		// Too small to split (or IPv6 only): let the engine give addresses as it likes.
 		return m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()})
 	}
-	static, dynamic := halves(subnet)
+	return m.createSplitNetwork(ctx, cluster, name, subnet)
+}
+
+// createSplitNetwork creates a network on an IPv4 subnet: its lower half for fixed addresses,
+// its upper half the engine's; a subnet too small to split is the engine's alone.
+func (m *Manager) createSplitNetwork(ctx context.Context, cluster ClusterKey, name string, subnet netip.Prefix) error {
 	labels := cluster.ClusterLabels()
+	if subnet.Bits() > maxSplitBits {
+		return m.runtime.CreateNetwork(ctx, container.NetworkSpec{
+			Name: name, Labels: labels, Subnet: subnet.String(), Gateway: subnet.Addr().Next().String(),
+		})
+	}
+	static, dynamic := halves(subnet)
 	labels[StaticRangeLabel] = static.String()
 	return m.runtime.CreateNetwork(ctx, container.NetworkSpec{
 		Name: name, Labels: labels,
 		Subnet: subnet.String(), Gateway: subnet.Addr().Next().String(), IPRange: dynamic.String(),
 	})
+}
+
+// maxSplitBits is the longest prefix of a subnet Dockyard splits: a /28 has 8 fixed addresses
+// (network, gateway, load balancer and 5 nodes) and 8 for the engine.
+const maxSplitBits = 28
+
+// specSubnet is the IPv4 subnet of a network spec; the webhook refuses others, this refuses
+// them again for callers without it.
+func specSubnet(subnets []string) (netip.Prefix, error) {
+	var v4 []netip.Prefix
+	for _, s := range subnets {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, errors.Errorf("subnet %q is not a CIDR", s)
+		}
+		if !p.Addr().Is4() {
+			return netip.Prefix{}, errors.Errorf("subnet %s: IPv6 is not supported yet", s)
+		}
+		v4 = append(v4, p.Masked())
+	}
+	if len(v4) != 1 {
+		return netip.Prefix{}, errors.Errorf("subnets %v: give one IPv4 subnet", subnets)
+	}
+	return v4[0], nil
 }
 
 func ipv4Subnet(subnets []string) (netip.Prefix, bool) {
@@ -78,17 +120,21 @@ func halves(p netip.Prefix) (lower, upper netip.Prefix) {
 	return lower, netip.PrefixFrom(netip.AddrFrom4(upperAddr), p.Bits()+1)
 }
 
-// staticRange is the range of fixed addresses of a network Dockyard manages; false for any
-// other network.
-func staticRange(n *container.Network) (netip.Prefix, bool) {
+// staticRange is the range of fixed addresses of a network Dockyard created for the cluster;
+// false for any other network. A network shared by clusters has none, even when it carries the
+// label: each cluster would count only its own containers and hand out the same addresses.
+func staticRange(n *container.Network, cluster ClusterKey) (netip.Prefix, bool) {
+	if n.Labels[ClusterLabel] != cluster.String() {
+		return netip.Prefix{}, false
+	}
 	p, err := netip.ParsePrefix(n.Labels[StaticRangeLabel])
 	return p, err == nil && p.Addr().Is4()
 }
 
-// loadBalancerAddress is the load balancer's fixed address on a network: the first after the
-// gateway; "" when the network has no fixed addresses.
-func loadBalancerAddress(n *container.Network) string {
-	r, ok := staticRange(n)
+// loadBalancerAddress is the cluster's load balancer's fixed address on a network: the first
+// after the gateway; "" when the network has no fixed addresses for the cluster.
+func loadBalancerAddress(n *container.Network, cluster ClusterKey) string {
+	r, ok := staticRange(n, cluster)
 	if !ok {
 		return ""
 	}
@@ -103,11 +149,11 @@ func (m *Manager) nodeAddress(ctx context.Context, cluster ClusterKey, network s
 	if err != nil {
 		return "", err
 	}
-	r, ok := staticRange(n)
+	r, ok := staticRange(n, cluster)
 	if !ok {
 		return "", nil
 	}
-	taken := map[string]bool{loadBalancerAddress(n): true}
+	taken := map[string]bool{loadBalancerAddress(n, cluster): true}
 	cs, err := m.runtime.ListContainers(ctx, cluster.ClusterLabels())
 	if err != nil {
 		return "", err

@@ -84,7 +84,7 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		return nil, err
 	}
 	labels := spec.Cluster.labels(RoleLoadBalancer)
-	address := loadBalancerAddress(n)
+	address := loadBalancerAddress(n, spec.Cluster)
 	if address != "" {
 		labels[AddressLabel] = address
 	}

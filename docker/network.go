@@ -2,22 +2,73 @@ package docker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
+// NetworkSpec is the network a cluster asks for.
+type NetworkSpec struct {
+	// Name of the network.
+	Name string
+	// Existing says the network must exist already: Dockyard attaches to it but never creates
+	// or removes it, and gives no fixed addresses on it.
+	Existing bool
+	// Subnets of the network when Dockyard creates it (IPv4 only for now); empty lets the
+	// engine pick.
+	Subnets []string
+}
+
+// NetworkError says a cluster's network cannot be used as the spec asks; the user has to act
+// (create the network, or choose another), retrying alone does not help.
+type NetworkError struct {
+	Network string
+	// NotFound: an existing network the spec names is not on the engine.
+	NotFound bool
+	Detail   string
+}
+
+func (e *NetworkError) Error() string {
+	return fmt.Sprintf("network %s %s", e.Network, e.Detail)
+}
+
+// IsNetworkError reports whether err is (or wraps) a NetworkError, and returns it.
+func IsNetworkError(err error) (*NetworkError, bool) {
+	var ne *NetworkError
+	ok := errors.As(err, &ne)
+	return ne, ok
+}
+
 // EnsureNetwork returns a cluster's network, creating it (labelled as the cluster's own, with
 // room for fixed addresses: addresses.go) when it does not exist, with the management nodes
 // connected to it. An existing network is used as it is.
 func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name string) (*container.Network, error) {
+	return m.EnsureClusterNetwork(ctx, cluster, NetworkSpec{Name: name})
+}
+
+// EnsureClusterNetwork returns the network a cluster asks for, with the management nodes
+// connected to it. A network Dockyard creates is labelled as the cluster's own, on the spec's
+// subnet or the one the engine picks, with room for fixed addresses (addresses.go). A network
+// that exists already must not be one Dockyard created for another cluster (it goes away with
+// that cluster); an existing network the spec names as such must exist.
+func (m *Manager) EnsureClusterNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) (*container.Network, error) {
+	name := spec.Name
 	n, err := m.runtime.InspectNetwork(ctx, name)
-	if container.IsNotFound(err) {
-		if err := m.createNetwork(ctx, cluster, name); err != nil {
+	switch {
+	case container.IsNotFound(err) && spec.Existing:
+		return nil, &NetworkError{Network: name, NotFound: true,
+			Detail: "does not exist on the container engine; create it (for example `docker network create " + name + "`), Dockyard attaches the cluster to it then"}
+	case container.IsNotFound(err):
+		if err := m.createNetwork(ctx, cluster, name, spec.Subnets); err != nil {
 			return nil, err
 		}
 		n, err = m.runtime.InspectNetwork(ctx, name)
+	case err == nil:
+		if err := checkNetworkOwner(n, cluster, spec); err != nil {
+			return nil, err
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -27,6 +78,22 @@ func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name st
 		return n, err
 	}
 	return m.runtime.InspectNetwork(ctx, name)
+}
+
+// checkNetworkOwner refuses a network that exists already when the cluster cannot use it: one
+// Dockyard created for another cluster, or one that is not the cluster's own while the spec
+// asks for subnets only a network Dockyard creates can have.
+func checkNetworkOwner(n *container.Network, cluster ClusterKey, spec NetworkSpec) error {
+	owner, labelled := n.Labels[ClusterLabel]
+	switch {
+	case labelled && owner != cluster.String():
+		return &NetworkError{Network: n.Name,
+			Detail: "was created by Dockyard for cluster " + owner + " and is removed with it; for clusters to share a network, create one of your own on the engine and name it in spec.network.existing.name"}
+	case !labelled && !spec.Existing && len(spec.Subnets) > 0:
+		return &NetworkError{Network: n.Name,
+			Detail: fmt.Sprintf("exists already (subnets %v), so Dockyard cannot create it with subnets %v; choose another name, or name it in spec.network.existing.name without subnets", n.Subnets, spec.Subnets)}
+	}
+	return nil
 }
 
 // ClusterNetwork is the network a cluster's containers are on: the one its spec names, else

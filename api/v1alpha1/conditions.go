@@ -32,6 +32,13 @@ const (
 	WaitingForOwnerClusterReason = "WaitingForOwnerCluster"
 	// NetworkFailedReason: the container network could not be created or inspected.
 	NetworkFailedReason = "NetworkFailed"
+	// NetworkNotFoundReason: spec.network.existing.name names a network that is not on the
+	// engine. Create it; Dockyard looks again every few seconds.
+	NetworkNotFoundReason = "NetworkNotFound"
+	// NetworkNotUsableReason: the network exists but cannot be used as the spec asks: Dockyard
+	// created it for another cluster (and removes it with that one), or spec.network.subnets
+	// asks to create a network whose name is taken. The message says which.
+	NetworkNotUsableReason = "NetworkNotUsable"
 	// LoadBalancerImageFailedReason: the load balancer image is missing and could not be pulled.
 	LoadBalancerImageFailedReason = "LoadBalancerImageFailed"
 	// LoadBalancerConfigFailedReason: the haproxy configuration could not be rendered, written,

@@ -66,16 +66,60 @@ type ConfigMapReference struct {
 	Name string `json:"name"`
 }
 
-// NetworkSpec selects the container network of a cluster.
+// NetworkSpec selects the container network of a cluster: either a network that exists already
+// (existing), or the one Dockyard creates for the cluster and removes with it (name, subnets).
+// The network cannot be changed once the cluster exists.
+// +kubebuilder:validation:XValidation:rule="!has(self.existing) || !has(self.existing.name) || size(self.existing.name) == 0 || (!has(self.name) && !has(self.subnets))",message="existing names a network that exists already; name and subnets describe the network Dockyard creates: set one or the other"
 type NetworkSpec struct {
-	// name of the container network. When empty, Dockyard uses a network of its own named
-	// "dockyard-<namespace>-<cluster>". A network that does not exist is created (and removed
-	// with the cluster); an existing one is used as it is and never removed.
+	// name of the network Dockyard creates for the cluster and removes with it. When empty,
+	// "dockyard-<cluster>.<namespace>". A network of that name that exists already and that
+	// Dockyard did not create for this cluster is used as it is and never removed (kept for
+	// clusters made by earlier versions; use existing.name for such a network).
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`
 	Name string `json:"name,omitempty"`
+
+	// subnets of the network Dockyard creates, in CIDR notation, at most one per IP family; the
+	// engine picks one when empty. The lower half of an IPv4 subnet holds the fixed addresses of
+	// the load balancer and the nodes, the upper half the addresses the engine gives out, so
+	// the subnet must be a /28 or larger. IPv6 is not supported yet.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=43
+	Subnets []string `json:"subnets,omitempty"`
+
+	// existing names a network that exists on the engine before the cluster, for example one
+	// several clusters share. Dockyard attaches the cluster's load balancer and nodes to it and
+	// never creates, changes or removes it. Its containers get the addresses the engine gives
+	// them, which may change when the engine restarts.
+	// +optional
+	Existing ExistingNetworkSpec `json:"existing,omitempty,omitzero"`
+}
+
+// ExistingNetworkSpec names a network Dockyard uses but does not own.
+type ExistingNetworkSpec struct {
+	// name of the engine network. It must exist when the cluster is created (the
+	// LoadBalancerAvailable condition says NetworkNotFound until it does) and must not be a
+	// network Dockyard created for another cluster. An empty name is the same as no existing
+	// network, so a clusterctl variable can leave it unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^([a-zA-Z0-9][a-zA-Z0-9_.-]*)?$`
+	Name string `json:"name,omitempty"`
+}
+
+// NetworkName is the name of the network the spec names, existing or to create; "" for
+// Dockyard's default network.
+func (s NetworkSpec) NetworkName() string {
+	if s.Existing.Name != "" {
+		return s.Existing.Name
+	}
+	return s.Name
 }
 
 // DockyardClusterStatus is the observed state of a DockyardCluster.

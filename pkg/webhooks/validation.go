@@ -2,11 +2,13 @@ package webhooks
 
 import (
 	"fmt"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/distribution/reference"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -42,6 +44,39 @@ func validateClusterSpec(spec *infrav1.DockyardClusterSpec, fldPath *field.Path)
 	if spec.LoadBalancer.Image != "" {
 		allErrs = append(allErrs, validateImageRef(spec.LoadBalancer.Image, fldPath.Child("loadBalancer", "image"))...)
 	}
+	allErrs = append(allErrs, validateNetwork(&spec.Network, fldPath.Child("network"))...)
+	return allErrs
+}
+
+// validateNetwork checks the network a cluster asks for: an existing one, or one Dockyard
+// creates on IPv4 subnets it can split into fixed and engine addresses.
+func validateNetwork(n *infrav1.NetworkSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if n.Existing.Name != "" && (n.Name != "" || len(n.Subnets) > 0) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("existing"),
+			"names a network that exists already; name and subnets describe the network Dockyard creates: set one or the other"))
+	}
+	families := map[bool]string{}
+	for i, s := range n.Subnets {
+		p := fldPath.Child("subnets").Index(i)
+		prefix, err := netip.ParsePrefix(s)
+		switch {
+		case err != nil:
+			allErrs = append(allErrs, field.Invalid(p, s, "must be a subnet in CIDR notation, for example 10.100.0.0/24"))
+			continue
+		case prefix.Masked() != prefix:
+			allErrs = append(allErrs, field.Invalid(p, s, fmt.Sprintf("has host bits set; the subnet is %s", prefix.Masked())))
+		case !prefix.Addr().Is4():
+			allErrs = append(allErrs, field.Invalid(p, s, "IPv6 is not supported yet: Dockyard's networks are IPv4 only"))
+		case prefix.Bits() > 28:
+			allErrs = append(allErrs, field.Invalid(p, s,
+				"is too small: Dockyard needs a /28 or larger, to give the lower half out as fixed addresses and leave the upper half to the engine"))
+		}
+		if other, ok := families[prefix.Addr().Is4()]; ok {
+			allErrs = append(allErrs, field.Invalid(p, s, fmt.Sprintf("at most one subnet per IP family (%s is one already)", other)))
+		}
+		families[prefix.Addr().Is4()] = s
+	}
 	return allErrs
 }
 
@@ -53,8 +88,8 @@ func validateClusterUpdate(oldSpec, newSpec *infrav1.DockyardClusterSpec, fldPat
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("controlPlaneEndpoint"),
 			fmt.Sprintf("is immutable once set (was %s:%d): the workload cluster's certificates name it", oldEP.Host, oldEP.Port)))
 	}
-	if oldSpec.Network.Name != newSpec.Network.Name {
-		allErrs = append(allErrs, field.Forbidden(fldPath.Child("network", "name"),
+	if !equality.Semantic.DeepEqual(oldSpec.Network, newSpec.Network) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("network"),
 			"is immutable: the cluster's containers are attached to the network it named"))
 	}
 	return allErrs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,33 @@ func TestDockyardClusterRejectsInvalidSpecs(t *testing.T) {
 		{"endpoint port out of range", func(s *infrav1.DockyardClusterSpec) {
 			s.ControlPlaneEndpoint.Port = 70000
 		}, []string{"spec.controlPlaneEndpoint.port"}},
+		{"existing network together with a network to create", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Existing.Name = "shared"
+		}, []string{"spec.network", "set one or the other"}},
+		{"existing network together with subnets", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "shared"}, Subnets: []string{"10.100.0.0/24"}}
+		}, []string{"spec.network", "set one or the other"}},
+		{"invalid existing network name", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "bad name"}}
+		}, []string{"spec.network.existing.name"}},
+		{"subnet that is no CIDR", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"10.100.0.0"}
+		}, []string{"spec.network.subnets[0]", "CIDR"}},
+		{"subnet with host bits", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"10.100.0.1/24"}
+		}, []string{"spec.network.subnets[0]", "10.100.0.0/24"}},
+		{"subnet too small to split", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"10.100.0.0/29"}
+		}, []string{"spec.network.subnets[0]", "/28 or larger"}},
+		{"IPv6 subnet", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"10.100.0.0/24", "fd00:10::/64"}
+		}, []string{"spec.network.subnets[1]", "IPv6 is not supported yet"}},
+		{"two IPv4 subnets", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"10.100.0.0/24", "10.101.0.0/24"}
+		}, []string{"spec.network.subnets[1]", "at most one subnet per IP family"}},
+		{"three subnets", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"10.100.0.0/24", "10.101.0.0/24", "10.102.0.0/24"}
+		}, []string{"spec.network.subnets", "must have at most 2 items"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,7 +235,69 @@ func TestDockyardClusterImmutableFields(t *testing.T) {
 
 	renet := dc.DeepCopy()
 	renet.Spec.Network.Name = "other-net"
-	expectRejected(t, env.Client.Update(ctx, renet), "spec.network.name", "immutable")
+	expectRejected(t, env.Client.Update(ctx, renet), "spec.network", "immutable")
+
+	resubnet := dc.DeepCopy()
+	resubnet.Spec.Network.Subnets = []string{"10.100.0.0/24"}
+	expectRejected(t, env.Client.Update(ctx, resubnet), "spec.network", "immutable")
+
+	// Neither can a cluster on Dockyard's own network move to an existing one, nor back.
+	own := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "own", Namespace: ns}}
+	if err := env.Client.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	toShared := own.DeepCopy()
+	toShared.Spec.Network.Existing.Name = "shared"
+	expectRejected(t, env.Client.Update(ctx, toShared), "spec.network", "immutable")
+
+	shared := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns},
+		Spec: infrav1.DockyardClusterSpec{Network: infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "shared"}}}}
+	if err := env.Client.Create(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	toOwn := shared.DeepCopy()
+	toOwn.Spec.Network = infrav1.NetworkSpec{}
+	expectRejected(t, env.Client.Update(ctx, toOwn), "spec.network", "immutable")
+}
+
+// The network variants a user writes are accepted as written, and an empty existing name (what
+// a clusterctl variable left unset renders) is the same as none.
+func TestDockyardClusterNetworkVariants(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	for name, network := range map[string]infrav1.NetworkSpec{
+		"existing": {Existing: infrav1.ExistingNetworkSpec{Name: "shared"}},
+		"created":  {Name: "custom", Subnets: []string{"10.100.0.0/24"}},
+		"subnet":   {Subnets: []string{"192.168.200.0/28"}},
+		"default":  {},
+	} {
+		dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: infrav1.DockyardClusterSpec{Network: network}}
+		if err := env.Client.Create(ctx, dc); err != nil {
+			t.Errorf("network %s (%+v) rejected: %v", name, network, err)
+			continue
+		}
+		if !reflect.DeepEqual(dc.Spec.Network, network) {
+			t.Errorf("network %s stored as %+v, want %+v", name, dc.Spec.Network, network)
+		}
+	}
+
+	// What the default flavor renders when DOCKYARD_NETWORK is empty.
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": infrav1.GroupVersion.String(), "kind": "DockyardCluster",
+		"metadata": map[string]any{"name": "from-flavor", "namespace": ns},
+		"spec":     map[string]any{"network": map[string]any{"existing": map[string]any{"name": ""}}},
+	}}
+	if err := env.Client.Create(ctx, u); err != nil {
+		t.Fatalf("an empty spec.network.existing.name was rejected: %v", err)
+	}
+	dc := &infrav1.DockyardCluster{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "from-flavor"}, dc); err != nil {
+		t.Fatal(err)
+	}
+	if got := dc.Spec.Network.NetworkName(); got != "" {
+		t.Errorf("an empty existing name selects network %q, want Dockyard's default", got)
+	}
 }
 
 func TestDockyardMachineRejectsInvalidSpecs(t *testing.T) {
