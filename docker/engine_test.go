@@ -260,10 +260,16 @@ func buildBackend(t *testing.T) []byte {
 // startBackend runs the test backend in a container on the cluster's network.
 func startBackend(t *testing.T, rt container.Runtime, key docker.ClusterKey, name string, bin []byte) string {
 	t.Helper()
+	return startBackendOn(t, rt, key, docker.DefaultNetworkName(key), name, bin)
+}
+
+// startBackendOn runs the test backend in a container of the cluster on a network.
+func startBackendOn(t *testing.T, rt container.Runtime, key docker.ClusterKey, network, name string, bin []byte) string {
+	t.Helper()
 	ctx := context.Background()
 	spec := container.ContainerSpec{
 		Name: name, Image: dockerenv.LoadBalancerImage(), Labels: key.ClusterLabels(),
-		Entrypoint: []string{"/lbbackend"}, Env: []string{"NAME=" + name}, Network: docker.DefaultNetworkName(key),
+		Entrypoint: []string{"/lbbackend"}, Env: []string{"NAME=" + name}, Network: network,
 	}
 	if err := rt.CreateContainer(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -283,7 +289,7 @@ func startBackend(t *testing.T, rt container.Runtime, key docker.ClusterKey, nam
 	if err != nil {
 		t.Fatal(err)
 	}
-	return docker.NodeAddress(c, docker.DefaultNetworkName(key))
+	return docker.NodeAddress(c, network)
 }
 
 func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {

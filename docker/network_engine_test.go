@@ -1,0 +1,119 @@
+package docker_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+	"github.com/dockyard-dev/dockyard/test/dockerenv"
+)
+
+// Two clusters on one network the user created (spec.network.existing.name): each load
+// balancer serves its own cluster's backend and nothing of the other's, and deleting one
+// cluster leaves the other's load balancer serving and the network in place.
+func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
+	rt := dockerenv.Engine(t)
+	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
+	ctx := context.Background()
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	shared := "dockyard-test-shared-" + hex.EncodeToString(suffix)
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: shared}); err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so it runs after the clusters' own clean-ups.
+	t.Cleanup(func() {
+		if err := rt.RemoveNetwork(context.Background(), shared); err != nil && !container.IsNotFound(err) {
+			t.Errorf("removing the shared network: %v", err)
+		}
+	})
+	ma, _, a := engineCluster(t)
+	mb, _, b := engineCluster(t)
+	bin := buildBackend(t)
+
+	spec := docker.NetworkSpec{Name: shared, Existing: true}
+	urls := map[docker.ClusterKey]string{}
+	backend := map[docker.ClusterKey]string{}
+	for _, c := range []struct {
+		m   *docker.Manager
+		key docker.ClusterKey
+	}{{ma, a}, {mb, b}} {
+		if _, err := c.m.EnsureClusterNetwork(ctx, c.key, spec); err != nil {
+			t.Fatalf("cluster %s on the shared network: %v", c.key, err)
+		}
+		name := c.key.Name + "-backend"
+		addr := startBackendOn(t, rt, c.key, shared, name, bin)
+		backend[c.key] = name
+		lb, err := c.m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: c.key, Image: dockerenv.LoadBalancerImage(), Network: shared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lb.Labels[docker.AddressLabel] != "" || docker.NodeAddress(lb, shared) == "" {
+			t.Fatalf("load balancer %s on the shared network: fixed address %q, address %q", lb.Name, lb.Labels[docker.AddressLabel], docker.NodeAddress(lb, shared))
+		}
+		if _, err := c.m.UpdateLoadBalancer(ctx, c.key, "", func(context.Context) ([]haproxy.Backend, error) {
+			return []haproxy.Backend{{Name: name, Address: addr, Port: docker.APIServerPort}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		urls[c.key] = fmt.Sprintf("https://%s:%d/name", docker.NodeAddress(lb, shared), docker.APIServerPort)
+	}
+	if urls[a] == urls[b] {
+		t.Fatalf("both load balancers answer on %s", urls[a])
+	}
+
+	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the test backend's throwaway certificate
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: insecure, DisableKeepAlives: true}}
+	serves := func(k docker.ClusterKey) error {
+		resp, err := client.Get(urls[k])
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if string(body) != backend[k] {
+			return fmt.Errorf("load balancer of %s answered from %q, want its own backend %s", k, body, backend[k])
+		}
+		return nil
+	}
+	for _, k := range []docker.ClusterKey{a, b} {
+		eventually(t, time.Minute, "load balancer of "+k.String()+" serving its own backend", func() error { return serves(k) })
+	}
+
+	if err := ma.DeleteCluster(ctx, a, shared); err != nil {
+		t.Fatalf("deleting cluster %s: %v", a, err)
+	}
+	if cs, _ := rt.ListContainers(ctx, a.ClusterLabels()); len(cs) != 0 {
+		t.Errorf("containers of the deleted cluster remain: %v", cs)
+	}
+	n, err := rt.InspectNetwork(ctx, shared)
+	if err != nil {
+		t.Fatalf("the shared network went with cluster %s: %v", a, err)
+	}
+	lbB, _ := mb.GetLoadBalancer(ctx, b)
+	if lbB == nil || !lbB.Running {
+		t.Fatalf("the other cluster's load balancer after the delete: %v", lbB)
+	}
+	onNetwork := map[string]bool{}
+	for _, c := range n.Containers {
+		onNetwork[c] = true
+	}
+	if !onNetwork[lbB.Name] || !onNetwork[backend[b]] {
+		t.Errorf("the shared network holds %v, want %s and %s still on it", n.Containers, lbB.Name, backend[b])
+	}
+	if err := serves(b); err != nil {
+		t.Errorf("after deleting %s: %v", a, err)
+	}
+}
