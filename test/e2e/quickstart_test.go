@@ -52,8 +52,11 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(poll).Should(Succeed())
 		whenDone("quick start: to CoreDNS Ready", created)
 
-		By("a pod on the worker resolves kubernetes.default")
 		worker := machines(ctx, c, false)[0].Status.NodeRef.Name
+		By("the workers' DockyardMachineTemplate publishes the worker Node's capacity (autoscaling from zero)")
+		expectTemplateMatchesNode(ctx, c, wl, worker)
+
+		By("a pod on the worker resolves kubernetes.default")
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "dns-check", Namespace: "default"},
 			Spec: corev1.PodSpec{
