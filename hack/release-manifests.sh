@@ -99,5 +99,7 @@ cert-manager:
 CLUSTERCTL_DISABLE_VERSIONCHECK: "true"
 # ClusterClass (the topology flavor) needs the ClusterTopology feature in Cluster API.
 CLUSTER_TOPOLOGY: "true"
+# The ignition flavor needs the kubeadm providers' Ignition feature gate.
+EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION: "true"
 CONFIG
 echo "clusterctl repository in out/repository; config out/clusterctl.yaml"

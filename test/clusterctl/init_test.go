@@ -345,4 +345,18 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 			t.Errorf("%s runs without ClusterTopology: %s", key, args)
 		}
 	}
+	// The kubeadm providers with Ignition (EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION), for the
+	// ignition flavor.
+	for _, key := range []client.ObjectKey{
+		{Namespace: "capi-kubeadm-bootstrap-system", Name: "capi-kubeadm-bootstrap-controller-manager"},
+		{Namespace: "capi-kubeadm-control-plane-system", Name: "capi-kubeadm-control-plane-controller-manager"},
+	} {
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, key, d); err != nil {
+			t.Fatal(err)
+		}
+		if args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "KubeadmBootstrapFormatIgnition=true") {
+			t.Errorf("%s runs without KubeadmBootstrapFormatIgnition: %s", key, args)
+		}
+	}
 }

@@ -234,7 +234,7 @@ func TestRepositoryLayout(t *testing.T) {
 		}
 	}
 
-	for _, want := range []string{"CLUSTER_TOPOLOGY: \"true\"", "CLUSTERCTL_DISABLE_VERSIONCHECK: \"true\"", "cert-manager:\n  url: " + filepath.Join(repo.dir, "cert-manager", repo.certManagerVersion, "cert-manager.yaml")} {
+	for _, want := range []string{"CLUSTER_TOPOLOGY: \"true\"", "EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION: \"true\"", "CLUSTERCTL_DISABLE_VERSIONCHECK: \"true\"", "cert-manager:\n  url: " + filepath.Join(repo.dir, "cert-manager", repo.certManagerVersion, "cert-manager.yaml")} {
 		if !strings.Contains(config, want) {
 			t.Errorf("%s lacks %q", repo.config, want)
 		}
