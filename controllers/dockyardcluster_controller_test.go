@@ -350,3 +350,67 @@ func TestClusterDeletionKeepsTheUsersNetwork(t *testing.T) {
 		t.Errorf("containers left: %v", f.rt.ContainerNames())
 	}
 }
+
+// A cluster on an existing network waits, with a reason the user can act on, until the network
+// is there; then it joins it, and leaves it behind when deleted.
+func TestClusterOnAnExistingNetworkWaitsForItAndKeepsIt(t *testing.T) {
+	f := newFixture(t)
+	dc := f.getDockyardCluster()
+	dc.Spec.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "shared"}}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(2) // the Paused condition, the finalizer
+	res, err := f.clusterReconciler().Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.dc)})
+	if err != nil || res.RequeueAfter == 0 {
+		t.Fatalf("missing existing network: result %+v error %v, want a later look and no error", res, err)
+	}
+	expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse, infrav1.NetworkNotFoundReason, "docker network create shared")
+	if n := f.rt.NetworkNames(); len(n) != 0 {
+		t.Fatalf("Dockyard created %v in place of the missing existing network", n)
+	}
+
+	if err := f.rt.CreateNetwork(f.ctx, container.NetworkSpec{Name: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(2)
+	got := f.getDockyardCluster()
+	expectCondition(t, got, infrav1.LoadBalancerAvailableCondition, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "")
+	lb, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ControlPlaneEndpoint.Host == "" || got.Spec.ControlPlaneEndpoint.Host != docker.NodeAddress(lb, "shared") {
+		t.Errorf("endpoint %q, load balancer on the shared network at %q", got.Spec.ControlPlaneEndpoint.Host, docker.NodeAddress(lb, "shared"))
+	}
+
+	if err := f.c.Delete(f.ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(1)
+	if n := f.rt.NetworkNames(); len(n) != 1 || n[0] != "shared" {
+		t.Errorf("networks after the delete: %v, want the existing one kept", n)
+	}
+	if len(f.rt.ContainerNames()) != 0 {
+		t.Errorf("containers left: %v", f.rt.ContainerNames())
+	}
+}
+
+// A network Dockyard created for another cluster cannot be joined: it goes away with that one.
+func TestClusterOnAnotherClustersNetworkIsNotUsable(t *testing.T) {
+	f := newFixture(t)
+	other := docker.ClusterKey{Namespace: testNS, Name: "other"}
+	if _, err := f.nodes.EnsureNetwork(f.ctx, other, docker.DefaultNetworkName(other)); err != nil {
+		t.Fatal(err)
+	}
+	dc := f.getDockyardCluster()
+	dc.Spec.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: docker.DefaultNetworkName(other)}}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(3)
+	expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse, infrav1.NetworkNotUsableReason, "for cluster ns1/other")
+	if _, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS); !container.IsNotFound(err) {
+		t.Errorf("a load balancer was created on another cluster's network: %v", err)
+	}
+}
