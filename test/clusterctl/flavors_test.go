@@ -50,6 +50,7 @@ var flavorVariables = map[string]string{
 	"DOCKYARD_POD_SECURITY_WARN":     "baseline",
 	"DOCKYARD_WORKER_CPU":            "1500m",
 	"DOCKYARD_WORKER_MEMORY":         "1Gi",
+	"DOCKYARD_NETWORK":               "dockyard-shared",
 }
 
 func withVariables(overrides map[string]string) map[string]string {
@@ -243,12 +244,59 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 			t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])
 		}
 	}
+	checkNetworkVariable(ctx, t, repo, plane, flavor, ns, objs)
 	// The control plane applies the CNI its node image ships (kind's convention), with the
 	// script of images/cni/install-cni.sh as it is; the pod CIDR comes from kubeadm's
 	// configuration, which follows the Cluster's: no template carries its own.
 	checkCNIInstaller(t, flavor, objs)
 	if strings.Contains(all, "10.244.0.0/16") {
 		t.Errorf("flavor %q hardcodes 10.244.0.0/16 although DOCKYARD_POD_CIDR=%s", flavor, flavorVariables["DOCKYARD_POD_CIDR"])
+	}
+}
+
+// checkNetworkVariable: a flavor with a DockyardCluster puts it on the network DOCKYARD_NETWORK
+// names (spec.network.existing.name); left unset, the name is empty, which the API server
+// takes and which means the cluster's own network, as before.
+func checkNetworkVariable(ctx context.Context, t *testing.T, repo repository, plane *framework.ManagementPlane, flavor, ns string, objs []unstructured.Unstructured) {
+	t.Helper()
+	existingName := func(objs []unstructured.Unstructured) (string, bool) {
+		for i := range objs {
+			if objs[i].GetKind() == "DockyardCluster" {
+				name, _, _ := unstructured.NestedString(objs[i].Object, "spec", "network", "existing", "name")
+				return name, true
+			}
+		}
+		return "", false
+	}
+	name, ok := existingName(objs)
+	if !ok {
+		return // the topology flavor: its DockyardCluster comes from the ClusterClass
+	}
+	if want := flavorVariables["DOCKYARD_NETWORK"]; name != want {
+		t.Errorf("flavor %q: spec.network.existing.name %q, want DOCKYARD_NETWORK=%s", flavor, name, want)
+	}
+
+	vars := withVariables(nil)
+	delete(vars, "DOCKYARD_NETWORK")
+	clusterName := "cctl-own-net"
+	unset := generate(ctx, t, repo, plane, clusterName, ns, flavor, "", 1, 0, vars)
+	if name, _ := existingName(unset); name != "" {
+		t.Errorf("flavor %q without DOCKYARD_NETWORK: spec.network.existing.name %q, want empty", flavor, name)
+	}
+	for i := range unset {
+		if unset[i].GetKind() != "DockyardCluster" {
+			continue
+		}
+		o := unset[i].DeepCopy()
+		if err := plane.Client().Create(ctx, o, client.DryRunAll); err != nil {
+			t.Errorf("flavor %q without DOCKYARD_NETWORK: dry run of %s: %v", flavor, id(&unset[i]), err)
+			continue
+		}
+		// An empty existing name selects Dockyard's own network (NetworkSpec.NetworkName).
+		network, _, _ := unstructured.NestedMap(o.Object, "spec", "network")
+		if name, _, _ := unstructured.NestedString(o.Object, "spec", "network", "existing", "name"); name != "" || len(network) > 1 {
+			t.Errorf("flavor %q without DOCKYARD_NETWORK: the API server stores spec.network %v, want no network named (Dockyard's own)", flavor, network)
+		}
 	}
 }
 
@@ -479,7 +527,9 @@ func testDescribe(ctx context.Context, t *testing.T, repo repository, plane *fra
 	t.Cleanup(sweep)
 
 	missing := "localhost/dockyard/haproxy:cctl-missing"
-	for _, o := range generate(ctx, t, repo, plane, name, ns, "", "", 1, 0, withVariables(map[string]string{"DOCKYARD_LB_IMAGE": missing})) {
+	vars := withVariables(map[string]string{"DOCKYARD_LB_IMAGE": missing})
+	delete(vars, "DOCKYARD_NETWORK") // the cluster's own network, which Dockyard creates
+	for _, o := range generate(ctx, t, repo, plane, name, ns, "", "", 1, 0, vars) {
 		if o.GetKind() == "DockyardCluster" {
 			labels := o.GetLabels()
 			if labels == nil {
