@@ -292,6 +292,13 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engine c
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
 		return fmt.Errorf("setting up the DockyardMachine controller: %w", err)
 	}
+	if err := (&controllers.DockyardMachinePoolReconciler{
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorderFor("dockyardmachinepool-controller"), //nolint:staticcheck // the recorder the other controllers use
+		WatchFilterValue: o.watchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
+		return fmt.Errorf("setting up the DockyardMachinePool controller: %w", err)
+	}
 	if err := (&controllers.DockyardMachineTemplateReconciler{
 		Client:           mgr.GetClient(),
 		Engine:           engine,

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/labels"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
@@ -71,6 +72,7 @@ type DockyardMachineReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=dockyardmachines;dockyardmachines/status;dockyardmachines/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler: it watches DockyardMachines, their Machines (owner
@@ -104,6 +106,10 @@ type machineScope struct {
 	cluster *clusterv1.Cluster
 	key     docker.ClusterKey
 	network string
+	// bootstrapData and version are the Machine's, or for a MachinePool's instance the
+	// MachinePool's (Cluster API gives a MachinePool Machine neither).
+	bootstrapData *string
+	version       string
 }
 
 // Reconcile follows the InfraMachine contract, step by step (see docs/api.md): owner Machine,
@@ -192,6 +198,9 @@ func (r *DockyardMachineReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	dm, machine, cluster := s.dm, s.machine, s.cluster
+	if done, err := r.bootstrapSource(ctx, s); err != nil || done {
+		return ctrl.Result{}, err
+	}
 
 	// 5. The cluster's infrastructure (network, load balancer) must be ready.
 	if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
@@ -223,7 +232,7 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	}
 
 	// 6. Bootstrap data. Workers get theirs once the control plane is initialized.
-	if machine.Spec.Bootstrap.DataSecretName == nil {
+	if s.bootstrapData == nil {
 		if !util.IsControlPlaneMachine(machine) && !ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false) {
 			setWaiting(dm, infrav1.WaitingForControlPlaneInitializedReason,
 				"Waiting for the control plane to be initialized before the worker's bootstrap data can exist")
@@ -316,10 +325,31 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
 }
 
+// bootstrapSource sets the scope's bootstrap data secret and version: the Machine's, or for an
+// instance of a MachinePool (labelled with the pool's name) the MachinePool's, since Cluster API
+// makes MachinePool Machines without either. done is true when the MachinePool is gone: nothing
+// is created for it.
+func (r *DockyardMachineReconciler) bootstrapSource(ctx context.Context, s *machineScope) (done bool, err error) {
+	if !labels.IsMachinePoolOwned(s.dm) {
+		s.bootstrapData, s.version = s.machine.Spec.Bootstrap.DataSecretName, s.machine.Spec.Version
+		return false, nil
+	}
+	mp, err := util.GetMachinePoolByLabels(ctx, r.Client, s.dm.Namespace, s.dm.Labels)
+	if err != nil {
+		return false, errors.Wrapf(err, "getting the MachinePool of DockyardMachine %s", s.dm.Name)
+	}
+	if mp == nil {
+		setWaiting(s.dm, infrav1.WaitingForBootstrapDataReason, fmt.Sprintf("The MachinePool named by label %s does not exist", clusterv1.MachinePoolNameLabel))
+		return true, nil
+	}
+	s.bootstrapData, s.version = mp.Spec.Template.Spec.Bootstrap.DataSecretName, mp.Spec.Template.Spec.Version
+	return false, nil
+}
+
 // createNode creates the node container; it returns nil and sets conditions when it cannot.
 func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineScope) (*docker.Node, error) {
 	dm, machine := s.dm, s.machine
-	image, err := r.nodeImage(dm, machine)
+	image, err := r.nodeImage(dm, s.version)
 	if err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
 		return nil, nil
@@ -361,18 +391,17 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	return node, nil
 }
 
-func (r *DockyardMachineReconciler) nodeImage(dm *infrav1.DockyardMachine, machine *clusterv1.Machine) (string, error) {
+func (r *DockyardMachineReconciler) nodeImage(dm *infrav1.DockyardMachine, version string) (string, error) {
 	if dm.Spec.Image != "" {
 		return dm.Spec.Image, nil
 	}
-	if machine.Spec.Version == "" {
-		return "", errors.New("the Machine has no spec.version and the DockyardMachine no spec.image: Dockyard cannot pick a node image")
+	if version == "" {
+		return "", errors.New("the Machine (or its MachinePool) has no spec.version and the DockyardMachine no spec.image: Dockyard cannot pick a node image")
 	}
 	repo := r.NodeImageRepository
 	if repo == "" {
 		repo = docker.DefaultNodeImageRepository
 	}
-	version := machine.Spec.Version
 	if !strings.HasPrefix(version, "v") {
 		version = "v" + version
 	}
@@ -466,7 +495,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 
 // bootstrapPlan reads the Machine's bootstrap data secret and translates it for the node.
 func (r *DockyardMachineReconciler) bootstrapPlan(ctx context.Context, s *machineScope, hostname string) (*bootstrap.Plan, error) {
-	name := ptr.Deref(s.machine.Spec.Bootstrap.DataSecretName, "")
+	name := ptr.Deref(s.bootstrapData, "")
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.dm.Namespace, Name: name}, secret); err != nil {
 		return nil, errors.Wrapf(err, "reading bootstrap data secret %s", name)

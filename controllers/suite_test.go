@@ -82,6 +82,11 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err := machineReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
+	//nolint:staticcheck // the same recorder as main.go
+	poolReconciler := &DockyardMachinePoolReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("dockyardmachinepool-controller")}
+	if err := poolReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
+		return err
+	}
 	templateReconciler := &DockyardMachineTemplateReconciler{Client: mgr.GetClient(), Engine: engine}
 	if err := templateReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err

@@ -111,3 +111,40 @@ const (
 	// not started again because kubeadm must not run twice.
 	BootstrapInterruptedReason = "BootstrapInterrupted"
 )
+
+// DockyardMachinePool conditions. Each phase of the pool's reconcile owns one; Ready
+// summarizes them.
+const (
+	// ScaledCondition is true when the pool has exactly as many DockyardMachines as the
+	// MachinePool's spec.replicas, none of them being deleted.
+	ScaledCondition = "Scaled"
+
+	// ScaledReason: the pool has the MachinePool's number of instances.
+	ScaledReason = "Scaled"
+	// ScalingUpReason: DockyardMachines are being created; Cluster API makes a Machine for each.
+	ScalingUpReason = "ScalingUp"
+	// ScalingDownReason: surplus instances are being deleted through their Machines (which
+	// Cluster API drains first); the message names them.
+	ScalingDownReason = "ScalingDown"
+	// WaitingForOwnerMachinePoolReason: no MachinePool owns the DockyardMachinePool yet.
+	WaitingForOwnerMachinePoolReason = "WaitingForOwnerMachinePool"
+
+	// UpToDateCondition is true when every instance was made from the pool's current template
+	// and the MachinePool's current version.
+	UpToDateCondition = "UpToDate"
+
+	// UpToDateReason: every instance matches the template.
+	UpToDateReason = "UpToDate"
+	// RollingOutReason: outdated instances are replaced one at a time: a new one is created,
+	// and an old one deleted once the new one is Ready. The message counts them.
+	RollingOutReason = "RollingOut"
+
+	// MachinesReadyCondition is true when every instance of the pool is Ready.
+	MachinesReadyCondition = "MachinesReady"
+
+	// MachinesReadyReason: every instance is Ready (also when the pool has none).
+	MachinesReadyReason = "MachinesReady"
+	// MachinesNotReadyReason: some instances are not Ready; the message names them with the
+	// reason of their Ready condition (see the DockyardMachine reasons).
+	MachinesNotReadyReason = "MachinesNotReady"
+)

@@ -23,6 +23,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&DockyardClusterTemplate{}, &DockyardClusterTemplateList{},
 		&DockyardMachine{}, &DockyardMachineList{},
 		&DockyardMachineTemplate{}, &DockyardMachineTemplateList{},
+		&DockyardMachinePool{}, &DockyardMachinePoolList{},
+		&DockyardMachinePoolTemplate{}, &DockyardMachinePoolTemplateList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
