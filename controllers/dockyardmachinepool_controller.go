@@ -306,6 +306,7 @@ func (r *DockyardMachinePoolReconciler) reconcileReplicas(ctx context.Context, s
 	for range max(toCreate, 0) {
 		dm, err := r.createInstance(ctx, s)
 		if err != nil {
+			setPoolCondition(pool, infrav1.ScaledCondition, metav1.ConditionFalse, infrav1.InstanceCreateFailedReason, "%v", err)
 			return ctrl.Result{}, err
 		}
 		// The next reconcile must count it, or it would create another.

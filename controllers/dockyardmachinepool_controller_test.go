@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -486,4 +487,38 @@ func TestMachinePoolDeletionRemovesInstancesAndContainers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A template the DockyardMachine webhook refuses is reported on the pool, with the webhook's
+// reason, instead of instances.
+func TestMachinePoolRefusedTemplateIsReported(t *testing.T) {
+	p := newPoolEnv(t, "pool-bad", 0)
+	p.waitReady(0)
+	pool, err := p.getPool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pool.DeepCopy())
+	pool.Spec.Template.ExtraMounts = []infrav1.Mount{{HostPath: "/tmp/pool-bad", ContainerPath: "/var"}}
+	if err := env.Client.Patch(p.ctx, pool, patch); err != nil {
+		t.Fatal(err)
+	}
+	p.scale(1)
+	eventually(t, 30*time.Second, "InstanceCreateFailed reported", func() error {
+		pool, err := p.getPool()
+		if err != nil {
+			return err
+		}
+		c := conditions.Get(pool, infrav1.ScaledCondition)
+		if c == nil || c.Reason != infrav1.InstanceCreateFailedReason || !strings.Contains(c.Message, "/var") {
+			return fmt.Errorf("Scaled %+v", c)
+		}
+		if conditions.GetReason(pool, clusterv1.ReadyCondition) != infrav1.InstanceCreateFailedReason {
+			return fmt.Errorf("Ready %+v", conditions.Get(pool, clusterv1.ReadyCondition))
+		}
+		return nil
+	})
+	if dms, err := p.instances(); err != nil || len(dms) != 0 {
+		t.Errorf("instances %v (%v), want none", keys(dms), err)
+	}
 }

@@ -126,6 +126,10 @@ const (
 	// ScalingDownReason: surplus instances are being deleted through their Machines (which
 	// Cluster API drains first); the message names them.
 	ScalingDownReason = "ScalingDown"
+	// InstanceCreateFailedReason: a DockyardMachine of the pool could not be created, for
+	// example because the DockyardMachine webhook refuses spec.template (the message says why).
+	// Fix spec.template.
+	InstanceCreateFailedReason = "InstanceCreateFailed"
 	// WaitingForOwnerMachinePoolReason: no MachinePool owns the DockyardMachinePool yet.
 	WaitingForOwnerMachinePoolReason = "WaitingForOwnerMachinePool"
 
