@@ -214,8 +214,10 @@ func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
 		t.Errorf("output tail (redacted): %q", st.Output)
 	}
 
+	// A timeout short enough to wait for, long enough for the step to start and print on a
+	// loaded host (with 3 s the test failed once while other suites ran).
 	slow := bootNode(t, m, key, "slow", docker.RoleWorker)
-	if err := m.StartBootstrap(ctx, slow.Name, &bootstrap.Plan{Steps: []bootstrap.Step{{Command: &bootstrap.Command{Script: "echo waiting; sleep 300"}}}}, 3*time.Second); err != nil {
+	if err := m.StartBootstrap(ctx, slow.Name, &bootstrap.Plan{Steps: []bootstrap.Step{{Command: &bootstrap.Command{Script: "echo waiting; sleep 300"}}}}, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// The node recorded the timeout it was started with; the caller's guess does not matter.
