@@ -486,6 +486,11 @@ func (r *DockyardMachinePoolReconciler) reconcileDelete(ctx context.Context, s *
 	if !controllerutil.ContainsFinalizer(pool, infrav1.MachinePoolFinalizer) {
 		return ctrl.Result{}, nil
 	}
+	if deletedForMove(pool) {
+		// Moved to another management cluster by clusterctl move: the instances move too.
+		controllerutil.RemoveFinalizer(pool, infrav1.MachinePoolFinalizer)
+		return ctrl.Result{}, nil
+	}
 	list := &infrav1.DockyardMachineList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(pool.Namespace)); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "listing the DockyardMachines of DockyardMachinePool %s", pool.Name)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/labels/format"
 
@@ -520,5 +521,37 @@ func TestMachinePoolRefusedTemplateIsReported(t *testing.T) {
 	})
 	if dms, err := p.instances(); err != nil || len(dms) != 0 {
 		t.Errorf("instances %v (%v), want none", keys(dms), err)
+	}
+}
+
+// clusterctl move deletes the pool from the old management cluster with its delete-for-move
+// annotation: the instances (which move too) and their containers stay.
+func TestMachinePoolDeletedForMoveKeepsInstances(t *testing.T) {
+	p := newPoolEnv(t, "pool-move", 1)
+	dms := p.waitReady(1)
+	pool, err := p.getPool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pool.DeepCopy())
+	pool.Annotations = map[string]string{clusterctlv1.DeleteForMoveAnnotation: ""}
+	if err := env.Client.Patch(p.ctx, pool, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(p.ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "pool gone", func() error {
+		if _, err := p.getPool(); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pool still there (%w)", err)
+		}
+		return nil
+	})
+	name := keys(dms)[0]
+	if m := p.machine(name); !m.DeletionTimestamp.IsZero() {
+		t.Errorf("Machine %s is being deleted", name)
+	}
+	if node, err := envRuntime.InspectContainer(p.ctx, docker.NodeName(docker.ClusterKey{Namespace: p.cluster.Namespace, Name: "pool-move"}, name)); err != nil || !node.Running {
+		t.Errorf("container of %s: %v %+v", name, err, node)
 	}
 }
