@@ -181,7 +181,7 @@ func testCRDsServed(ctx context.Context, t *testing.T, plane *ManagementPlane) {
 			}
 		}
 	}
-	want := map[string]int{"cluster-api": 13, "bootstrap-kubeadm": 2, "control-plane-kubeadm": 2, "infrastructure-dockyard": 4}
+	want := map[string]int{"cluster-api": 13, "bootstrap-kubeadm": 2, "control-plane-kubeadm": 2, "infrastructure-dockyard": 6}
 	for provider, n := range want {
 		if byProvider[provider] != n {
 			t.Errorf("provider %s has %d CRDs, want %d", provider, byProvider[provider], n)
