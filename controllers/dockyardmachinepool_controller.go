@@ -29,6 +29,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/collections"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/labels/format"
@@ -107,10 +108,12 @@ type poolInstance struct {
 	machine *clusterv1.Machine
 	// machineGone: the DockyardMachine names a Machine that no longer exists.
 	machineGone bool
+	// remediated: this reconcile deleted its Machine for a MachineHealthCheck.
+	remediated bool
 }
 
 func (i poolInstance) deleting() bool {
-	return !i.dm.DeletionTimestamp.IsZero() || i.machineGone || (i.machine != nil && !i.machine.DeletionTimestamp.IsZero())
+	return !i.dm.DeletionTimestamp.IsZero() || i.machineGone || i.remediated || (i.machine != nil && !i.machine.DeletionTimestamp.IsZero())
 }
 
 func (i poolInstance) ready() bool {
@@ -233,7 +236,11 @@ func (r *DockyardMachinePoolReconciler) reconcileNormal(ctx context.Context, s *
 		return ctrl.Result{}, err
 	}
 
-	// Phases, each owning one condition: Scaled and UpToDate, then MachinesReady.
+	// Remediation first, so reconcileReplicas replaces what it deleted. Then the phases, each
+	// owning one condition: Scaled and UpToDate, then MachinesReady.
+	if err := r.remediateUnhealthy(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	result, err := r.reconcileReplicas(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -343,13 +350,7 @@ func (r *DockyardMachinePoolReconciler) reconcileReplicas(ctx context.Context, s
 				waitingForMachine = append(waitingForMachine, i.dm.Name)
 				continue
 			}
-			if err := r.Client.Delete(ctx, i.machine); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, errors.Wrapf(err, "deleting Machine %s of DockyardMachine %s", i.machine.Name, i.dm.Name)
-			}
-			// The next reconcile must see it going, or it would delete another.
-			if err := r.waitForCache(ctx, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: i.machine.Namespace, Name: i.machine.Name}}, func(err error) bool {
-				return apierrors.IsNotFound(err)
-			}); err != nil {
+			if err := r.deleteInstanceMachine(ctx, i); err != nil {
 				return ctrl.Result{}, err
 			}
 			log.Info("Deleted the Machine of a surplus instance", "Machine", klog.KObj(i.machine), "DockyardMachine", klog.KObj(i.dm), "ready", i.ready())
@@ -392,6 +393,40 @@ func (r *DockyardMachinePoolReconciler) reconcileReplicas(ctx context.Context, s
 		return ctrl.Result{RequeueAfter: poolWait}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// deleteInstanceMachine deletes an instance's Machine (Cluster API drains its Node, then deletes
+// the DockyardMachine and with it the container) and waits until the cache shows it going, so
+// the next reconcile does not delete another.
+func (r *DockyardMachinePoolReconciler) deleteInstanceMachine(ctx context.Context, i poolInstance) error {
+	if err := r.Client.Delete(ctx, i.machine); err != nil && !apierrors.IsNotFound(err) {
+		return errors.Wrapf(err, "deleting Machine %s of DockyardMachine %s", i.machine.Name, i.dm.Name)
+	}
+	return r.waitForCache(ctx, &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: i.machine.Namespace, Name: i.machine.Name}}, func(err error) bool {
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// remediateUnhealthy deletes the Machines a MachineHealthCheck left to their owner to remediate
+// (HealthCheckSucceeded and OwnerRemediated False). A MachinePool Machine's owner is the
+// MachinePool, and Cluster API leaves remediating it to the infrastructure pool. The instance
+// then counts as being deleted, and reconcileReplicas makes its replacement.
+func (r *DockyardMachinePoolReconciler) remediateUnhealthy(ctx context.Context, s *poolScope) error {
+	log := ctrl.LoggerFrom(ctx)
+	for idx := range s.instances {
+		i := &s.instances[idx]
+		if i.machine == nil || i.deleting() || !collections.IsUnhealthyAndOwnerRemediated(i.machine) {
+			continue
+		}
+		if err := r.deleteInstanceMachine(ctx, *i); err != nil {
+			return errors.Wrap(err, "remediating an unhealthy instance")
+		}
+		log.Info("Deleted the Machine of an instance a MachineHealthCheck found unhealthy", "Machine", klog.KObj(i.machine), "DockyardMachine", klog.KObj(i.dm))
+		r.Recorder.Eventf(s.pool, corev1.EventTypeNormal, "InstanceRemediated",
+			"Deleted Machine %s of DockyardMachine %s: its MachineHealthCheck found it unhealthy", i.machine.Name, i.dm.Name)
+		i.remediated = true
+	}
+	return nil
 }
 
 // waitForCache polls the manager's cache (a few seconds at most) until done says that a Get of

@@ -555,3 +555,48 @@ func TestMachinePoolDeletedForMoveKeepsInstances(t *testing.T) {
 		t.Errorf("container of %s: %v %+v", name, err, node)
 	}
 }
+
+// A Machine a MachineHealthCheck found unhealthy and left to its owner (HealthCheckSucceeded and
+// OwnerRemediated False, as Cluster API's MachineHealthCheck controller sets them) is deleted by
+// the pool and replaced; an unhealthy Machine not left to the owner, and a healthy one, stay.
+func TestMachinePoolRemediatesMachinesAMachineHealthCheckMarked(t *testing.T) {
+	p := newPoolEnv(t, "pool-mhc", 3)
+	ready := keys(p.waitReady(3))
+	remediate, onlyUnhealthy, healthy := ready[0], ready[1], ready[2]
+
+	mark := func(name string, ownerRemediated bool) {
+		m := p.machine(name)
+		patch := client.MergeFrom(m.DeepCopy())
+		conditions.Set(m, metav1.Condition{Type: clusterv1.MachineHealthCheckSucceededCondition, Status: metav1.ConditionFalse,
+			Reason: clusterv1.MachineHealthCheckUnhealthyNodeReason, Message: "Node is not Ready"})
+		if ownerRemediated {
+			conditions.Set(m, metav1.Condition{Type: clusterv1.MachineOwnerRemediatedCondition, Status: metav1.ConditionFalse,
+				Reason: clusterv1.MachineOwnerRemediatedWaitingForRemediationReason})
+		}
+		if err := env.Client.Status().Patch(p.ctx, m, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark(onlyUnhealthy, false)
+	mark(remediate, true)
+
+	eventually(t, 60*time.Second, "the marked instance replaced", func() error {
+		dms, err := p.instances()
+		if err != nil {
+			return err
+		}
+		if _, ok := dms[remediate]; ok {
+			return fmt.Errorf("instance %s still there: %v", remediate, keys(dms))
+		}
+		if len(dms) != 3 {
+			return fmt.Errorf("instances %v, want 3", keys(dms))
+		}
+		return nil
+	})
+	after := p.waitReady(3)
+	for _, name := range []string{onlyUnhealthy, healthy} {
+		if _, ok := after[name]; !ok {
+			t.Errorf("instance %s was deleted; only the one left to its owner may be", name)
+		}
+	}
+}
