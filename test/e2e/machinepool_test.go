@@ -24,7 +24,8 @@ import (
 // The machinepool flavor for real: templates/cluster-template-machinepool.yaml rendered by
 // clusterctl, a control plane and a MachinePool on a DockyardMachinePool that Cluster API's
 // MachinePool controller turns into one Machine per DockyardMachine (MachinePool Machines);
-// scaled 0 → 3 → 1 (the newest instances go first), then deleted without a trace.
+// scaled 0 → 3 → 1 (the newest instances go first), a killed instance replaced through its
+// MachineHealthCheck, then deleted without a trace.
 var _ = Describe("MachinePool flavor (DockyardMachinePool, MachinePool Machines)", Ordered, func() {
 	c := clusterSpec{name: "cctl-pool", namespace: cctlNamespacePrefix + "-pool", controlPlane: 1, workers: 0}
 	poolKey := client.ObjectKey{Namespace: c.namespace, Name: c.name + "-mp-0"}
@@ -157,6 +158,40 @@ var _ = Describe("MachinePool flavor (DockyardMachinePool, MachinePool Machines)
 			}
 		}
 		whenDone("machine pool: scale 3 → 1, two Machines and Nodes gone", start)
+	})
+
+	It("replaces a killed instance: its MachineHealthCheck marks it, the pool deletes it and makes a new one", func(ctx SpecContext) {
+		mhc := &clusterv1.MachineHealthCheck{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name + "-pool"},
+			Spec: clusterv1.MachineHealthCheckSpec{
+				ClusterName: c.name,
+				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachinePoolNameLabel: poolKey.Name}},
+				Checks: clusterv1.MachineHealthCheckChecks{
+					UnhealthyMachineConditions: []clusterv1.UnhealthyMachineCondition{
+						{Type: clusterv1.InfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](20)},
+					},
+				},
+			},
+		}
+		Expect(plane.Client().Create(ctx, mhc)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &clusterv1.MachineHealthCheck{}
+			g.Expect(plane.Client().Get(ctx, client.ObjectKeyFromObject(mhc), got)).To(Succeed())
+			g.Expect(ptr.Deref(got.Status.CurrentHealthy, 0)).To(BeEquivalentTo(1), "MachineHealthCheck status %+v", got.Status)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
+
+		old := machines(ctx, c, false)[0]
+		killed := time.Now()
+		Expect(engine.SignalContainer(ctx, nodeContainer(old), "SIGKILL")).To(Succeed())
+		Eventually(func(g Gomega) {
+			ws := machines(ctx, c, false)
+			g.Expect(ws).To(HaveLen(1))
+			g.Expect(ws[0].Name).NotTo(Equal(old.Name), "the killed instance's Machine is still there")
+		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+		waitMachinesRunning(ctx, c, 1, 1)
+		expectProviderIDs(ctx, poolMachines(verifyRunningOn(ctx, plane, c, 1, 1)))
+		whenDone("machine pool: instance killed → replaced by the MachineHealthCheck, new Node Ready (timeout 20s)", killed)
+		Expect(clusterContainers(ctx, c)).NotTo(HaveKey(nodeContainer(old)), "the killed instance's container is removed with its Machine")
 	})
 
 	It("deletes the cluster and leaves nothing on the engine", func(ctx SpecContext) {
