@@ -139,15 +139,12 @@ func (r *DockyardMachineReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if clusterName == "" && machine != nil {
 		clusterName = machine.Spec.ClusterName
 	}
-	var cluster *clusterv1.Cluster
+	cluster, err := clusterByName(ctx, r.Client, dm.Namespace, clusterName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if clusterName != "" {
 		log = log.WithValues("Cluster", klog.KRef(dm.Namespace, clusterName))
-		if cluster, err = util.GetClusterByName(ctx, r.Client, dm.Namespace, clusterName); err != nil {
-			if !apierrors.IsNotFound(errors.Cause(err)) {
-				return ctrl.Result{}, err
-			}
-			cluster = nil
-		}
 	}
 	ctx = ctrl.LoggerInto(ctx, log)
 

@@ -155,15 +155,12 @@ func (r *DockyardMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.
 	if mp != nil {
 		clusterName = mp.Spec.ClusterName
 	}
-	var cluster *clusterv1.Cluster
+	cluster, err := clusterByName(ctx, r.Client, pool.Namespace, clusterName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if clusterName != "" {
 		log = log.WithValues("Cluster", klog.KRef(pool.Namespace, clusterName))
-		if cluster, err = util.GetClusterByName(ctx, r.Client, pool.Namespace, clusterName); err != nil {
-			if !apierrors.IsNotFound(errors.Cause(err)) {
-				return ctrl.Result{}, err
-			}
-			cluster = nil
-		}
 	}
 	ctx = ctrl.LoggerInto(ctx, log)
 

@@ -185,3 +185,16 @@ func setReadySummary(obj conditions.Setter, types ...string) error {
 		)},
 	)
 }
+
+// clusterByName returns the named Cluster; nil when the name is empty or the Cluster is gone (an
+// infrastructure object may outlive its Cluster while both are deleted).
+func clusterByName(ctx context.Context, c client.Client, namespace, name string) (*clusterv1.Cluster, error) {
+	if name == "" {
+		return nil, nil
+	}
+	cluster, err := util.GetClusterByName(ctx, c, namespace, name)
+	if apierrors.IsNotFound(errors.Cause(err)) {
+		return nil, nil
+	}
+	return cluster, err
+}
