@@ -88,8 +88,24 @@ func (n *Node) ExitCode() int { return n.c.ExitCode }
 // is not attached to it.
 func (n *Node) Address(network string) string { return NodeAddress(n.c, network) }
 
-// Start starts the node container, one created but never started; the error is the engine's.
-func (n *Node) Start(ctx context.Context) error { return n.m.runtime.StartContainer(ctx, n.Name) }
+// NeverStarted reports whether the node container was created but has never run: it holds
+// nothing of the node yet (the node's /var is a volume of its own).
+func (n *Node) NeverStarted() bool { return n.c.State == "created" && n.c.StartedAt.IsZero() }
+
+// Start starts the node container, one created but never started. One that never ran and that
+// the engine refuses to start is removed, so the next reconcile creates it anew: a manager
+// stopped between a refused privileged start and its retry without privilege (CreateNode)
+// leaves a privileged container that would be refused for ever.
+func (n *Node) Start(ctx context.Context) error {
+	err := n.m.runtime.StartContainer(ctx, n.Name)
+	if err == nil || !n.NeverStarted() {
+		return err
+	}
+	if rmErr := n.m.runtime.RemoveContainer(ctx, n.Name); rmErr != nil {
+		return errors.Wrapf(err, "starting node container %s (removing it failed too: %v)", n.Name, rmErr)
+	}
+	return errors.Wrapf(err, "node container %s never started and was removed, to be created anew", n.Name)
+}
 
 // LastOutput returns the last lines of the node container's output (its console: systemd's
 // boot and shutdown), e.g. to say why a node stopped; the error is the engine's.

@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
 
@@ -99,5 +101,55 @@ func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
 	}
 	if node, err = m.FindNode(ctx, key, "dev-md-1"); err != nil || !node.Running() {
 		t.Errorf("node %+v (%v) after Start, want it running", node, err)
+	}
+}
+
+// A node container that never ran and that the engine refuses to start is removed by Start, so
+// the next attempt creates it anew: here the privileged container a manager leaves when it is
+// stopped between a refused privileged start and its retry without privilege.
+func TestANodeThatNeverStartedIsRemovedWhenItCannotStart(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("node")
+	rt.StartHook = func(spec container.ContainerSpec) error {
+		if spec.Security.Privileged {
+			return errors.New("OCI runtime create failed: unable to apply caps: operation not permitted")
+		}
+		return nil
+	}
+	key := docker.ClusterKey{Namespace: "ns", Name: "dev"}
+	spec := docker.NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: docker.RoleWorker}
+	// The container the stopped manager left: created privileged, refused, never started.
+	if _, err := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeAlways}).CreateNode(ctx, spec); err == nil {
+		t.Fatal("a privileged node started on an engine that refuses privileged containers")
+	}
+
+	m := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeAuto})
+	left, err := m.FindNode(ctx, key, "dev-md-1")
+	if err != nil || left == nil || !left.NeverStarted() {
+		t.Fatalf("the left container: %+v (%v), want one that never started", left, err)
+	}
+	if err := left.Start(ctx); err == nil || !strings.Contains(err.Error(), "created anew") {
+		t.Fatalf("starting the left container: %v, want the engine's refusal and its removal", err)
+	}
+	if again, err := m.FindNode(ctx, key, "dev-md-1"); err != nil || again != nil {
+		t.Fatalf("after the refused start: %+v (%v), want no container", again, err)
+	}
+	node, err := m.AddNode(ctx, spec)
+	if err != nil || !node.Running() {
+		t.Fatalf("the node created anew: %+v (%v), want it running without privilege", node, err)
+	}
+
+	// A container that ran before is never removed by a refused start.
+	rt.StopContainer(node.Name, 0)
+	rt.StartHook = func(container.ContainerSpec) error { return errors.New("engine busy") }
+	stopped, err := m.FindNode(ctx, key, "dev-md-1")
+	if err != nil || stopped == nil || stopped.NeverStarted() {
+		t.Fatalf("the stopped node: %+v (%v)", stopped, err)
+	}
+	if err := stopped.Start(ctx); err == nil {
+		t.Fatal("start succeeded through a refusing engine")
+	}
+	if kept, err := m.FindNode(ctx, key, "dev-md-1"); err != nil || kept == nil {
+		t.Fatalf("a node that ran before was removed: %+v (%v)", kept, err)
 	}
 }
