@@ -47,7 +47,7 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 				Selector:    metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.MachineDeploymentNameLabel: c.name + "-md-0"}},
 				Checks: clusterv1.MachineHealthCheckChecks{
 					UnhealthyMachineConditions: []clusterv1.UnhealthyMachineCondition{
-						{Type: clusterv1.InfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](60)},
+						{Type: clusterv1.InfrastructureReadyCondition, Status: metav1.ConditionFalse, TimeoutSeconds: ptr.To[int32](20)},
 					},
 				},
 			},
@@ -108,7 +108,7 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 			g.Expect(ws[0].Name).NotTo(Equal(old.Name), "the killed worker's Machine is still there")
 		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
 		waitMachinesRunning(ctx, c, 1, 1)
-		timings.add("chaos: worker killed → replaced by the MachineHealthCheck, new Node Ready (timeout 60s)", time.Since(killed))
+		timings.add("chaos: worker killed → replaced by the MachineHealthCheck, new Node Ready (timeout 20s)", time.Since(killed))
 		Expect(clusterContainers(ctx, c)).NotTo(HaveKey(container), "the killed worker's container is removed with its Machine")
 	})
 
