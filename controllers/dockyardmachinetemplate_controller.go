@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
@@ -82,17 +81,14 @@ func (r *DockyardMachineTemplateReconciler) Reconcile(ctx context.Context, req c
 	}
 
 	// A template of a cluster (ClusterClass and clusterctl label theirs) pauses with it.
-	var cluster *clusterv1.Cluster
-	if name := t.Labels[clusterv1.ClusterNameLabel]; name != "" {
+	name := t.Labels[clusterv1.ClusterNameLabel]
+	if name != "" {
 		log = log.WithValues("Cluster", klog.KRef(t.Namespace, name))
 		ctx = ctrl.LoggerInto(ctx, log)
-		c, err := util.GetClusterByName(ctx, r.Client, t.Namespace, name)
-		if err != nil && !apierrors.IsNotFound(errors.Cause(err)) {
-			return ctrl.Result{}, err
-		}
-		if err == nil {
-			cluster = c
-		}
+	}
+	cluster, err := clusterByName(ctx, r.Client, t.Namespace, name)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if annotations.HasPaused(t) || (cluster != nil && ptr.Deref(cluster.Spec.Paused, false)) {
 		log.V(4).Info("DockyardMachineTemplate or its Cluster is paused, not updating its status")
