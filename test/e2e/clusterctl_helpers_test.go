@@ -211,3 +211,15 @@ func expectDescribeHealthy(ctx context.Context, mp *framework.ManagementPlane, c
 		}
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(5 * time.Second).Should(Succeed())
 }
+
+// cleanupCluster is what a spec leaves when it ends, failed or not: its Cluster deleted (and
+// waited for), its namespace deleted, and the engine swept of what carries the sweep prefix.
+func cleanupCluster(ctx context.Context, c clusterSpec, sweepPrefix string) {
+	cl := plane.Client()
+	_ = cl.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}})
+	Eventually(func() bool {
+		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{}))
+	}).WithContext(ctx).WithTimeout(5 * time.Minute).Should(BeTrue())
+	_ = cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}})
+	sweepEngine(ctx, sweepPrefix)
+}

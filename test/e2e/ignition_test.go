@@ -9,12 +9,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
 // The ignition flavor booted for real, as CAPD's suite does: templates/cluster-template-ignition.yaml
@@ -26,15 +23,7 @@ var _ = Describe("Ignition flavor (the kubeadm bootstrap provider writing Igniti
 	c := clusterSpec{name: "cctl-ign", namespace: cctlNamespacePrefix + "-ignition", controlPlane: 1, workers: 1}
 
 	BeforeAll(func(ctx SpecContext) {
-		DeferCleanup(func(ctx SpecContext) {
-			cl := plane.Client()
-			_ = cl.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}})
-			Eventually(func() bool {
-				return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{}))
-			}).WithContext(ctx).WithTimeout(5 * time.Minute).Should(BeTrue())
-			_ = cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}})
-			sweepEngine(ctx, c.namespace)
-		}, NodeTimeout(6*time.Minute))
+		DeferCleanup(func(ctx SpecContext) { cleanupCluster(ctx, c, c.namespace) }, NodeTimeout(6*time.Minute))
 	})
 
 	It("brings up 1 control plane and 1 worker bootstrapped from Ignition", func(ctx SpecContext) {

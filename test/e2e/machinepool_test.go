@@ -31,15 +31,7 @@ var _ = Describe("MachinePool flavor (DockyardMachinePool, MachinePool Machines)
 	poolKey := client.ObjectKey{Namespace: c.namespace, Name: c.name + "-mp-0"}
 
 	BeforeAll(func(ctx SpecContext) {
-		DeferCleanup(func(ctx SpecContext) {
-			cl := plane.Client()
-			_ = cl.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}})
-			Eventually(func() bool {
-				return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{}))
-			}).WithContext(ctx).WithTimeout(5 * time.Minute).Should(BeTrue())
-			_ = cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}})
-			sweepEngine(ctx, c.namespace)
-		}, NodeTimeout(6*time.Minute))
+		DeferCleanup(func(ctx SpecContext) { cleanupCluster(ctx, c, c.namespace) }, NodeTimeout(6*time.Minute))
 	})
 
 	scale := func(ctx SpecContext, replicas int32) {

@@ -10,9 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -50,17 +48,9 @@ var _ = Describe("Two clusters on one network the user created", Ordered, func()
 	BeforeAll(func(ctx SpecContext) {
 		removeNetwork(ctx)
 		DeferCleanup(func(ctx SpecContext) {
-			cl := plane.Client()
 			for _, c := range []clusterSpec{one, two} {
-				_ = cl.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}})
+				cleanupCluster(ctx, c, cctlNamespacePrefix+"-net-")
 			}
-			for _, c := range []clusterSpec{one, two} {
-				Eventually(func() bool {
-					return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{}))
-				}).WithContext(ctx).WithTimeout(5 * time.Minute).Should(BeTrue())
-				_ = cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}})
-			}
-			sweepEngine(ctx, cctlNamespacePrefix+"-net-")
 			removeNetwork(ctx)
 		}, NodeTimeout(6*time.Minute))
 	})

@@ -34,15 +34,7 @@ var _ = Describe("Topology flavor (ClusterClass dockyard-quick-start)", Ordered,
 
 	BeforeAll(func(ctx SpecContext) {
 		sweepEngine(ctx, cctlNamespacePrefix)
-		DeferCleanup(func(ctx SpecContext) {
-			cl := plane.Client()
-			_ = cl.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}})
-			Eventually(func() bool {
-				return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{}))
-			}).WithContext(ctx).WithTimeout(5 * time.Minute).Should(BeTrue())
-			_ = cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}})
-			sweepEngine(ctx, cctlNamespacePrefix)
-		}, NodeTimeout(6*time.Minute))
+		DeferCleanup(func(ctx SpecContext) { cleanupCluster(ctx, c, cctlNamespacePrefix) }, NodeTimeout(6*time.Minute))
 	})
 
 	It("brings up 1 control plane and 1 worker from the ClusterClass, with its patches applied", func(ctx SpecContext) {
