@@ -80,6 +80,7 @@ func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstr
 
 	r, err = m.exec(ctx, node, nil, "systemd-run", "--unit="+bootstrapUnit, "--description=Dockyard bootstrap",
 		"--collect", "--property=RuntimeMaxSec="+strconv.Itoa(runtimeMax),
+		"--property=ExecStopPost=/bin/rm -rf "+bootstrapDir+"/files "+bootstrapDir+"/steps",
 		"--setenv=HOME=/root", "/bin/sh", bootstrapDir+"/run.sh")
 	if err != nil {
 		return errors.Wrapf(err, "starting the bootstrap in node %s", node)
@@ -128,7 +129,7 @@ func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout t
 		st.Phase = BootstrapRunning
 		return st, nil
 	case kv["started"] != "" && elapsed >= timeout:
-		// Stopped by RuntimeMaxSec (phase "stopped"), or killed before it could say so.
+		// Stopped by RuntimeMaxSec: the state file still says "running" at the step it reached.
 		st.Phase = BootstrapTimedOut
 	default:
 		st.Phase = BootstrapInterrupted
@@ -305,10 +306,11 @@ state() {
 	printf 'phase=%%s\nstep=%%s\nstarted=%%s\nexit=%%s\ntimeout=%%s\n%%s' "$1" "$2" "$__dockyard_started" "$3" "$__dockyard_timeout" "${4:-}" > state.tmp && mv -f state.tmp state
 }
 cleanup() {
-	# Staged files hold private keys; the installed copies are the only ones left.
+	# Staged files hold private keys; the installed copies are the only ones left. The unit's
+	# ExecStopPost removes them too, when the plan was stopped or killed: no trap here, because
+	# systemd's SIGTERM on timeout also reaches whatever a trap forks.
 	rm -rf files steps
 }
-trap 'state stopped "$(cat step 2>/dev/null || echo "$current")" 143; cleanup; exit 143' TERM INT
 failed() {
 	# The first failure is the one a user needs to see.
 	[ -e failure ] || echo "$1 $2" > failure

@@ -193,7 +193,7 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 }
 
 func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
-	m, _, key := engineCluster(t)
+	m, rt, key := engineCluster(t)
 	ctx := context.Background()
 
 	failing := bootNode(t, m, key, "fail", docker.RoleWorker)
@@ -225,6 +225,46 @@ func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
 	if st.Step != 1 || !strings.Contains(st.Output, "waiting") {
 		t.Errorf("timed out at step %d with output %q", st.Step, st.Output)
 	}
+	if out, _ := execOut(t, rt, slow.Name, "ls", "-A", "/var/lib/dockyard/bootstrap"); strings.Contains(out, "steps") {
+		t.Errorf("a timed-out plan left its staged steps: %q", out)
+	}
+}
+
+// A plan killed outright (SIGKILL to every process of its unit: nothing of run.sh runs after
+// it) still reports the step it was at, and leaves no staged file behind: those hold the
+// node's private keys. On a loaded host systemd's SIGTERM on timeout can also reach the
+// processes a shell trap forks, so nothing may depend on the plan's own shell cleaning up.
+func TestBootstrapKilledOutrightLeavesNoStagedFiles(t *testing.T) {
+	m, rt, key := engineCluster(t)
+	ctx := context.Background()
+
+	node := bootNode(t, m, key, "killed", docker.RoleWorker)
+	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
+		{File: &bootstrap.File{Path: "/etc/dockyard-test/secret.key", Content: []byte("-----BEGIN PRIVATE KEY-----\nx\n"), Mode: 0o600}},
+		{Command: &bootstrap.Command{Script: "echo waiting; sleep 300"}},
+	}}
+	if err := m.StartBootstrap(ctx, node.Name, plan, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the plan to reach its sleep", func() error {
+		if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard/bootstrap/output.log"); !strings.Contains(out, "waiting") {
+			return fmt.Errorf("output %q", out)
+		}
+		return nil
+	})
+	if out, code := execOut(t, rt, node.Name, "systemctl", "kill", "--signal=KILL", "dockyard-bootstrap"); code != 0 {
+		t.Fatalf("killing the bootstrap unit: %d %s", code, out)
+	}
+	st := waitBootstrap(t, m, node.Name, time.Hour, docker.BootstrapInterrupted)
+	if st.Step != 2 {
+		t.Errorf("interrupted at step %d, want 2", st.Step)
+	}
+	eventually(t, time.Minute, "the staged files to be removed", func() error {
+		if out, code := execOut(t, rt, node.Name, "ls", "-A", "/var/lib/dockyard/bootstrap"); code != 0 || strings.Contains(out, "files") {
+			return fmt.Errorf("bootstrap directory holds %q (exit %d)", out, code)
+		}
+		return nil
+	})
 }
 
 func waitBootstrap(t *testing.T, m *docker.Manager, node string, timeout time.Duration, want docker.BootstrapPhase) docker.BootstrapStatus {

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
@@ -15,7 +18,7 @@ import (
 // stream breaks (an engine restart) it subscribes again and asks for a resync, since events
 // were missed.
 func TestEngineEventsSurviveABrokenStream(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), testr.New(t)))
 	defer cancel()
 	rt := fake.New("img")
 	w := docker.NewEngineEvents(rt)

@@ -159,8 +159,10 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 
 	case joined == "systemctl stop dockyard-bootstrap":
 		if c.Data["unit"] == "active" {
+			// As systemd does: the plan's processes die where they are (its state still says
+			// running) and the unit's ExecStopPost removes the staged files.
 			c.Data["unit"] = "inactive"
-			setState(c, "stopped", stateStep(c), 143, "")
+			cleanup(c)
 		}
 		return 0, nil
 
@@ -338,10 +340,6 @@ func setState(c *fake.Container, phase string, step, exit int, extra string) {
 	c.Files[bootstrapDir+"/state"] = []byte(fmt.Sprintf("phase=%s\nstep=%d\nstarted=%d\nexit=%d\ntimeout=%d\n%s", phase, step, started, exit, timeout, extra))
 }
 
-func stateStep(c *fake.Container) int {
-	s, _ := c.Data["step"].(int)
-	return s
-}
 
 // unquote undoes bootstrap.ShellQuote for the simple paths the simulator sees.
 func unquote(s string) string {
