@@ -186,6 +186,8 @@ type ContainerSpec struct {
 	// container and of the engine; empty lets the engine choose one. The network must have been
 	// created with a Subnet holding it (outside its IPRange).
 	IPv4Address string
+	// IPv6Address is the same for the network's IPv6 subnet (IPv6Subnet).
+	IPv6Address string
 	Ports       []PortMapping
 	Mounts      []Mount
 	// Tty allocates a terminal (systemd logs its boot to it).
@@ -298,9 +300,19 @@ type NetworkSpec struct {
 	// IPRange (CIDR, within Subnet) is where the engine picks the addresses of containers
 	// without a fixed one, so fixed addresses outside it never collide with them.
 	IPRange string
-	// EnableIPv6 asks for a dual-stack network.
+	// EnableIPv6 asks for a dual-stack network; the engine picks its IPv6 subnet unless
+	// IPv6Subnet is set.
 	EnableIPv6 bool
+	// IPv6Subnet, IPv6Gateway and IPv6Range are Subnet, Gateway and IPRange for the network's
+	// IPv6 addresses (IPv6Subnet implies EnableIPv6); Subnet must be set with them. Engines
+	// without IPv6 networks refuse them.
+	IPv6Subnet  string
+	IPv6Gateway string
+	IPv6Range   string
 }
+
+// WantsIPv6 reports whether the spec asks for a dual-stack network.
+func (s NetworkSpec) WantsIPv6() bool { return s.EnableIPv6 || s.IPv6Subnet != "" }
 
 // Network is the observed state of a network.
 type Network struct {

@@ -5,8 +5,10 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +26,9 @@ type Subject struct {
 	Labels map[string]string
 	// Prefix starts every name the suite uses.
 	Prefix string
+	// NoIPv6 says the runtime has no dual-stack networks (Dockyard's containerd runtime): the
+	// DualStack behaviour then checks that it refuses them, and anything with an IPv6 address.
+	NoIPv6 bool
 }
 
 // NetworkAttachments checks ConnectNetwork and DisconnectNetwork: a container joins a second
@@ -192,6 +197,80 @@ func FixedAddresses(t *testing.T, s Subject) {
 	}
 	if got := address(name + "-c"); got != fixed {
 		t.Errorf("the recreated container has %s, want %s", got, fixed)
+	}
+}
+
+// DualStack checks dual-stack networks: a network with configured IPv4 and IPv6 subnets gives a
+// container its fixed address in each family, keeps both when it is killed and started again,
+// lists both subnets, and gives containers without fixed addresses IPv6 ones from its range.
+// A runtime without IPv6 networks refuses them, and fixed IPv6 addresses, with an error.
+func DualStack(t *testing.T, s Subject) {
+	t.Helper()
+	ctx := context.Background()
+	rt := s.Runtime
+	name := s.Prefix + "-dual"
+	// A ULA subnet no other test uses: fd00:d0c:<random 16 bits>::/64.
+	v6 := netip.MustParsePrefix(fmt.Sprintf("fd00:d0c:%x::/64", time.Now().UnixNano()&0xffff))
+	v6Upper := netip.PrefixFrom(nthAddr(v6, 1<<16), 112) // a range well inside it
+	spec := container.NetworkSpec{Name: name, Labels: s.Labels, Subnet: "10.213.0.0/24", Gateway: "10.213.0.1", IPRange: "10.213.0.128/25",
+		IPv6Subnet: v6.String(), IPv6Gateway: nthAddr(v6, 1).String(), IPv6Range: v6Upper.String()}
+	if s.NoIPv6 {
+		if err := rt.CreateNetwork(ctx, spec); err == nil || !strings.Contains(err.Error(), "IPv6") {
+			t.Errorf("creating a dual-stack network: %v, want an error about IPv6", err)
+		}
+		err := rt.CreateContainer(ctx, container.ContainerSpec{Name: name + "-a", Image: s.Image, Labels: s.Labels, IPv6Address: nthAddr(v6, 10).String()})
+		if err == nil || !strings.Contains(err.Error(), "IPv6") {
+			t.Errorf("creating a container with a fixed IPv6 address: %v, want an error about IPv6", err)
+		}
+		return
+	}
+	if err := rt.CreateNetwork(ctx, spec); err != nil {
+		t.Fatalf("creating a dual-stack network: %v", err)
+	}
+	n, err := rt.InspectNetwork(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(n.Subnets, "10.213.0.0/24") || !slices.Contains(n.Subnets, v6.String()) {
+		t.Errorf("network lists subnets %v, want 10.213.0.0/24 and %s", n.Subnets, v6)
+	}
+	run := func(cname, ip4, ip6 string) {
+		t.Helper()
+		spec := container.ContainerSpec{Name: cname, Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Cmd,
+			Labels: s.Labels, Network: name, IPv4Address: ip4, IPv6Address: ip6}
+		if err := rt.CreateContainer(ctx, spec); err != nil {
+			t.Fatalf("creating %s: %v", cname, err)
+		}
+		if err := rt.StartContainer(ctx, cname); err != nil {
+			t.Fatalf("starting %s: %v", cname, err)
+		}
+	}
+	endpoint := func(cname string) container.Endpoint {
+		t.Helper()
+		c, err := rt.InspectContainer(ctx, cname)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Networks[name]
+	}
+	want := container.Endpoint{IPv4: "10.213.0.10", IPv6: nthAddr(v6, 10).String()}
+	run(name+"-a", want.IPv4, want.IPv6)
+	if got := endpoint(name + "-a"); got != want {
+		t.Errorf("container has %+v, want its fixed addresses %+v", got, want)
+	}
+	run(name+"-b", "", "")
+	if got, err := netip.ParseAddr(endpoint(name + "-b").IPv6); err != nil || !v6Upper.Contains(got) {
+		t.Errorf("a container without fixed addresses got IPv6 %v (%v), want one in %s", got, err, v6Upper)
+	}
+	if err := rt.SignalContainer(ctx, name+"-a", "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(ctx, t, rt, name+"-a")
+	if err := rt.StartContainer(ctx, name+"-a"); err != nil {
+		t.Fatalf("starting the killed container again: %v", err)
+	}
+	if got := endpoint(name + "-a"); got != want {
+		t.Errorf("after a restart the container has %+v, want %+v", got, want)
 	}
 }
 

@@ -50,6 +50,7 @@ func Run(t *testing.T, s Subject) {
 		{"Networks", Networks},
 		{"NetworkAttachments", NetworkAttachments},
 		{"FixedAddresses", FixedAddresses},
+		{"DualStack", DualStack},
 		{"Events", Events},
 		{"Images", Images},
 	} {

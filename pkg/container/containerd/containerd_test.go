@@ -94,7 +94,7 @@ const prefix = "dockyard-ctrd-conf"
 
 func subject(rt container.Runtime, labels map[string]string) conformance.Subject {
 	return conformance.Subject{
-		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: prefix,
+		Runtime: rt, Image: dockerenv.LoadBalancerImage(), Labels: labels, Prefix: prefix, NoIPv6: true,
 		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
 	}
 }

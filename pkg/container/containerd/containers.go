@@ -29,6 +29,9 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 	if !validName.MatchString(spec.Name) {
 		return errors.Errorf("invalid container name %q", spec.Name)
 	}
+	if spec.IPv6Address != "" {
+		return errors.Errorf("container %s: IPv6 addresses are not supported by the containerd runtime", spec.Name)
+	}
 	img, err := r.image(ctx, spec.Image) // may unpack: outside the lock
 	if err != nil {
 		return errors.Wrapf(err, "container %s", spec.Name)

@@ -83,7 +83,7 @@ func (r *Runtime) listNetworkRecords() ([]*networkRecord, error) {
 // CreateNetwork creates a bridge network. Without a subnet, a free /24 of 10.210.0.0/16 that
 // meets no host route or address and no other network of the runtime is chosen.
 func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
-	if spec.EnableIPv6 {
+	if spec.WantsIPv6() {
 		return errors.Errorf("network %s: IPv6 networks are not supported by the containerd runtime", spec.Name)
 	}
 	if spec.Name == "" || strings.ContainsAny(spec.Name, "/\x00") || spec.Name == "." || spec.Name == ".." {

@@ -170,6 +170,16 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 			}
 			ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: ip}
 		}
+		if spec.IPv6Address != "" {
+			ip, err := netip.ParseAddr(spec.IPv6Address)
+			if err != nil || !ip.Is6() {
+				return errors.Errorf("container %s: %q is not an IPv6 address", spec.Name, spec.IPv6Address)
+			}
+			if ep.IPAMConfig == nil {
+				ep.IPAMConfig = &network.EndpointIPAMConfig{}
+			}
+			ep.IPAMConfig.IPv6Address = ip
+		}
 		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: ep}}
 	}
 	for {
@@ -479,16 +489,26 @@ func (r *Runtime) ContainerLogs(ctx context.Context, name string, tailLines int)
 // CreateNetwork creates a bridge network.
 func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
 	opts := client.NetworkCreateOptions{Driver: "bridge", Labels: spec.Labels}
-	if spec.EnableIPv6 {
+	if spec.WantsIPv6() {
 		v6 := true
 		opts.EnableIPv6 = &v6
 	}
 	if spec.Subnet != "" {
-		cfg, err := ipamConfig(spec)
+		cfg, err := ipamConfig(spec.Subnet, spec.Gateway, spec.IPRange)
 		if err != nil {
 			return errors.Wrapf(err, "network %s", spec.Name)
 		}
 		opts.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{cfg}}
+	}
+	if spec.IPv6Subnet != "" {
+		if opts.IPAM == nil {
+			return errors.Errorf("network %s: an IPv6 subnet needs an IPv4 subnet too", spec.Name)
+		}
+		cfg, err := ipamConfig(spec.IPv6Subnet, spec.IPv6Gateway, spec.IPv6Range)
+		if err != nil {
+			return errors.Wrapf(err, "network %s", spec.Name)
+		}
+		opts.IPAM.Config = append(opts.IPAM.Config, cfg)
 	}
 	if _, err := r.InspectNetwork(ctx, spec.Name); err == nil {
 		return errors.Errorf("creating network %s: a network with that name already exists", spec.Name)
@@ -524,20 +544,20 @@ func (r *Runtime) keepOneNetwork(ctx context.Context, name, id string) error {
 	return errors.Errorf("creating network %s: a network with that name already exists", name)
 }
 
-func ipamConfig(spec container.NetworkSpec) (network.IPAMConfig, error) {
+func ipamConfig(subnet, gateway, ipRange string) (network.IPAMConfig, error) {
 	var cfg network.IPAMConfig
 	var err error
-	if cfg.Subnet, err = netip.ParsePrefix(spec.Subnet); err != nil {
-		return cfg, errors.Wrapf(err, "subnet %q", spec.Subnet)
+	if cfg.Subnet, err = netip.ParsePrefix(subnet); err != nil {
+		return cfg, errors.Wrapf(err, "subnet %q", subnet)
 	}
-	if spec.Gateway != "" {
-		if cfg.Gateway, err = netip.ParseAddr(spec.Gateway); err != nil {
-			return cfg, errors.Wrapf(err, "gateway %q", spec.Gateway)
+	if gateway != "" {
+		if cfg.Gateway, err = netip.ParseAddr(gateway); err != nil {
+			return cfg, errors.Wrapf(err, "gateway %q", gateway)
 		}
 	}
-	if spec.IPRange != "" {
-		if cfg.IPRange, err = netip.ParsePrefix(spec.IPRange); err != nil {
-			return cfg, errors.Wrapf(err, "address range %q", spec.IPRange)
+	if ipRange != "" {
+		if cfg.IPRange, err = netip.ParsePrefix(ipRange); err != nil {
+			return cfg, errors.Wrapf(err, "address range %q", ipRange)
 		}
 	}
 	return cfg, nil

@@ -53,6 +53,8 @@ type Runtime struct {
 	networks   map[string]*container.Network
 	// pools hand out the addresses of each network.
 	pools   map[string]*pool
+	// pools6 hand out the IPv6 addresses of dual-stack networks.
+	pools6 map[string]*pool
 	volumes map[string]*container.Volume
 	// images by name; nil for an image the engine was made with (New), whose content the
 	// fake makes up when it is saved.
@@ -100,6 +102,7 @@ func New(images ...string) *Runtime {
 		containers: map[string]*Container{},
 		networks:   map[string]*container.Network{},
 		pools:      map[string]*pool{},
+		pools6:     map[string]*pool{},
 		volumes:    map[string]*container.Volume{},
 		images:     map[string]v1.Image{},
 		Pullable:   map[string]bool{},
@@ -220,22 +223,16 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 	// free, or the next one of the network's range; the other networks it joined too.
 	for network, ep := range c.State.Networks {
 		if network != c.Spec.Network && ep == (container.Endpoint{}) && r.pools[network] != nil {
-			c.State.Networks[network] = container.Endpoint{IPv4: r.pools[network].next()}
+			c.State.Networks[network] = r.dynamicEndpoint(network)
 		}
 	}
 	if c.Spec.Network != "" {
-		ip := c.Spec.IPv4Address
-		if ip != "" {
-			if other := r.holder(c.Spec.Network, ip); other != "" && other != name {
-				c.State.State, c.State.ExitCode = "created", 128
-				return errors.Errorf("starting container %s: Address already in use (%s has %s)", name, other, ip)
-			}
-		} else if ep := c.State.Networks[c.Spec.Network]; ep.IPv4 != "" {
-			ip = ep.IPv4
-		} else if p := r.pools[c.Spec.Network]; p != nil {
-			ip = p.next()
+		ep, err := r.startEndpoint(c)
+		if err != nil {
+			c.State.State, c.State.ExitCode = "created", 128
+			return err
 		}
-		c.State.Networks[c.Spec.Network] = container.Endpoint{IPv4: ip}
+		c.State.Networks[c.Spec.Network] = ep
 	}
 	c.State.State, c.State.Running, c.State.ExitCode = "running", true, 0
 	c.State.StartedAt = time.Now()
@@ -275,11 +272,48 @@ func (r *Runtime) stop(c *Container, exitCode int) {
 // holder is the running container that has an address on a network, "" when none does.
 func (r *Runtime) holder(network, ip string) string {
 	for _, c := range r.containers {
-		if c.State.Running && c.State.Networks[network].IPv4 == ip {
+		if ep := c.State.Networks[network]; c.State.Running && (ep.IPv4 == ip || ep.IPv6 == ip) {
 			return c.Spec.Name
 		}
 	}
 	return ""
+}
+
+// startEndpoint gives a starting container its addresses on its own network: the fixed ones,
+// which must be free, else those it had, else the next ones of the network's ranges.
+func (r *Runtime) startEndpoint(c *Container) (container.Endpoint, error) {
+	network, had := c.Spec.Network, c.State.Networks[c.Spec.Network]
+	if r.pools6[network] == nil && c.Spec.IPv6Address != "" {
+		return container.Endpoint{}, errors.Errorf("starting container %s: network %s has no IPv6 subnet for address %s", c.Spec.Name, network, c.Spec.IPv6Address)
+	}
+	ep := container.Endpoint{IPv4: c.Spec.IPv4Address, IPv6: c.Spec.IPv6Address}
+	for _, ip := range []string{ep.IPv4, ep.IPv6} {
+		if other := r.holder(network, ip); ip != "" && other != "" && other != c.Spec.Name {
+			return container.Endpoint{}, errors.Errorf("starting container %s: Address already in use (%s has %s)", c.Spec.Name, other, ip)
+		}
+	}
+	if ep.IPv4 == "" {
+		ep.IPv4 = had.IPv4
+		if p := r.pools[network]; ep.IPv4 == "" && p != nil {
+			ep.IPv4 = p.next()
+		}
+	}
+	if ep.IPv6 == "" {
+		ep.IPv6 = had.IPv6
+		if p := r.pools6[network]; ep.IPv6 == "" && p != nil {
+			ep.IPv6 = p.next()
+		}
+	}
+	return ep, nil
+}
+
+// dynamicEndpoint is a new endpoint on a network, with the next addresses of its ranges.
+func (r *Runtime) dynamicEndpoint(network string) container.Endpoint {
+	ep := container.Endpoint{IPv4: r.pools[network].next()}
+	if p := r.pools6[network]; p != nil {
+		ep.IPv6 = p.next()
+	}
+	return ep
 }
 
 // InspectContainer returns a copy of a container's state.
@@ -543,12 +577,43 @@ func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) e
 			return errors.Errorf("network %s: address range %q is not within %s", spec.Name, ipRange, subnet)
 		}
 	}
-	r.networks[spec.Name] = &container.Network{
+	n := &container.Network{
 		ID: spec.Name + "-id", Name: spec.Name, Labels: spec.Labels,
 		Subnets: []string{prefix.Masked().String()}, Gateways: []string{gateway},
 	}
-	r.pools[spec.Name] = &pool{range_: dynamic, gateway: gateway}
+	if spec.WantsIPv6() {
+		p6, err := ipv6Pool(spec, len(r.networks))
+		if err != nil {
+			return err
+		}
+		n.Subnets, n.Gateways = append(n.Subnets, p6.subnet.String()), append(n.Gateways, p6.gateway)
+		r.pools6[spec.Name] = p6
+	}
+	r.networks[spec.Name] = n
+	r.pools[spec.Name] = &pool{subnet: prefix.Masked(), range_: dynamic, gateway: gateway}
 	return nil
+}
+
+// ipv6Pool is the IPv6 side of a dual-stack network: the spec's subnet, or one the fake picks.
+func ipv6Pool(spec container.NetworkSpec, n int) (*pool, error) {
+	subnet := spec.IPv6Subnet
+	if subnet == "" {
+		subnet = fmt.Sprintf("fd00:fa6e:%x::/64", n+1)
+	}
+	prefix, err := netip.ParsePrefix(subnet)
+	if err != nil || !prefix.Addr().Is6() {
+		return nil, errors.Errorf("network %s: IPv6 subnet %q is not an IPv6 CIDR", spec.Name, subnet)
+	}
+	p := &pool{subnet: prefix.Masked(), range_: prefix.Masked(), gateway: spec.IPv6Gateway}
+	if p.gateway == "" {
+		p.gateway = prefix.Masked().Addr().Next().String()
+	}
+	if spec.IPv6Range != "" {
+		if p.range_, err = netip.ParsePrefix(spec.IPv6Range); err != nil || !prefix.Contains(p.range_.Addr()) {
+			return nil, errors.Errorf("network %s: address range %q is not within %s", spec.Name, spec.IPv6Range, subnet)
+		}
+	}
+	return p, nil
 }
 
 // freeSubnet is the first 172.N.0.0/16 (N from 30) no network uses.
@@ -568,6 +633,7 @@ func (r *Runtime) freeSubnet() string {
 
 // pool hands out the addresses of a network's range, skipping the gateway.
 type pool struct {
+	subnet  netip.Prefix
 	range_  netip.Prefix
 	gateway string
 	last    netip.Addr
@@ -637,6 +703,7 @@ func (r *Runtime) RemoveNetwork(_ context.Context, name string) error {
 	}
 	delete(r.networks, name)
 	delete(r.pools, name)
+	delete(r.pools6, name)
 	return nil
 }
 
@@ -657,7 +724,7 @@ func (r *Runtime) ConnectNetwork(_ context.Context, network, name string) error 
 	}
 	c.State.Networks[network] = container.Endpoint{}
 	if c.State.Running {
-		c.State.Networks[network] = container.Endpoint{IPv4: r.pools[network].next()}
+		c.State.Networks[network] = r.dynamicEndpoint(network)
 	}
 	return nil
 }

@@ -203,6 +203,13 @@ func setNetwork(s *specGenerator, spec container.ContainerSpec) error {
 			}
 			pn.StaticIPs = []string{ip.String()}
 		}
+		if spec.IPv6Address != "" {
+			ip, err := netip.ParseAddr(spec.IPv6Address)
+			if err != nil || !ip.Is6() {
+				return errors.Errorf("address %q is not an IPv6 address", spec.IPv6Address)
+			}
+			pn.StaticIPs = append(pn.StaticIPs, ip.String())
+		}
 		s.Networks = map[string]perNetwork{spec.Network: pn}
 	}
 	for _, p := range spec.Ports {

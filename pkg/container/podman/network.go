@@ -36,31 +36,38 @@ type leaseRange struct {
 // netavark's lease range.
 func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
 	req := libpodNetwork{
-		Name: spec.Name, Driver: "bridge", Labels: spec.Labels, IPv6Enabled: spec.EnableIPv6,
+		Name: spec.Name, Driver: "bridge", Labels: spec.Labels, IPv6Enabled: spec.WantsIPv6(),
 		Options: map[string]string{"isolate": "true"},
 	}
 	if spec.Subnet != "" {
-		sn, err := subnet(spec)
+		sn, err := subnet(spec.Subnet, spec.Gateway, spec.IPRange)
 		if err != nil {
 			return errors.Wrapf(err, "creating network %s", spec.Name)
 		}
 		req.Subnets = []libpodSubnet{sn}
 	}
+	if spec.IPv6Subnet != "" {
+		sn, err := subnet(spec.IPv6Subnet, spec.IPv6Gateway, spec.IPv6Range)
+		if err != nil {
+			return errors.Wrapf(err, "creating network %s", spec.Name)
+		}
+		req.Subnets = append(req.Subnets, sn)
+	}
 	return errors.Wrapf(r.libpod.do(ctx, "POST", "/networks/create", nil, req, nil), "creating network %s", spec.Name)
 }
 
-func subnet(spec container.NetworkSpec) (libpodSubnet, error) {
-	prefix, err := netip.ParsePrefix(spec.Subnet)
+func subnet(cidr, gateway, ipRange string) (libpodSubnet, error) {
+	prefix, err := netip.ParsePrefix(cidr)
 	if err != nil {
-		return libpodSubnet{}, errors.Wrapf(err, "subnet %q", spec.Subnet)
+		return libpodSubnet{}, errors.Wrapf(err, "subnet %q", cidr)
 	}
-	sn := libpodSubnet{Subnet: prefix.Masked().String(), Gateway: spec.Gateway}
-	if spec.IPRange == "" {
+	sn := libpodSubnet{Subnet: prefix.Masked().String(), Gateway: gateway}
+	if ipRange == "" {
 		return sn, nil
 	}
-	r, err := netip.ParsePrefix(spec.IPRange)
+	r, err := netip.ParsePrefix(ipRange)
 	if err != nil {
-		return sn, errors.Wrapf(err, "address range %q", spec.IPRange)
+		return sn, errors.Wrapf(err, "address range %q", ipRange)
 	}
 	start, end := container.LeaseRange(prefix, r)
 	sn.LeaseRange = &leaseRange{StartIP: start.String(), EndIP: end.String()}
