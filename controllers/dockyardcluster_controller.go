@@ -148,7 +148,7 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 		return ctrl.Result{}, err
 	}
 
-	net, err := r.Nodes.EnsureClusterNetwork(ctx, key, networkSpec(dc, network))
+	net, err := r.Nodes.EnsureClusterNetwork(ctx, key, networkSpec(cluster, dc, network))
 	if ne, ok := docker.IsNetworkError(err); ok {
 		// The user has to act (create the network, or choose another); look again later.
 		reason := infrav1.NetworkNotUsableReason

@@ -414,3 +414,47 @@ func TestClusterOnAnotherClustersNetworkIsNotUsable(t *testing.T) {
 		t.Errorf("a load balancer was created on another cluster's network: %v", err)
 	}
 }
+
+// A Cluster whose pods or services are IPv6 gets a dual-stack network: the load balancer
+// listens on both families, the endpoint stays on IPv4 (a management cluster on an IPv4
+// network reaches it), and machines report an address of each family.
+func TestIPv6ClusterGetsADualStackNetwork(t *testing.T) {
+	m, dm, s := machineObjects("c1-cp-0", true)
+	f := newFixture(t, m, dm, s)
+	cluster := &clusterv1.Cluster{}
+	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.cluster), cluster); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Spec.ClusterNetwork.Pods.CIDRBlocks = []string{"fd00:100:96::/48"}
+	cluster.Spec.ClusterNetwork.Services.CIDRBlocks = []string{"fd00:100:64::/108"}
+	if err := f.c.Update(f.ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	f.provisionCluster()
+
+	lb, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := lb.Networks[testNetwork]
+	if ep.IPv4 == "" || ep.IPv6 == "" {
+		t.Fatalf("load balancer addresses %+v, want one of each family", ep)
+	}
+	if got := f.getDockyardCluster().Spec.ControlPlaneEndpoint.Host; got != ep.IPv4 {
+		t.Errorf("endpoint %s, want the load balancer's IPv4 address %s", got, ep.IPv4)
+	}
+	if cfg := f.loadBalancerConfig(); !strings.Contains(cfg, "bind :::6443 v6only") {
+		t.Errorf("load balancer does not listen on IPv6:\n%s", cfg)
+	}
+
+	f.provisionMachine("c1-cp-0")
+	var internal []string
+	for _, a := range f.getMachine("c1-cp-0").Status.Addresses {
+		if a.Type == clusterv1.MachineInternalIP {
+			internal = append(internal, a.Address)
+		}
+	}
+	if len(internal) != 2 || !strings.Contains(internal[1], ":") {
+		t.Errorf("machine internal addresses %v, want IPv4 then IPv6", internal)
+	}
+}

@@ -300,10 +300,9 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	}
 
 	// 9. providerID, addresses, failure domain, provisioned.
-	address := node.Address(s.network)
 	dm.Spec.ProviderID = infrav1.ProviderIDPrefix + node.Name
 	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Hostname()}}
-	if address != "" {
+	for _, address := range node.Addresses(s.network) {
 		dm.Status.Addresses = append(dm.Status.Addresses,
 			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: address},
 			clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: address})

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 
 	"github.com/pkg/errors"
@@ -39,13 +40,24 @@ func clusterNetwork(ctx context.Context, nodes *docker.Manager, dc *infrav1.Dock
 }
 
 // networkSpec is the network a DockyardCluster asks the engine for, by the name
-// clusterNetwork found.
-func networkSpec(dc *infrav1.DockyardCluster, name string) docker.NetworkSpec {
+// clusterNetwork found: dual-stack when the Cluster's pods or services are IPv6.
+func networkSpec(cluster *clusterv1.Cluster, dc *infrav1.DockyardCluster, name string) docker.NetworkSpec {
 	return docker.NetworkSpec{
 		Name:     name,
 		Existing: dc.Spec.Network.Existing.Name != "",
 		Subnets:  dc.Spec.Network.Subnets,
+		IPv6:     hasIPv6(cluster.Spec.ClusterNetwork.Pods.CIDRBlocks) || hasIPv6(cluster.Spec.ClusterNetwork.Services.CIDRBlocks),
 	}
+}
+
+// hasIPv6 reports whether a list of CIDR blocks holds an IPv6 one.
+func hasIPv6(cidrs []string) bool {
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(c)); err == nil && p.Addr().Is6() {
+			return true
+		}
+	}
+	return false
 }
 
 // clusterNameOf returns the name of the Cluster an object belongs to, from its owner reference

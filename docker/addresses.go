@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"net/netip"
 
@@ -25,18 +27,34 @@ const (
 	StaticRangeLabel = "dockyard.x-k8s.io/static-range"
 	// AddressLabel on a container holds the fixed address Dockyard gave it.
 	AddressLabel = "dockyard.x-k8s.io/ipv4"
+	// StaticRangeIPv6Label on a dual-stack network holds the part of its IPv6 subnet Dockyard
+	// gives out: a container with the n-th fixed IPv4 address has its n-th IPv6 one.
+	StaticRangeIPv6Label = "dockyard.x-k8s.io/static-range-ipv6"
 )
+
+// fixedAddresses are a container's fixed addresses on a network; empty ones are the engine's
+// to pick.
+type fixedAddresses struct{ IPv4, IPv6 string }
 
 // createNetwork creates a cluster network with a configured subnet: the spec's IPv4 subnet, or
 // else the one the engine picks for a network that names none (it knows its pools and the
-// host's routes), learnt from a probe network that is removed at once.
-func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, name string, subnets []string) error {
-	if len(subnets) > 0 {
-		subnet, err := specSubnet(subnets)
+// host's routes), learnt from a probe network that is removed at once. A network with IPv6
+// also gets the spec's IPv6 subnet, or else a unique local /64 derived from the cluster's name.
+func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) error {
+	name := spec.Name
+	v6, err := specIPv6Subnet(spec.Subnets)
+	if err != nil {
+		return &NetworkError{Network: name, Detail: err.Error()}
+	}
+	if spec.IPv6 && !v6.IsValid() {
+		v6 = clusterIPv6Subnet(cluster)
+	}
+	if specHasIPv4(spec.Subnets) {
+		subnet, err := specSubnet(spec.Subnets)
 		if err != nil {
 			return &NetworkError{Network: name, Detail: err.Error()}
 		}
-		return errors.Wrapf(m.createSplitNetwork(ctx, cluster, name, subnet), "creating network %s with subnet %s", name, subnet)
+		return errors.Wrapf(m.createSplitNetwork(ctx, cluster, name, subnet, v6), "creating network %s with subnet %s", name, subnet)
 	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -52,52 +70,102 @@ func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, name st
 		return errors.Wrapf(err, "asking the engine for a free subnet for network %s", name)
 	}
 	subnet, ok := ipv4Subnet(n.Subnets)
-	if !ok || subnet.Bits() > maxSplitBits {
-		// Too small to split (or IPv6 only): let the engine give addresses as it likes.
-		return m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()})
+	if !ok {
+		return errors.Errorf("the engine picked no IPv4 subnet for network %s (%v)", name, n.Subnets)
 	}
-	return m.createSplitNetwork(ctx, cluster, name, subnet)
+	return m.createSplitNetwork(ctx, cluster, name, subnet, v6)
 }
 
-// createSplitNetwork creates a network on an IPv4 subnet: its lower half for fixed addresses,
-// its upper half the engine's; a subnet too small to split is the engine's alone.
-func (m *Manager) createSplitNetwork(ctx context.Context, cluster ClusterKey, name string, subnet netip.Prefix) error {
+// createSplitNetwork creates a network on an IPv4 subnet (and an IPv6 one when v6 is valid):
+// the lower half of each for fixed addresses, the upper half the engine's; a network whose
+// IPv4 subnet is too small to split is the engine's alone.
+func (m *Manager) createSplitNetwork(ctx context.Context, cluster ClusterKey, name string, subnet, v6 netip.Prefix) error {
 	labels := cluster.ClusterLabels()
+	spec := container.NetworkSpec{Name: name, Labels: labels, Subnet: subnet.String(), Gateway: subnet.Addr().Next().String()}
+	if v6.IsValid() {
+		spec.IPv6Subnet, spec.IPv6Gateway = v6.String(), v6.Addr().Next().String()
+	}
 	if subnet.Bits() > maxSplitBits {
-		return m.runtime.CreateNetwork(ctx, container.NetworkSpec{
-			Name: name, Labels: labels, Subnet: subnet.String(), Gateway: subnet.Addr().Next().String(),
-		})
+		return m.runtime.CreateNetwork(ctx, spec)
 	}
 	static, dynamic := halves(subnet)
 	labels[StaticRangeLabel] = static.String()
-	return m.runtime.CreateNetwork(ctx, container.NetworkSpec{
-		Name: name, Labels: labels,
-		Subnet: subnet.String(), Gateway: subnet.Addr().Next().String(), IPRange: dynamic.String(),
-	})
+	spec.IPRange = dynamic.String()
+	if v6.IsValid() {
+		static6, dynamic6 := halves(v6)
+		labels[StaticRangeIPv6Label] = static6.String()
+		spec.IPv6Range = dynamic6.String()
+	}
+	return m.runtime.CreateNetwork(ctx, spec)
+}
+
+// clusterIPv6Subnet is a unique local /64 (RFC 4193) for a cluster's network: a global ID and
+// subnet ID derived from the cluster's namespace and name, so it is stable and two clusters
+// practically never share one.
+func clusterIPv6Subnet(cluster ClusterKey) netip.Prefix {
+	sum := sha256.Sum256([]byte("dockyard/" + cluster.String()))
+	var a [16]byte
+	a[0] = 0xfd
+	copy(a[1:8], sum[:7])
+	return netip.PrefixFrom(netip.AddrFrom16(a), 64)
 }
 
 // maxSplitBits is the longest prefix of a subnet Dockyard splits: a /28 has 8 fixed addresses
 // (network, gateway, load balancer and 5 nodes) and 8 for the engine.
 const maxSplitBits = 28
 
-// specSubnet is the IPv4 subnet of a network spec; the webhook refuses others, this refuses
-// them again for callers without it.
+// specSubnet is the IPv4 subnet of a network spec, which has one; the webhook refuses other
+// specs, this refuses them again for callers without it.
 func specSubnet(subnets []string) (netip.Prefix, error) {
-	var v4 []netip.Prefix
+	v4, _, err := splitSubnets(subnets)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	if len(v4) != 1 {
+		return netip.Prefix{}, errors.Errorf("subnets %v: give one IPv4 subnet (and at most one IPv6 subnet)", subnets)
+	}
+	return v4[0], nil
+}
+
+// specIPv6Subnet is the IPv6 subnet of a network spec; invalid when it has none.
+func specIPv6Subnet(subnets []string) (netip.Prefix, error) {
+	_, v6, err := splitSubnets(subnets)
+	switch {
+	case err != nil:
+		return netip.Prefix{}, err
+	case len(v6) > 1:
+		return netip.Prefix{}, errors.Errorf("subnets %v: give at most one IPv6 subnet", subnets)
+	case len(v6) == 1 && v6[0].Bits() > maxSplitBitsIPv6:
+		return netip.Prefix{}, errors.Errorf("IPv6 subnet %s is too small: give a /%d or larger", v6[0], maxSplitBitsIPv6)
+	case len(v6) == 1:
+		return v6[0], nil
+	}
+	return netip.Prefix{}, nil
+}
+
+// maxSplitBitsIPv6 is the longest IPv6 prefix Dockyard accepts: its lower half must hold a
+// twin of every fixed IPv4 address (a /16 has 65536).
+const maxSplitBitsIPv6 = 112
+
+func specHasIPv4(subnets []string) bool {
+	v4, _, _ := splitSubnets(subnets)
+	return len(v4) > 0
+}
+
+// splitSubnets parses a spec's subnets by family.
+func splitSubnets(subnets []string) (v4, v6 []netip.Prefix, err error) {
 	for _, s := range subnets {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return netip.Prefix{}, errors.Errorf("subnet %q is not a CIDR", s)
+			return nil, nil, errors.Errorf("subnet %q is not a CIDR", s)
 		}
-		if !p.Addr().Is4() {
-			return netip.Prefix{}, errors.Errorf("subnet %s: IPv6 is not supported yet", s)
+		if p.Addr().Is4() {
+			v4 = append(v4, p.Masked())
+		} else {
+			v6 = append(v6, p.Masked())
 		}
-		v4 = append(v4, p.Masked())
 	}
-	if len(v4) != 1 {
-		return netip.Prefix{}, errors.Errorf("subnets %v: give one IPv4 subnet", subnets)
-	}
-	return v4[0], nil
+	return v4, v6, nil
 }
 
 func ipv4Subnet(subnets []string) (netip.Prefix, bool) {
@@ -109,15 +177,15 @@ func ipv4Subnet(subnets []string) (netip.Prefix, bool) {
 	return netip.Prefix{}, false
 }
 
-// halves splits a prefix into its lower and upper half.
+// halves splits a prefix (of either family) into its lower and upper half.
 func halves(p netip.Prefix) (lower, upper netip.Prefix) {
+	p = p.Masked()
 	lower = netip.PrefixFrom(p.Addr(), p.Bits()+1)
-	upperAddr := p.Addr().As4()
-	hostBits := 32 - (p.Bits() + 1)
+	upperAddr := p.Addr().AsSlice()
 	// Set the first host bit of the prefix: the upper half starts there.
-	byteIndex, bit := (31-hostBits)/8, uint(hostBits%8)
-	upperAddr[byteIndex] |= 1 << bit
-	return lower, netip.PrefixFrom(netip.AddrFrom4(upperAddr), p.Bits()+1)
+	upperAddr[p.Bits()/8] |= 0x80 >> (p.Bits() % 8)
+	a, _ := netip.AddrFromSlice(upperAddr)
+	return lower, netip.PrefixFrom(a, p.Bits()+1)
 }
 
 // staticRange is the range of fixed addresses of a network Dockyard created for the cluster;
@@ -141,30 +209,52 @@ func loadBalancerAddress(n *container.Network, cluster ClusterKey) string {
 	return r.Addr().Next().Next().String()
 }
 
-// nodeAddress returns a free fixed address for a new node of a cluster on a network: the first
-// after the load balancer's that no container of the cluster has, running or not. "" when the
-// network has no fixed addresses. Callers hold the cluster's lock until the node exists.
-func (m *Manager) nodeAddress(ctx context.Context, cluster ClusterKey, network string) (string, error) {
+// withIPv6 adds to a fixed IPv4 address its IPv6 twin on a dual-stack network Dockyard created
+// for the cluster: the address as far into the IPv6 static range as the IPv4 one is into its
+// own. Containers recreated get both back, so the cluster's IPv6 addresses stay valid too.
+func withIPv6(n *container.Network, cluster ClusterKey, ipv4 string) fixedAddresses {
+	fixed := fixedAddresses{IPv4: ipv4}
+	r4, ok := staticRange(n, cluster)
+	r6, err6 := netip.ParsePrefix(n.Labels[StaticRangeIPv6Label])
+	a4, err4 := netip.ParseAddr(ipv4)
+	if !ok || err6 != nil || !r6.Addr().Is6() || err4 != nil || !r4.Contains(a4) {
+		return fixed
+	}
+	base, addr := r4.Masked().Addr().As4(), a4.As4()
+	offset := binary.BigEndian.Uint32(addr[:]) - binary.BigEndian.Uint32(base[:])
+	v6 := r6.Masked().Addr().As16()
+	binary.BigEndian.PutUint32(v6[12:], binary.BigEndian.Uint32(v6[12:])+offset)
+	if twin := netip.AddrFrom16(v6); r6.Contains(twin) {
+		fixed.IPv6 = twin.String()
+	}
+	return fixed
+}
+
+// nodeAddress returns free fixed addresses for a new node of a cluster on a network: the first
+// IPv4 one after the load balancer's that no container of the cluster has, running or not, and
+// its IPv6 twin on a dual-stack network. None when the network has no fixed addresses. Callers
+// hold the cluster's lock until the node exists.
+func (m *Manager) nodeAddress(ctx context.Context, cluster ClusterKey, network string) (fixedAddresses, error) {
 	n, err := m.runtime.InspectNetwork(ctx, network)
 	if err != nil {
-		return "", err
+		return fixedAddresses{}, err
 	}
 	r, ok := staticRange(n, cluster)
 	if !ok {
-		return "", nil
+		return fixedAddresses{}, nil
 	}
 	taken := map[string]bool{loadBalancerAddress(n, cluster): true}
 	cs, err := m.runtime.ListContainers(ctx, cluster.ClusterLabels())
 	if err != nil {
-		return "", err
+		return fixedAddresses{}, err
 	}
 	for _, c := range cs {
 		taken[c.Labels[AddressLabel]] = true
 	}
 	for a := r.Addr().Next().Next().Next(); r.Contains(a); a = a.Next() {
 		if !taken[a.String()] {
-			return a.String(), nil
+			return withIPv6(n, cluster, a.String()), nil
 		}
 	}
-	return "", errors.Errorf("network %s has no free address left in %s", network, r)
+	return fixedAddresses{}, errors.Errorf("network %s has no free address left in %s", network, r)
 }

@@ -88,6 +88,21 @@ func (n *Node) ExitCode() int { return n.c.ExitCode }
 // is not attached to it.
 func (n *Node) Address(network string) string { return NodeAddress(n.c, network) }
 
+// Addresses returns the node's addresses on a network: IPv4, then IPv6 on a dual-stack one.
+func (n *Node) Addresses(network string) []string {
+	ep, ok := n.c.Networks[network]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, a := range []string{ep.IPv4, ep.IPv6} {
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // NeverStarted reports whether the node container was created but has never run: it holds
 // nothing of the node yet (the node's /var is a volume of its own).
 func (n *Node) NeverStarted() bool { return n.c.State == "created" && n.c.StartedAt.IsZero() }

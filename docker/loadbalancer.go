@@ -84,9 +84,9 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		return nil, err
 	}
 	labels := spec.Cluster.labels(RoleLoadBalancer)
-	address := loadBalancerAddress(n, spec.Cluster)
-	if address != "" {
-		labels[AddressLabel] = address
+	address := withIPv6(n, spec.Cluster, loadBalancerAddress(n, spec.Cluster))
+	if address.IPv4 != "" {
+		labels[AddressLabel] = address.IPv4
 	}
 	cs := container.ContainerSpec{
 		Name:          name,
@@ -94,7 +94,8 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		Image:         spec.Image,
 		Labels:        labels,
 		Network:       spec.Network,
-		IPv4Address:   address,
+		IPv4Address:   address.IPv4,
+		IPv6Address:   address.IPv6,
 		RestartPolicy: "unless-stopped",
 		Ports:         []container.PortMapping{{ContainerPort: spec.Port, Protocol: "tcp", HostIP: "127.0.0.1"}},
 	}
@@ -120,6 +121,16 @@ func (m *Manager) DeleteLoadBalancer(ctx context.Context, cluster ClusterKey) er
 	return m.runtime.RemoveContainer(ctx, c.Name)
 }
 
+// hasIPv6Address reports whether a container has an IPv6 address on any of its networks.
+func hasIPv6Address(c *container.Container) bool {
+	for _, ep := range c.Networks {
+		if ep.IPv6 != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // BackendsFunc returns the control plane nodes that should receive traffic now.
 type BackendsFunc func(ctx context.Context) ([]haproxy.Backend, error)
 
@@ -143,7 +154,7 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err != nil {
 		return false, err
 	}
-	cfg, err := haproxy.Render(tmpl, haproxy.Data{FrontendPort: frontendPort(lb), Backends: list})
+	cfg, err := haproxy.Render(tmpl, haproxy.Data{FrontendPort: frontendPort(lb), Backends: list, IPv6: hasIPv6Address(lb)})
 	if err != nil {
 		return false, err
 	}

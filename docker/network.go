@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	"github.com/pkg/errors"
 
@@ -16,9 +17,12 @@ type NetworkSpec struct {
 	// Existing says the network must exist already: Dockyard attaches to it but never creates
 	// or removes it, and gives no fixed addresses on it.
 	Existing bool
-	// Subnets of the network when Dockyard creates it (IPv4 only for now); empty lets the
-	// engine pick.
+	// Subnets of the network when Dockyard creates it: at most one per family; an empty IPv4
+	// subnet lets the engine pick it.
 	Subnets []string
+	// IPv6 says the cluster needs IPv6 addresses on the network (its pods or services are
+	// IPv6): Dockyard creates it dual-stack, and an existing network must have an IPv6 subnet.
+	IPv6 bool
 }
 
 // NetworkError says a cluster's network cannot be used as the spec asks; the user has to act
@@ -61,12 +65,15 @@ func (m *Manager) EnsureClusterNetwork(ctx context.Context, cluster ClusterKey, 
 		return nil, &NetworkError{Network: name, NotFound: true,
 			Detail: "does not exist on the container engine; create it (for example `docker network create " + name + "`), Dockyard attaches the cluster to it then"}
 	case container.IsNotFound(err):
-		if err := m.createNetwork(ctx, cluster, name, spec.Subnets); err != nil {
+		if err := m.createNetwork(ctx, cluster, spec); err != nil {
 			return nil, err
 		}
 		n, err = m.runtime.InspectNetwork(ctx, name)
 	case err == nil:
 		if err := checkNetworkOwner(n, cluster, spec); err != nil {
+			return nil, err
+		}
+		if err := checkNetworkFamilies(n, spec); err != nil {
 			return nil, err
 		}
 	}
@@ -94,6 +101,24 @@ func checkNetworkOwner(n *container.Network, cluster ClusterKey, spec NetworkSpe
 			Detail: fmt.Sprintf("exists already (subnets %v), so Dockyard cannot create it with subnets %v; choose another name, or name it in spec.network.existing.name without subnets", n.Subnets, spec.Subnets)}
 	}
 	return nil
+}
+
+// checkNetworkFamilies refuses a network without IPv6 for a cluster that needs it.
+func checkNetworkFamilies(n *container.Network, spec NetworkSpec) error {
+	if !spec.IPv6 {
+		return nil
+	}
+	for _, s := range n.Subnets {
+		if p, err := netip.ParsePrefix(s); err == nil && p.Addr().Is6() {
+			return nil
+		}
+	}
+	if spec.Existing {
+		return &NetworkError{Network: n.Name,
+			Detail: fmt.Sprintf("has no IPv6 subnet (subnets %v), and the cluster's pods or services are IPv6; create it dual-stack (for example `docker network create --ipv6 --subnet fd00:1::/64 %s`)", n.Subnets, n.Name)}
+	}
+	return &NetworkError{Network: n.Name,
+		Detail: fmt.Sprintf("exists without IPv6 (subnets %v), and the cluster's pods or services are IPv6: Dockyard creates a cluster's network once, so choose another network name (spec.network.name) or recreate the cluster", n.Subnets)}
 }
 
 // ClusterNetwork is the network a cluster's containers are on: the one its spec names, else

@@ -188,11 +188,72 @@ func TestCreatedNetworkOnAUserSubnet(t *testing.T) {
 	if names := rt.NetworkNames(); len(names) != 0 {
 		t.Errorf("networks left: %v", names)
 	}
+}
 
-	// IPv6 is refused here too, not faked.
-	_, err = m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "v6", Subnets: []string{"fd00:1::/64"}})
-	if _, ok := docker.IsNetworkError(err); !ok || !strings.Contains(err.Error(), "IPv6 is not supported yet") {
-		t.Errorf("IPv6 subnet: %v", err)
+// A cluster with IPv6 pods or services gets a dual-stack network: the user's IPv6 subnet or a
+// unique local /64 of its own, split like the IPv4 one, and containers whose fixed IPv6
+// address is the twin of their IPv4 one. A network without IPv6 is refused for it.
+func TestDualStackNetworks(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("lb", "node")
+	m := docker.NewManager(rt, docker.ManagerOptions{})
+	k := docker.ClusterKey{Namespace: "ns", Name: "six"}
+
+	n, err := m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "dual", Subnets: []string{"10.61.0.0/24", "fd00:61::/64"}, IPv6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(n.Subnets, []string{"10.61.0.0/24", "fd00:61::/64"}) || n.Labels[docker.StaticRangeIPv6Label] != "fd00:61::/65" {
+		t.Errorf("network %s: subnets %v labels %v", n.Name, n.Subnets, n.Labels)
+	}
+	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: k, Image: "lb", Network: "dual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: k, Machine: "m1", Image: "node", Role: docker.RoleWorker, Network: "dual"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c, want := range map[*container.Container]container.Endpoint{
+		lb:   {IPv4: "10.61.0.2", IPv6: "fd00:61::2"},
+		node: {IPv4: "10.61.0.3", IPv6: "fd00:61::3"},
+	} {
+		if got := c.Networks["dual"]; got != want {
+			t.Errorf("%s has %+v, want %+v", c.Name, got, want)
+		}
+	}
+	// An IPv6 subnet too small for the twins is refused before anything is created.
+	_, err = m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "tiny", Subnets: []string{"10.62.0.0/24", "fd00:62::/120"}, IPv6: true})
+	if _, ok := docker.IsNetworkError(err); !ok || !strings.Contains(err.Error(), "too small") {
+		t.Errorf("a /120 IPv6 subnet: %v", err)
+	}
+	if err := m.DeleteCluster(ctx, k, "dual"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without subnets: the engine's IPv4 subnet and the cluster's own unique local /64.
+	n, err = m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: docker.DefaultNetworkName(k), IPv6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Subnets) != 2 || !strings.HasPrefix(n.Subnets[1], "fd") || !strings.HasSuffix(n.Subnets[1], "::/64") {
+		t.Errorf("network %s: subnets %v, want an IPv4 subnet and a unique local /64", n.Name, n.Subnets)
+	}
+	other, err := m.EnsureClusterNetwork(ctx, docker.ClusterKey{Namespace: "ns", Name: "seven"}, docker.NetworkSpec{Name: "seven", IPv6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Subnets[1] == n.Subnets[1] {
+		t.Errorf("two clusters got the same IPv6 subnet %s", n.Subnets[1])
+	}
+
+	// A network without IPv6 cannot carry an IPv6 cluster, whoever made it.
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: "v4only"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "v4only", Existing: true, IPv6: true})
+	if ne, ok := docker.IsNetworkError(err); !ok || ne.NotFound || !strings.Contains(err.Error(), "--ipv6") {
+		t.Errorf("an existing IPv4-only network for an IPv6 cluster: %v", err)
 	}
 }
 

@@ -33,8 +33,8 @@ type NodeSpec struct {
 	// another network or restarts. Only a caller on the engine's host can pick a free port.
 	APIServerHostPort int
 
-	// address is the node's fixed address on Network, picked by CreateNode.
-	address string
+	// address is the node's fixed addresses on Network, picked by CreateNode.
+	address fixedAddresses
 }
 
 // predefinedNetworks are the networks every Docker engine has.
@@ -62,15 +62,16 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 	mounts = append(mounts, s.ExtraMounts...)
 
 	hostname := NodeHostname(s.Cluster.Name, s.Machine)
-	if s.address != "" {
-		labels[AddressLabel] = s.address
+	if s.address.IPv4 != "" {
+		labels[AddressLabel] = s.address.IPv4
 	}
 	var aliases []string
 	if !predefinedNetworks.Has(s.Network) { // the engine's own networks take no aliases
 		aliases = []string{hostname}
 	}
 	spec := container.ContainerSpec{
-		IPv4Address:    s.address,
+		IPv4Address:    s.address.IPv4,
+		IPv6Address:    s.address.IPv6,
 		Name:           name,
 		Hostname:       hostname,
 		Image:          s.Image,

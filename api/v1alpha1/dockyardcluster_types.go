@@ -84,7 +84,9 @@ type NetworkSpec struct {
 	// subnets of the network Dockyard creates, in CIDR notation, at most one per IP family; the
 	// engine picks one when empty. The lower half of an IPv4 subnet holds the fixed addresses of
 	// the load balancer and the nodes, the upper half the addresses the engine gives out, so
-	// the subnet must be a /28 or larger. IPv6 is not supported yet.
+	// the subnet must be a /28 or larger. An IPv6 subnet (a /112 or larger) is used when the
+	// Cluster's pods or services are IPv6; Dockyard derives a unique local /64 from the
+	// cluster's name otherwise.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MinItems=1

@@ -26,6 +26,9 @@ type Data struct {
 	FrontendPort int
 	// Backends are the control plane nodes, sorted by name.
 	Backends []Backend
+	// IPv6 says the load balancer has an IPv6 address too (the cluster's network is
+	// dual-stack): it listens on both families.
+	IPv6 bool
 }
 
 // DefaultTemplate is Dockyard's haproxy configuration. Health checks keep an API server out of
@@ -49,6 +52,9 @@ defaults
 
 frontend control-plane
   bind *:{{ .FrontendPort }}
+{{- if .IPv6 }}
+  bind :::{{ .FrontendPort }} v6only
+{{- end }}
   default_backend kube-apiservers
 
 backend kube-apiservers

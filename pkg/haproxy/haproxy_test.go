@@ -19,8 +19,19 @@ func TestRenderDefaultTemplateListsBackendsSorted(t *testing.T) {
 	if a < 0 || b < 0 || a > b {
 		t.Fatalf("backends missing or unsorted:\n%s", cfg)
 	}
-	if !strings.Contains(cfg, "bind *:6443") {
-		t.Errorf("frontend port missing:\n%s", cfg)
+	if !strings.Contains(cfg, "bind *:6443") || strings.Contains(cfg, ":::6443") {
+		t.Errorf("want the frontend on IPv4 only:\n%s", cfg)
+	}
+}
+
+// On a dual-stack network the load balancer listens on both families.
+func TestRenderDefaultTemplateListensOnIPv6Too(t *testing.T) {
+	out, err := Render("", Data{FrontendPort: 6443, IPv6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := string(out); !strings.Contains(cfg, "  bind *:6443\n  bind :::6443 v6only\n") {
+		t.Errorf("want binds on IPv4 and IPv6:\n%s", cfg)
 	}
 }
 

@@ -49,7 +49,7 @@ func validateClusterSpec(spec *infrav1.DockyardClusterSpec, fldPath *field.Path)
 }
 
 // validateNetwork checks the network a cluster asks for: an existing one, or one Dockyard
-// creates on IPv4 subnets it can split into fixed and engine addresses.
+// creates on subnets (one per family) it can split into fixed and engine addresses.
 func validateNetwork(n *infrav1.NetworkSpec, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	if n.Existing.Name != "" && (n.Name != "" || len(n.Subnets) > 0) {
@@ -66,9 +66,10 @@ func validateNetwork(n *infrav1.NetworkSpec, fldPath *field.Path) field.ErrorLis
 			continue
 		case prefix.Masked() != prefix:
 			allErrs = append(allErrs, field.Invalid(p, s, fmt.Sprintf("has host bits set; the subnet is %s", prefix.Masked())))
-		case !prefix.Addr().Is4():
-			allErrs = append(allErrs, field.Invalid(p, s, "IPv6 is not supported yet: Dockyard's networks are IPv4 only"))
-		case prefix.Bits() > 28:
+		case !prefix.Addr().Is4() && prefix.Bits() > 112:
+			allErrs = append(allErrs, field.Invalid(p, s,
+				"is too small: an IPv6 subnet must be a /112 or larger, its lower half holding a twin of every fixed IPv4 address"))
+		case prefix.Addr().Is4() && prefix.Bits() > 28:
 			allErrs = append(allErrs, field.Invalid(p, s,
 				"is too small: Dockyard needs a /28 or larger, to give the lower half out as fixed addresses and leave the upper half to the engine"))
 		}

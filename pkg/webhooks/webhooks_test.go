@@ -196,9 +196,12 @@ func TestDockyardClusterRejectsInvalidSpecs(t *testing.T) {
 		{"subnet too small to split", func(s *infrav1.DockyardClusterSpec) {
 			s.Network.Subnets = []string{"10.100.0.0/29"}
 		}, []string{"spec.network.subnets[0]", "/28 or larger"}},
-		{"IPv6 subnet", func(s *infrav1.DockyardClusterSpec) {
-			s.Network.Subnets = []string{"10.100.0.0/24", "fd00:10::/64"}
-		}, []string{"spec.network.subnets[1]", "IPv6 is not supported yet"}},
+		{"IPv6 subnet too small", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"10.100.0.0/24", "fd00:10::/120"}
+		}, []string{"spec.network.subnets[1]", "/112 or larger"}},
+		{"two IPv6 subnets", func(s *infrav1.DockyardClusterSpec) {
+			s.Network.Subnets = []string{"fd00:10::/64", "fd00:11::/64"}
+		}, []string{"spec.network.subnets[1]", "at most one subnet per IP family"}},
 		{"two IPv4 subnets", func(s *infrav1.DockyardClusterSpec) {
 			s.Network.Subnets = []string{"10.100.0.0/24", "10.101.0.0/24"}
 		}, []string{"spec.network.subnets[1]", "at most one subnet per IP family"}},
@@ -269,6 +272,8 @@ func TestDockyardClusterNetworkVariants(t *testing.T) {
 		"existing": {Existing: infrav1.ExistingNetworkSpec{Name: "shared"}},
 		"created":  {Name: "custom", Subnets: []string{"10.100.0.0/24"}},
 		"subnet":   {Subnets: []string{"192.168.200.0/28"}},
+		"dual":     {Subnets: []string{"10.100.0.0/24", "fd00:100::/64"}},
+		"ipv6":     {Subnets: []string{"fd00:100::/112"}},
 		"default":  {},
 	} {
 		dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
