@@ -117,3 +117,39 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 		t.Errorf("after deleting %s: %v", a, err)
 	}
 }
+
+// A cluster with IPv6 gets a dual-stack network on the engine: its load balancer has fixed
+// addresses of both families, and listens on both.
+func TestDualStackClusterOnTheEngine(t *testing.T) {
+	if dockerenv.EngineName() == "containerd" {
+		t.Skip("the containerd runtime has no IPv6 networks (the conformance suite checks it refuses them)")
+	}
+	m, rt, key := engineCluster(t)
+	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
+	ctx := context.Background()
+	network := docker.DefaultNetworkName(key)
+	n, err := m.EnsureClusterNetwork(ctx, key, docker.NetworkSpec{Name: network, IPv6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := lb.Networks[network]
+	if ep.IPv4 == "" || ep.IPv6 == "" || lb.Labels[docker.AddressLabel] != ep.IPv4 {
+		t.Fatalf("load balancer on %v has %+v (labels %v), want fixed addresses of both families", n.Subnets, ep, lb.Labels)
+	}
+	if _, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, address := range []string{ep.IPv4, ep.IPv6} {
+		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", address, docker.APIServerPort)
+		eventually(t, 30*time.Second, "the load balancer answering on "+address, func() error {
+			if out, code := execOut(t, rt, lb.Name, "timeout", "3", "bash", "-c", probe); code != 0 {
+				return fmt.Errorf("exit %d: %s", code, out)
+			}
+			return nil
+		})
+	}
+}
