@@ -340,7 +340,6 @@ func setState(c *fake.Container, phase string, step, exit int, extra string) {
 	c.Files[bootstrapDir+"/state"] = []byte(fmt.Sprintf("phase=%s\nstep=%d\nstarted=%d\nexit=%d\ntimeout=%d\n%s", phase, step, started, exit, timeout, extra))
 }
 
-
 // unquote undoes bootstrap.ShellQuote for the simple paths the simulator sees.
 func unquote(s string) string {
 	if len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'' {
