@@ -19,8 +19,11 @@ func TestDefaultCNIManifest(t *testing.T) {
 		if !strings.HasPrefix(text, "# would you kindly template this file\n") {
 			t.Errorf("%s: the manifest does not start with kind's template marker", version)
 		}
-		if !strings.Contains(text, `"Network": "{{ .PodSubnet }}"`) {
-			t.Errorf("%s: flannel's network is not kind's PodSubnet field", version)
+		for _, field := range []string{`"EnableIPv4": {{ .EnableIPv4 }},`, `"Network": "{{ .PodSubnetIPv4 }}",`,
+			`"EnableIPv6": {{ .EnableIPv6 }},`, `"IPv6Network": "{{ .PodSubnetIPv6 }}",`} {
+			if !strings.Contains(text, field) {
+				t.Errorf("%s: flannel's network configuration lacks %s (the per-family fields install-cni.sh fills)", version, field)
+			}
 		}
 		images := 0
 		for _, line := range strings.Split(text, "\n") {
