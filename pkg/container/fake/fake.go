@@ -52,9 +52,9 @@ type Runtime struct {
 	containers map[string]*Container
 	networks   map[string]*container.Network
 	// pools hand out the addresses of each network.
-	pools   map[string]*pool
+	pools map[string]*pool
 	// pools6 hand out the IPv6 addresses of dual-stack networks.
-	pools6 map[string]*pool
+	pools6  map[string]*pool
 	volumes map[string]*container.Volume
 	// images by name; nil for an image the engine was made with (New), whose content the
 	// fake makes up when it is saved.
