@@ -94,7 +94,10 @@ func (m *Manager) createSplitNetwork(ctx context.Context, cluster ClusterKey, na
 	if v6.IsValid() {
 		static6, dynamic6 := halves(v6)
 		labels[StaticRangeIPv6Label] = static6.String()
-		spec.IPv6Range = dynamic6.String()
+		// Docker 20.10 cannot give out addresses from a range of more than 2^63 ("invalid bit
+		// range"): the engine's part is the first /112 of the upper half, plenty for the
+		// management nodes and whatever else joins.
+		spec.IPv6Range = netip.PrefixFrom(dynamic6.Addr(), max(dynamic6.Bits(), maxSplitBitsIPv6)).String()
 	}
 	return m.runtime.CreateNetwork(ctx, spec)
 }

@@ -119,7 +119,9 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 }
 
 // A cluster with IPv6 gets a dual-stack network on the engine: its load balancer has fixed
-// addresses of both families, and listens on both.
+// addresses of both families, and listens on both; a container of another dual-stack cluster
+// reaches it over neither family (Docker before 27 isolates IPv6 networks only with
+// ip6tables enabled, which hack/ensure-docker.sh does: docs/security.md).
 func TestDualStackClusterOnTheEngine(t *testing.T) {
 	if dockerenv.EngineName() == "containerd" {
 		t.Skip("the containerd runtime has no IPv6 networks (the conformance suite checks it refuses them)")
@@ -143,13 +145,35 @@ func TestDualStackClusterOnTheEngine(t *testing.T) {
 	if _, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
-	for _, address := range []string{ep.IPv4, ep.IPv6} {
+	reaches := func(from, address string) (string, int) {
 		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", address, docker.APIServerPort)
+		return execOut(t, rt, from, "timeout", "3", "bash", "-c", probe)
+	}
+	for _, address := range []string{ep.IPv4, ep.IPv6} {
 		eventually(t, 30*time.Second, "the load balancer answering on "+address, func() error {
-			if out, code := execOut(t, rt, lb.Name, "timeout", "3", "bash", "-c", probe); code != 0 {
+			if out, code := reaches(lb.Name, address); code != 0 {
 				return fmt.Errorf("exit %d: %s", code, out)
 			}
 			return nil
 		})
+	}
+
+	_, _, other := engineCluster(t)
+	if _, err := m.EnsureClusterNetwork(ctx, other, docker.NetworkSpec{Name: docker.DefaultNetworkName(other), IPv6: true}); err != nil {
+		t.Fatal(err)
+	}
+	stranger := other.Name + "-node"
+	spec := container.ContainerSpec{Name: stranger, Image: dockerenv.LoadBalancerImage(), Labels: other.MachineLabels("node"),
+		Network: docker.DefaultNetworkName(other), Entrypoint: []string{"sleep"}, Cmd: []string{"600"}}
+	if err := rt.CreateContainer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.StartContainer(ctx, stranger); err != nil {
+		t.Fatal(err)
+	}
+	for _, address := range []string{ep.IPv4, ep.IPv6} {
+		if out, code := reaches(stranger, address); code == 0 {
+			t.Errorf("a container of another cluster reached the load balancer at %s (%s): the engine does not isolate the networks; on Docker before 27 run dockerd with --experimental --ip6tables (docs/security.md)", address, out)
+		}
 	}
 }

@@ -28,6 +28,31 @@ raise_sysctl() {
 raise_sysctl fs.inotify.max_user_instances 512
 raise_sysctl fs.inotify.max_user_watches 524288
 
+# Docker before 27 writes no ip6tables rules unless asked (before 26 only as an experimental
+# feature): its IPv6 networks are then neither isolated from each other nor masqueraded, and the
+# nodes of IPv6 and dual-stack clusters reach other clusters' nodes over IPv6. The daemon this
+# script starts asks for them.
+ip6tables_flags() {
+  local major
+  major=$(dockerd --version 2>/dev/null | sed -n 's/^Docker version \([0-9]*\)\..*/\1/p')
+  if [ -n "$major" ] && [ "$major" -lt 27 ]; then
+    echo "--experimental --ip6tables"
+  fi
+}
+
+# A daemon this script started before without those flags (an older version of the script) is
+# restarted with them; any other daemon is left alone.
+if [ -f "$state/pid" ] && [ -n "$(ip6tables_flags)" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null &&
+  [ "$(cat "/proc/$(cat "$state/pid")/comm" 2>/dev/null)" = dockerd ] &&
+  ! tr '\0' ' ' <"/proc/$(cat "$state/pid")/cmdline" | grep -q -- --ip6tables; then
+  echo "ensure-docker: restarting dockerd (pid $(cat "$state/pid")) with $(ip6tables_flags)"
+  kill "$(cat "$state/pid")"
+  for _ in $(seq 1 60); do
+    kill -0 "$(cat "$state/pid")" 2>/dev/null || break
+    sleep 1
+  done
+fi
+
 if docker info >/dev/null 2>&1; then
   exit 0
 fi
@@ -45,7 +70,8 @@ if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
   echo "ensure-docker: dockerd (pid $(cat "$state/pid")) is starting"
 else
   echo "ensure-docker: starting dockerd (log: $state/dockerd.log)"
-  nohup dockerd >"$state/dockerd.log" 2>&1 &
+  # shellcheck disable=SC2046 # the flags are words
+  nohup dockerd $(ip6tables_flags) >"$state/dockerd.log" 2>&1 &
   echo $! >"$state/pid"
 fi
 

@@ -44,6 +44,8 @@ var flavorVariables = map[string]string{
 	"DOCKYARD_BOOTSTRAP_TIMEOUT":     "12m",
 	"DOCKYARD_POD_CIDR":              "10.200.0.0/16",
 	"DOCKYARD_SERVICE_CIDR":          "10.112.0.0/12",
+	"DOCKYARD_POD_CIDR_IPV6":         "fd00:200:96::/48",
+	"DOCKYARD_SERVICE_CIDR_IPV6":     "fd00:200:64::/108",
 	"DOCKYARD_POD_SECURITY_ENABLED":  "true",
 	"DOCKYARD_POD_SECURITY_ENFORCE":  "restricted",
 	"DOCKYARD_POD_SECURITY_AUDIT":    "restricted",
@@ -239,7 +241,7 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"DOCKYARD_LB_IMAGE", "DOCKYARD_POD_CIDR", "DOCKYARD_SERVICE_CIDR", "DOCKYARD_BOOTSTRAP_TIMEOUT"} {
+	for _, v := range flavorCIDRVariables(flavor, "DOCKYARD_LB_IMAGE", "DOCKYARD_BOOTSTRAP_TIMEOUT") {
 		if !strings.Contains(all, flavorVariables[v]) {
 			t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])
 		}
@@ -249,9 +251,25 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 	// script of images/cni/install-cni.sh as it is; the pod CIDR comes from kubeadm's
 	// configuration, which follows the Cluster's: no template carries its own.
 	checkCNIInstaller(t, flavor, objs)
-	if strings.Contains(all, "10.244.0.0/16") {
-		t.Errorf("flavor %q hardcodes 10.244.0.0/16 although DOCKYARD_POD_CIDR=%s", flavor, flavorVariables["DOCKYARD_POD_CIDR"])
+	for _, hardcoded := range []string{"10.244.0.0/16", "fd00:100:96::/48"} {
+		if strings.Contains(all, hardcoded) {
+			t.Errorf("flavor %q hardcodes the pod CIDR %s although its variables set another", flavor, hardcoded)
+		}
 	}
+}
+
+// flavorCIDRVariables adds to vars the CIDR variables a flavor takes: the IPv4 ones, the IPv6
+// ones (ipv6), or both (dual-stack flavors).
+func flavorCIDRVariables(flavor string, vars ...string) []string {
+	v4 := []string{"DOCKYARD_POD_CIDR", "DOCKYARD_SERVICE_CIDR"}
+	v6 := []string{"DOCKYARD_POD_CIDR_IPV6", "DOCKYARD_SERVICE_CIDR_IPV6"}
+	switch {
+	case flavor == "ipv6":
+		return append(vars, v6...)
+	case strings.HasPrefix(flavor, "dual-stack"):
+		return append(append(vars, v4...), v6...)
+	}
+	return append(vars, v4...)
 }
 
 // checkNetworkVariable: a flavor with a DockyardCluster puts it on the network DOCKYARD_NETWORK
