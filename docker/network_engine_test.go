@@ -158,6 +158,9 @@ func TestDualStackClusterOnTheEngine(t *testing.T) {
 		})
 	}
 
+	if dockerenv.EngineName() == "podman" {
+		t.Skip("the load balancer serves both families; isolation is not checked: netavark 1.4 does not keep networks isolated (an upstream bug, docs/runtimes.md)")
+	}
 	_, _, other := engineCluster(t)
 	if _, err := m.EnsureClusterNetwork(ctx, other, docker.NetworkSpec{Name: docker.DefaultNetworkName(other), IPv6: true}); err != nil {
 		t.Fatal(err)
