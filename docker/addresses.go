@@ -42,19 +42,15 @@ type fixedAddresses struct{ IPv4, IPv6 string }
 // also gets the spec's IPv6 subnet, or else a unique local /64 derived from the cluster's name.
 func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) error {
 	name := spec.Name
-	v6, err := specIPv6Subnet(spec.Subnets)
+	v4, v6, err := specSubnets(spec.Subnets)
 	if err != nil {
 		return &NetworkError{Network: name, Detail: err.Error()}
 	}
 	if spec.IPv6 && !v6.IsValid() {
 		v6 = clusterIPv6Subnet(cluster)
 	}
-	if specHasIPv4(spec.Subnets) {
-		subnet, err := specSubnet(spec.Subnets)
-		if err != nil {
-			return &NetworkError{Network: name, Detail: err.Error()}
-		}
-		return errors.Wrapf(m.createSplitNetwork(ctx, cluster, name, subnet, v6), "creating network %s with subnet %s", name, subnet)
+	if v4.IsValid() {
+		return errors.Wrapf(m.createSplitNetwork(ctx, cluster, name, v4, v6), "creating network %s with subnet %s", name, v4)
 	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -117,59 +113,33 @@ func clusterIPv6Subnet(cluster ClusterKey) netip.Prefix {
 // (network, gateway, load balancer and 5 nodes) and 8 for the engine.
 const maxSplitBits = 28
 
-// specSubnet is the IPv4 subnet of a network spec, which has one; the webhook refuses other
-// specs, this refuses them again for callers without it.
-func specSubnet(subnets []string) (netip.Prefix, error) {
-	v4, _, err := splitSubnets(subnets)
-	if err != nil {
-		return netip.Prefix{}, err
+// specSubnets are the subnets of a network spec, at most one per family (an invalid prefix for
+// a family it has none of); the webhook refuses other specs, this refuses them again for
+// callers without it.
+func specSubnets(subnets []string) (v4, v6 netip.Prefix, err error) {
+	for _, s := range subnets {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return v4, v6, errors.Errorf("subnet %q is not a CIDR", s)
+		}
+		family := &v6
+		if p.Addr().Is4() {
+			family = &v4
+		}
+		if family.IsValid() {
+			return v4, v6, errors.Errorf("subnets %v: give at most one subnet per IP family", subnets)
+		}
+		*family = p.Masked()
 	}
-	if len(v4) != 1 {
-		return netip.Prefix{}, errors.Errorf("subnets %v: give one IPv4 subnet (and at most one IPv6 subnet)", subnets)
+	if v6.IsValid() && v6.Bits() > maxSplitBitsIPv6 {
+		return v4, v6, errors.Errorf("IPv6 subnet %s is too small: give a /%d or larger", v6, maxSplitBitsIPv6)
 	}
-	return v4[0], nil
-}
-
-// specIPv6Subnet is the IPv6 subnet of a network spec; invalid when it has none.
-func specIPv6Subnet(subnets []string) (netip.Prefix, error) {
-	_, v6, err := splitSubnets(subnets)
-	switch {
-	case err != nil:
-		return netip.Prefix{}, err
-	case len(v6) > 1:
-		return netip.Prefix{}, errors.Errorf("subnets %v: give at most one IPv6 subnet", subnets)
-	case len(v6) == 1 && v6[0].Bits() > maxSplitBitsIPv6:
-		return netip.Prefix{}, errors.Errorf("IPv6 subnet %s is too small: give a /%d or larger", v6[0], maxSplitBitsIPv6)
-	case len(v6) == 1:
-		return v6[0], nil
-	}
-	return netip.Prefix{}, nil
+	return v4, v6, nil
 }
 
 // maxSplitBitsIPv6 is the longest IPv6 prefix Dockyard accepts: its lower half must hold a
 // twin of every fixed IPv4 address (a /16 has 65536).
 const maxSplitBitsIPv6 = 112
-
-func specHasIPv4(subnets []string) bool {
-	v4, _, _ := splitSubnets(subnets)
-	return len(v4) > 0
-}
-
-// splitSubnets parses a spec's subnets by family.
-func splitSubnets(subnets []string) (v4, v6 []netip.Prefix, err error) {
-	for _, s := range subnets {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return nil, nil, errors.Errorf("subnet %q is not a CIDR", s)
-		}
-		if p.Addr().Is4() {
-			v4 = append(v4, p.Masked())
-		} else {
-			v6 = append(v6, p.Masked())
-		}
-	}
-	return v4, v6, nil
-}
 
 func ipv4Subnet(subnets []string) (netip.Prefix, bool) {
 	for _, s := range subnets {
