@@ -126,11 +126,8 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return r.reconcileDelete(ctx, dc)
 	}
 	if cluster == nil {
-		conditions.Set(dc, metav1.Condition{
-			Type: infrav1.LoadBalancerAvailableCondition, Status: metav1.ConditionFalse,
-			Reason:  infrav1.WaitingForOwnerClusterReason,
-			Message: "Waiting for a Cluster to reference this DockyardCluster in spec.infrastructureRef",
-		})
+		setCondition(dc, infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse, infrav1.WaitingForOwnerClusterReason,
+			"Waiting for a Cluster to reference this DockyardCluster in spec.infrastructureRef")
 		return ctrl.Result{}, nil
 	}
 	return r.reconcileNormal(ctx, cluster, dc)
@@ -222,11 +219,12 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 	dc.Status.FailureDomains = dc.Spec.FailureDomains
 
 	if !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
-		r.Recorder.Eventf(dc, corev1.EventTypeNormal, "LoadBalancerReady", "Load balancer %s serves %s:%d",
-			lb.Name, dc.Spec.ControlPlaneEndpoint.Host, dc.Spec.ControlPlaneEndpoint.Port)
+		r.Recorder.Event(dc, corev1.EventTypeNormal, "LoadBalancerReady", loadBalancerMessage(lb, address, port))
 	}
 	dc.Status.Initialization.Provisioned = ptr.To(true)
-	setLoadBalancerCondition(dc, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "%s", loadBalancerMessage(lb, address, port))
+	// Where it answers is in spec.controlPlaneEndpoint and the LoadBalancerReady event: a True
+	// condition carries no message (conditions.go).
+	setLoadBalancerCondition(dc, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "")
 	if r.Nodes.HasManagementNodes() {
 		// Nodes that join the management cluster later must join this network too.
 		return ctrl.Result{RequeueAfter: docker.ManagementResync}, nil
@@ -263,10 +261,8 @@ func (r *DockyardClusterReconciler) reconcileDelete(ctx context.Context, dc *inf
 		return ctrl.Result{}, err
 	}
 	if remaining > 0 {
-		conditions.Set(dc, metav1.Condition{
-			Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
-			Message: fmt.Sprintf("Waiting for %d DockyardMachines of the cluster to be deleted", remaining),
-		})
+		setCondition(dc, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason,
+			fmt.Sprintf("Waiting for %d DockyardMachines of the cluster to be deleted", remaining))
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 
@@ -284,10 +280,7 @@ func (r *DockyardClusterReconciler) reconcileDelete(ctx context.Context, dc *inf
 }
 
 func setLoadBalancerCondition(dc *infrav1.DockyardCluster, status metav1.ConditionStatus, reason, format string, args ...any) {
-	conditions.Set(dc, metav1.Condition{
-		Type: infrav1.LoadBalancerAvailableCondition, Status: status, Reason: reason,
-		Message: fmt.Sprintf(format, args...),
-	})
+	setCondition(dc, infrav1.LoadBalancerAvailableCondition, status, reason, fmt.Sprintf(format, args...))
 }
 
 // patchDockyardCluster summarizes the conditions into Ready and patches the object once.
@@ -297,10 +290,7 @@ func patchDockyardCluster(ctx context.Context, helper *patch.Helper, dc *infrav1
 			return err
 		}
 	} else if !conditions.Has(dc, clusterv1.ReadyCondition) || conditions.GetReason(dc, clusterv1.ReadyCondition) != infrav1.DeletingReason {
-		conditions.Set(dc, metav1.Condition{
-			Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
-			Message: "Deleting the load balancer and network",
-		})
+		setCondition(dc, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the load balancer and network")
 	}
 	return helper.Patch(ctx, dc, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.ReadyCondition, infrav1.LoadBalancerAvailableCondition, clusterv1.PausedCondition,

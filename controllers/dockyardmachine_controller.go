@@ -268,22 +268,20 @@ func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *mach
 	}
 	if state.Failed {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NodeRuntimeFailedReason, "%s", state.Detail)
-		conditions.Set(dm, metav1.Condition{Type: infrav1.BootstrapSucceededCondition, Status: metav1.ConditionFalse,
-			Reason: infrav1.WaitingForContainerReason, Message: "The bootstrap data waits for a node container that can run pods"})
+		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "The bootstrap data waits for a node container that can run pods")
 		r.Recorder.Event(dm, corev1.EventTypeWarning, infrav1.NodeRuntimeFailedReason, state.Detail)
 		return ctrl.Result{RequeueAfter: nodeRuntimeFailedPoll}, nil
 	}
 	if !state.Ready {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerStartingReason, "Node container %s is booting: %s", node.Name, state.Detail)
-		conditions.Set(dm, metav1.Condition{Type: infrav1.BootstrapSucceededCondition, Status: metav1.ConditionFalse,
-			Reason: infrav1.WaitingForContainerReason, Message: "Waiting for systemd and containerd in the node container"})
+		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for systemd and containerd in the node container")
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, nil
 	}
 	if err := node.PreloadImages(ctx, dm.Spec.PreLoadImages); err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.PreloadFailedReason, "%v", err)
 		return ctrl.Result{}, err
 	}
-	setContainerCondition(dm, metav1.ConditionTrue, infrav1.ContainerProvisionedReason, "Node container %s runs", node.Name)
+	setContainerCondition(dm, metav1.ConditionTrue, infrav1.ContainerProvisionedReason, "")
 
 	// 8. A control plane node joins the load balancer before its bootstrap runs: kubeadm
 	// reaches the new API server through the endpoint. Health checks keep it out of the
@@ -452,8 +450,8 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 			if plan, err := r.bootstrapPlan(ctx, s, node.Hostname()); err == nil {
 				note = ignoredNote(plan)
 			}
-			setBootstrapCondition(dm, metav1.ConditionTrue, infrav1.BootstrapSucceededReason, "Bootstrap data ran in node %s%s", node.Name, note)
-			r.Recorder.Eventf(dm, corev1.EventTypeNormal, "BootstrapSucceeded", "Bootstrap data ran in node %s", node.Name)
+			setBootstrapCondition(dm, metav1.ConditionTrue, infrav1.BootstrapSucceededReason, "")
+			r.Recorder.Eventf(dm, corev1.EventTypeNormal, "BootstrapSucceeded", "Bootstrap data ran in node %s%s", node.Name, note)
 		}
 		return ctrl.Result{}, true, nil
 	}
@@ -601,14 +599,16 @@ func (r *DockyardMachineReconciler) reportVanished(ctx context.Context, s *machi
 }
 
 func (r *DockyardMachineReconciler) reportStopped(ctx context.Context, s *machineScope, node *docker.Node) (ctrl.Result, error) {
-	logs, err := node.LastOutput(ctx, stoppedOutputTail)
-	if err != nil {
-		logs = fmt.Sprintf("(logs unavailable: %v)", err)
-	}
-	msg := fmt.Sprintf("Node container %s is %s (exit code %d); it is not restarted. Delete the Machine (or let a MachineHealthCheck remediate it) to replace it. Last output:\n%s",
-		node.Name, node.State(), node.ExitCode(), bootstrap.Redact(strings.TrimSpace(logs)))
+	msg := fmt.Sprintf("Node container %s is %s (exit code %d); it is not restarted. Delete the Machine (or let a MachineHealthCheck remediate it) to replace it",
+		node.Name, node.State(), node.ExitCode())
 	if conditions.GetReason(s.dm, infrav1.ContainerProvisionedCondition) != infrav1.ContainerStoppedReason {
-		ctrl.LoggerFrom(ctx).Info("Node container stopped", "container", node.Name, "exitCode", node.ExitCode())
+		// Its console (systemd's shutdown output) is for the log, not for the condition.
+		logs, err := node.LastOutput(ctx, stoppedOutputTail)
+		if err != nil {
+			logs = fmt.Sprintf("(unavailable: %v)", err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Node container stopped", "container", node.Name, "exitCode", node.ExitCode(),
+			"lastOutput", conditionMessage(bootstrap.Redact(logs)))
 		r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.ContainerStoppedReason, "Node container %s is %s (exit code %d)", node.Name, node.State(), node.ExitCode())
 	}
 	setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "%s", msg)
@@ -702,13 +702,11 @@ func setWaiting(dm *infrav1.DockyardMachine, reason, msg string) {
 }
 
 func setContainerCondition(dm *infrav1.DockyardMachine, status metav1.ConditionStatus, reason, format string, args ...any) {
-	conditions.Set(dm, metav1.Condition{Type: infrav1.ContainerProvisionedCondition, Status: status, Reason: reason,
-		Message: fmt.Sprintf(format, args...)})
+	setCondition(dm, infrav1.ContainerProvisionedCondition, status, reason, fmt.Sprintf(format, args...))
 }
 
 func setBootstrapCondition(dm *infrav1.DockyardMachine, status metav1.ConditionStatus, reason, format string, args ...any) {
-	conditions.Set(dm, metav1.Condition{Type: infrav1.BootstrapSucceededCondition, Status: status, Reason: reason,
-		Message: fmt.Sprintf(format, args...)})
+	setCondition(dm, infrav1.BootstrapSucceededCondition, status, reason, fmt.Sprintf(format, args...))
 }
 
 // patchDockyardMachine summarizes the conditions into Ready and patches the object once.
@@ -718,8 +716,7 @@ func patchDockyardMachine(ctx context.Context, helper *patch.Helper, dm *infrav1
 			return err
 		}
 	} else {
-		conditions.Set(dm, metav1.Condition{Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: infrav1.DeletingReason, Message: "Deleting the node container"})
+		setCondition(dm, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the node container")
 	}
 	return helper.Patch(ctx, dm, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.ReadyCondition, infrav1.ContainerProvisionedCondition, infrav1.BootstrapSucceededCondition, clusterv1.PausedCondition,

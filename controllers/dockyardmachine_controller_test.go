@@ -508,7 +508,7 @@ func TestMachineContainerStoppedOrVanishedIsReportedNotRecreated(t *testing.T) {
 	f.rt.StopContainer(cpNode, 137)
 	f.reconcileMachine(cpName)
 	got := f.getMachine(cpName)
-	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "exit code 137", "fake logs")
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "exit code 137")
 	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.ContainerStoppedReason)
 
 	if err := f.rt.RemoveContainer(f.ctx, cpNode); err != nil {

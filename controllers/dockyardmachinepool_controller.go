@@ -376,14 +376,14 @@ func (r *DockyardMachinePoolReconciler) reconcileReplicas(ctx context.Context, s
 		}
 		setPoolCondition(pool, infrav1.ScaledCondition, metav1.ConditionFalse, infrav1.ScalingDownReason, "%s", msg)
 	default:
-		setPoolCondition(pool, infrav1.ScaledCondition, metav1.ConditionTrue, infrav1.ScaledReason, "%d instances", desired)
+		setPoolCondition(pool, infrav1.ScaledCondition, metav1.ConditionTrue, infrav1.ScaledReason, "")
 	}
 	outdatedLeft := len(outdated) - countIn(outdated, deleted)
 	if outdatedLeft > 0 {
 		setPoolCondition(pool, infrav1.UpToDateCondition, metav1.ConditionFalse, infrav1.RollingOutReason,
 			"%d outdated instances are replaced one at a time; %d new ones not Ready yet", outdatedLeft, currentNotReady)
 	} else {
-		setPoolCondition(pool, infrav1.UpToDateCondition, metav1.ConditionTrue, infrav1.UpToDateReason, "Every instance matches the template")
+		setPoolCondition(pool, infrav1.UpToDateCondition, metav1.ConditionTrue, infrav1.UpToDateReason, "")
 	}
 
 	if len(waitingForMachine) > 0 {
@@ -499,7 +499,7 @@ func (r *DockyardMachinePoolReconciler) reconcileStatus(s *poolScope) {
 		setPoolCondition(pool, infrav1.MachinesReadyCondition, metav1.ConditionFalse, infrav1.MachinesNotReadyReason,
 			"Not Ready: %s", strings.Join(notReady, ", "))
 	} else {
-		setPoolCondition(pool, infrav1.MachinesReadyCondition, metav1.ConditionTrue, infrav1.MachinesReadyReason, "%d instances Ready", ready)
+		setPoolCondition(pool, infrav1.MachinesReadyCondition, metav1.ConditionTrue, infrav1.MachinesReadyReason, "")
 	}
 	if !ptr.Deref(pool.Status.Initialization.Provisioned, false) && conditions.IsTrue(pool, infrav1.ScaledCondition) &&
 		len(notReady) == 0 && len(providerIDs) == desired {
@@ -556,8 +556,7 @@ func (r *DockyardMachinePoolReconciler) reconcileDelete(ctx context.Context, s *
 	pool.Spec.ProviderIDList = nil
 	pool.Status.Replicas = ptr.To(int32(left))
 	if left > 0 {
-		conditions.Set(pool, metav1.Condition{Type: infrav1.ScaledCondition, Status: metav1.ConditionFalse, Reason: infrav1.DeletingReason,
-			Message: fmt.Sprintf("Deleting %d instances through their Machines", left)})
+		setCondition(pool, infrav1.ScaledCondition, metav1.ConditionFalse, infrav1.DeletingReason, fmt.Sprintf("Deleting %d instances through their Machines", left))
 		return ctrl.Result{RequeueAfter: poolWait}, nil
 	}
 	log.Info("Deleted every instance of the pool")
@@ -660,7 +659,7 @@ func setPoolWaiting(pool *infrav1.DockyardMachinePool, reason, msg string) {
 }
 
 func setPoolCondition(pool *infrav1.DockyardMachinePool, condType string, status metav1.ConditionStatus, reason, format string, args ...any) {
-	conditions.Set(pool, metav1.Condition{Type: condType, Status: status, Reason: reason, Message: fmt.Sprintf(format, args...)})
+	setCondition(pool, condType, status, reason, fmt.Sprintf(format, args...))
 }
 
 // patchDockyardMachinePool summarizes the conditions into Ready and patches the object once.
@@ -670,8 +669,7 @@ func patchDockyardMachinePool(ctx context.Context, helper *patch.Helper, pool *i
 			return err
 		}
 	} else {
-		conditions.Set(pool, metav1.Condition{Type: clusterv1.ReadyCondition, Status: metav1.ConditionFalse,
-			Reason: infrav1.DeletingReason, Message: "Deleting the pool's instances"})
+		setCondition(pool, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the pool's instances")
 	}
 	return helper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.ReadyCondition, infrav1.ScaledCondition, infrav1.UpToDateCondition, infrav1.MachinesReadyCondition, clusterv1.PausedCondition,

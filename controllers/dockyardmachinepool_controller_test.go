@@ -299,6 +299,10 @@ func TestMachinePoolScaleUpCreatesLabelledInstancesAndPublishesProviderIDs(t *te
 			t.Errorf("condition %s: %+v", c, conditions.Get(pool, c))
 		}
 	}
+	expectNoMessageOnTrueConditions(t, pool)
+	for _, dm := range dms {
+		expectNoMessageOnTrueConditions(t, dm)
+	}
 }
 
 // Scale down deletes the Machines of (1) instances marked with the delete-machine annotation,

@@ -31,6 +31,8 @@ type Nodes struct {
 	HoldBootstrap bool
 	// FailCommand makes the bootstrap command containing this text exit 1.
 	FailCommand string
+	// FailOutput is what the failing command prints; a kubeadm-like line when empty.
+	FailOutput string
 	// RejectHAProxyConfig makes `haproxy -c` fail.
 	RejectHAProxyConfig bool
 	// CRIFailure makes containerd's CRI plugin fail to load in every node, with this error in
@@ -157,6 +159,15 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 		stdout.Write(c.Files[bootstrapDir+"/output.log"])
 		return 0, nil
 
+	case cmd[0] == "cat" && len(cmd) == 2:
+		content, ok := c.Files[cmd[1]]
+		if !ok {
+			fmt.Fprintf(stderr, "cat: %s: No such file or directory\n", cmd[1])
+			return 1, nil
+		}
+		stdout.Write(content)
+		return 0, nil
+
 	case joined == "systemctl stop dockyard-bootstrap":
 		if c.Data["unit"] == "active" {
 			// As systemd does: the plan's processes die where they are (its state still says
@@ -260,7 +271,11 @@ func (n *Nodes) finish(c *fake.Container) {
 				failing := n.FailCommand != "" && strings.Contains(b.text, n.FailCommand)
 				n.mu.Unlock()
 				if failing {
-					fmt.Fprintf(&output, "error execution phase preflight: simulated failure\n")
+					failOutput := n.FailOutput
+					if failOutput == "" {
+						failOutput = "error execution phase preflight: simulated failure\n"
+					}
+					output.WriteString(failOutput)
 					fail(b.step, 1)
 					continue
 				}
