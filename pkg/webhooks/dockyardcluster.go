@@ -2,7 +2,10 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 
+	"github.com/pkg/errors"
+	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,10 +39,33 @@ var (
 	_ admission.Validator[*infrav1.DockyardCluster] = &DockyardCluster{}
 )
 
-// Default sets the API server port and the load balancer image.
-func (w *DockyardCluster) Default(_ context.Context, c *infrav1.DockyardCluster) error {
+// Default sets the API server port and the load balancer image. An update that leaves the
+// control plane endpoint out (the whole object replaced from the manifest it was created
+// from, as Cluster API's KCP adoption does) keeps the endpoint Dockyard set, which is
+// immutable once set.
+func (w *DockyardCluster) Default(ctx context.Context, c *infrav1.DockyardCluster) error {
+	if c.Spec.ControlPlaneEndpoint.Host == "" {
+		if old, err := oldDockyardCluster(ctx); err != nil {
+			return err
+		} else if old != nil && old.Spec.ControlPlaneEndpoint.Host != "" {
+			c.Spec.ControlPlaneEndpoint = old.Spec.ControlPlaneEndpoint
+		}
+	}
 	defaultClusterSpec(&c.Spec, w.DefaultLoadBalancerImage)
 	return nil
+}
+
+// oldDockyardCluster is the object an update replaces, nil for a create.
+func oldDockyardCluster(ctx context.Context) (*infrav1.DockyardCluster, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || req.Operation != admissionv1.Update || len(req.OldObject.Raw) == 0 {
+		return nil, nil //nolint:nilerr // outside an admission request there is no old object
+	}
+	old := &infrav1.DockyardCluster{}
+	if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+		return nil, errors.Wrap(err, "decoding the DockyardCluster being updated")
+	}
+	return old, nil
 }
 
 // ValidateCreate validates a new DockyardCluster.

@@ -236,6 +236,19 @@ func TestDockyardClusterImmutableFields(t *testing.T) {
 	moved.Spec.ControlPlaneEndpoint.Host = "192.0.2.11"
 	expectRejected(t, env.Client.Update(ctx, moved), "spec.controlPlaneEndpoint", "immutable")
 
+	// An update that does not say the endpoint (a whole object replaced from the manifest the
+	// user wrote, as Cluster API's KCP adoption spec does) keeps it.
+	replaced := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns, ResourceVersion: dc.ResourceVersion},
+		Spec: validClusterSpec()}
+	replaced.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{}
+	if err := env.Client.Update(ctx, replaced); err != nil {
+		t.Fatalf("replacing the object without its endpoint: %v", err)
+	}
+	if ep := replaced.Spec.ControlPlaneEndpoint; ep.Host != "192.0.2.10" || ep.Port != infrav1.DefaultAPIServerPort {
+		t.Errorf("the endpoint after a replace without it: %+v, want the one set before", ep)
+	}
+	dc = replaced
+
 	renet := dc.DeepCopy()
 	renet.Spec.Network.Name = "other-net"
 	expectRejected(t, env.Client.Update(ctx, renet), "spec.network", "immutable")
