@@ -333,7 +333,8 @@ run_shell() {
 	current=$1
 	echo "$1" > step
 	state running "$1" 0
-	HOME=${HOME:-/root} /bin/sh "$2" >> output.log 2>&1 < /dev/null
+	# In /, like cloud-init: bootstrap data may name files relative to it (./script.sh).
+	(cd / && HOME=${HOME:-/root} exec /bin/sh "/var/lib/dockyard/bootstrap/$2") >> output.log 2>&1 < /dev/null
 	rc=$?
 	current=$(cat step)
 	if [ "$rc" -ne 0 ]; then failed "$current" "$rc"; fi

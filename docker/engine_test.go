@@ -149,7 +149,8 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 		{File: &bootstrap.File{Path: "/etc/dockyard-test/list.txt", Content: []byte("a\n"), Mode: 0o644}},
 		{File: &bootstrap.File{Path: "/etc/dockyard-test/list.txt", Content: []byte("b\n"), Mode: 0o644, Append: true}},
 		{File: &bootstrap.File{Path: "/etc/dockyard-test/nobody.txt", Content: []byte("x"), Mode: 0o640, Owner: "nobody", Group: "nogroup"}},
-		{Command: &bootstrap.Command{Script: "echo run >> /var/lib/dockyard-test-runs\necho \"home is $HOME\""}},
+		// Like cloud-init, commands start in /: bootstrap data runs ./script.sh.
+		{Command: &bootstrap.Command{Script: "pwd > /var/lib/dockyard-test-cwd; echo run >> /var/lib/dockyard-test-runs\necho \"home is $HOME\""}},
 		{Command: &bootstrap.Command{Args: []string{"sh", "-c", `test "$(cat /etc/dockyard-test/list.txt)" = "$(printf 'a\nb')"`}}},
 		// Like cloud-init's runcmd: one shell, so cd and export carry over, and a failing
 		// command does not stop the rest; Cluster API's sentinel decides success.
@@ -170,6 +171,9 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 		if out, _ := execOut(t, rt, node.Name, "stat", "-c", "%a %U %G", path); out != want {
 			t.Errorf("%s: %q, want %q", path, out, want)
 		}
+	}
+	if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard-test-cwd"); out != "/" {
+		t.Errorf("bootstrap commands started in %q, want / (as cloud-init runs them)", out)
 	}
 	if out, _ := execOut(t, rt, node.Name, "cat", "/etc/dockyard-test/list.txt"); out != "a\nb" {
 		t.Errorf("appended file: %q", out)
@@ -636,4 +640,58 @@ func isolationReport(t *testing.T, rt container.Runtime, node string, networks [
 		fmt.Fprintf(&b, "host iptables -S %s (%v):\n%s", chain, err, rules)
 	}
 	return b.String()
+}
+
+func TestNodeLogsOnTheEngine(t *testing.T) {
+	m, _, key := engineCluster(t)
+	bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
+	ctx := context.Background()
+	const token = "abcdef.0123456789abcdef"
+	node, err := m.FindNode(ctx, key, "cp-0")
+	if err != nil || node == nil {
+		t.Fatalf("node: %v", err)
+	}
+	plan := &bootstrap.Plan{Steps: []bootstrap.Step{{Command: &bootstrap.Command{Script: "echo kubeadm join --token " + token}}}}
+	if err := node.StartBootstrap(ctx, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitBootstrap(t, m, node.Name, time.Minute, docker.BootstrapSucceeded)
+
+	dir := t.TempDir()
+	if err := node.CollectLogs(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"journal.log":          "systemd",
+		"containerd.log":       "containerd",
+		"bootstrap-unit.log":   "Dockyard bootstrap",
+		"bootstrap-output.log": "kubeadm join --token",
+		"bootstrap-state":      "phase=succeeded",
+		"kubelet-version.txt":  "Kubernetes v",
+		"inspect.json":         node.Name,
+		"processes.txt":        "containerd",
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		if !strings.Contains(string(data), want) {
+			t.Errorf("%s does not contain %q:\n%s", file, want, lastLines(string(data), 10))
+		}
+		if strings.Contains(string(data), token) {
+			t.Errorf("%s carries the bootstrap token", file)
+		}
+	}
+	if err := m.CollectLoadBalancerLogs(ctx, key, filepath.Join(dir, "lb")); err != nil {
+		t.Errorf("a cluster without a load balancer: %v", err)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
