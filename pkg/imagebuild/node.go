@@ -35,12 +35,14 @@ func NodeImageName(kubernetesVersion string) string {
 
 // NodePackages are the Debian packages of the node image on top of minbase: systemd as PID 1,
 // containerd and runc, the CNI plugins, and the tools kubelet, kubeadm's preflight checks and
-// kube-proxy use (iptables/nft, conntrack, ip, mount, losetup, nsenter, ethtool, socat, ...).
+// kube-proxy use (iptables/nft, conntrack, ip, mount, losetup, nsenter, ethtool, socat, ...),
+// and curl and jq, which bootstrap data may call as on kind's node images (Cluster API's own
+// end-to-end flavors do).
 var NodePackages = []string{
 	"systemd", "systemd-sysv", "dbus",
 	"containerd", "runc", "containernetworking-plugins",
 	"iptables", "nftables", "conntrack", "ebtables", "iproute2", "kmod", "ethtool", "socat",
-	"ca-certificates", "procps", "util-linux", "mount",
+	"ca-certificates", "procps", "util-linux", "mount", "curl", "jq",
 }
 
 func nodeRootfs() RootfsSpec {

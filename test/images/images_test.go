@@ -102,6 +102,13 @@ func TestNodeImage(t *testing.T) {
 	// 1. The control plane node container, created by the node layer, until systemd and
 	// containerd are up.
 	cp := p.startNode(ctx, "control-plane", docker.RoleControlPlane)
+	// Bootstrap data may call curl and jq, as on kind's node images (Cluster API's own
+	// end-to-end flavors do).
+	for _, tool := range []string{"curl", "jq"} {
+		if out, code, err := p.exec(ctx, cp.name, "sh", "-c", "command -v "+tool); err != nil || code != 0 {
+			t.Errorf("%s is not in the node image: %v %s", tool, err, out)
+		}
+	}
 	cpAddress := docker.NodeAddress(cp.container, p.network)
 	endpoint := cpAddress + ":6443"
 
