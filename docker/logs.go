@@ -1,0 +1,211 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pkg/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// maxLogFile bounds each file a log collection writes: a node's whole journal after a long
+// suite stays far below it, and a node flooding its journal cannot fill the disk.
+const maxLogFile = 64 << 20
+
+// consoleLines is how much of a container's console output a log collection keeps.
+const consoleLines = 5000
+
+// nodeLogs are the files CollectLogs writes for a node, each the output of a command in it.
+// Output that may carry bootstrap secrets (kubeadm prints join tokens) is redacted.
+var nodeLogs = []struct {
+	file   string
+	redact bool
+	cmd    []string
+}{
+	{"journal.log", true, []string{"journalctl", "--no-pager", "--output=short-precise"}},
+	{"kubelet.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=kubelet.service"}},
+	{"containerd.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=containerd.service"}},
+	{"bootstrap-unit.log", true, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=" + bootstrapUnit + ".service"}},
+	{"bootstrap-output.log", true, []string{"cat", bootstrapDir + "/output.log"}},
+	{"bootstrap-state", false, []string{"cat", bootstrapDir + "/state"}},
+	{"kubelet-version.txt", false, []string{"kubelet", "--version"}},
+	{"containers.txt", false, []string{"crictl", "ps", "--all"}},
+	{"images.txt", false, []string{"crictl", "images"}},
+	{"processes.txt", false, []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
+}
+
+// CollectLogs writes what a person needs to debug the node into dir (created): its journal and
+// the journals of kubelet, containerd and the bootstrap unit, the bootstrap output and state,
+// the node's containers and images as the kubelet's runtime sees them, the pods' log files
+// (pods/), its console output and the engine's inspect data. Bootstrap secrets are redacted.
+// A stopped node gets only what the engine knows (inspect data and console). Every file is
+// attempted; the error joins those that failed.
+func (n *Node) CollectLogs(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Wrapf(err, "collecting the logs of node %s", n.Name)
+	}
+	errs := []error{
+		writeJSON(filepath.Join(dir, "inspect.json"), n.c),
+		n.m.writeConsole(ctx, n.Name, filepath.Join(dir, "console.log")),
+	}
+	if !n.Running() {
+		return kerrors.NewAggregate(errs)
+	}
+	for _, l := range nodeLogs {
+		errs = append(errs, n.m.execToFile(ctx, n.Name, filepath.Join(dir, l.file), l.redact, l.cmd...))
+	}
+	errs = append(errs, n.m.copyOut(ctx, n.Name, "/var/log/pods", filepath.Join(dir, "pods")))
+	return kerrors.NewAggregate(errs)
+}
+
+// CollectLoadBalancerLogs writes the cluster's load balancer's haproxy configuration, console
+// output (haproxy's log) and the engine's inspect data into dir (created). A cluster without a
+// load balancer writes nothing.
+func (m *Manager) CollectLoadBalancerLogs(ctx context.Context, cluster ClusterKey, dir string) error {
+	lb, err := m.GetLoadBalancer(ctx, cluster)
+	if err != nil || lb == nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Wrapf(err, "collecting the logs of load balancer %s", lb.Name)
+	}
+	errs := []error{
+		writeJSON(filepath.Join(dir, "inspect.json"), lb),
+		m.writeConsole(ctx, lb.Name, filepath.Join(dir, "console.log")),
+	}
+	if lb.Running {
+		errs = append(errs, m.execToFile(ctx, lb.Name, filepath.Join(dir, "haproxy.cfg"), false, "cat", LoadBalancerConfigPath))
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return errors.Wrapf(err, "encoding %s", filepath.Base(path))
+	}
+	return errors.Wrapf(os.WriteFile(path, append(data, '\n'), 0o644), "writing %s", path)
+}
+
+func (m *Manager) writeConsole(ctx context.Context, name, path string) error {
+	out, err := m.runtime.ContainerLogs(ctx, name, consoleLines)
+	if err != nil {
+		return errors.Wrapf(err, "reading the console of %s", name)
+	}
+	return errors.Wrapf(os.WriteFile(path, []byte(out), 0o644), "writing %s", path)
+}
+
+// execToFile runs a command in a container and writes its standard output to path, at most
+// maxLogFile bytes of it; a command that fails leaves its output and a last line saying so.
+func (m *Manager) execToFile(ctx context.Context, name, path string, redact bool, cmd ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
+	defer cancel()
+	var out bytes.Buffer
+	limited := &limitWriter{w: &out, left: maxLogFile}
+	stderr := &tailBuffer{max: 4 << 10}
+	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdout: limited, Stderr: stderr})
+	if err != nil {
+		return errors.Wrapf(err, "running %s in %s", strings.Join(cmd, " "), name)
+	}
+	text := out.String()
+	if redact {
+		text = bootstrap.Redact(text)
+	}
+	if limited.dropped {
+		text += fmt.Sprintf("\n[dockyard: output cut at %d bytes]\n", maxLogFile)
+	}
+	if code != 0 {
+		text += fmt.Sprintf("\n[dockyard: %s exited %d: %s]\n", cmd[0], code, strings.TrimSpace(stderr.String()))
+	}
+	return errors.Wrapf(os.WriteFile(path, []byte(text), 0o644), "writing %s", path)
+}
+
+// copyOut copies a directory of a running container into dir on the host, through tar in the
+// container; at most maxLogFile bytes of it.
+func (m *Manager) copyOut(ctx context.Context, name, from, dir string) error {
+	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
+	defer cancel()
+	var archive bytes.Buffer
+	limited := &limitWriter{w: &archive, left: maxLogFile}
+	stderr := &tailBuffer{max: 4 << 10}
+	// A directory that does not exist (a node that never ran a pod) copies nothing.
+	script := `[ -d "$1" ] || exit 0; cd "$(dirname "$1")" && tar -c "$(basename "$1")"`
+	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{
+		Cmd: []string{"sh", "-c", script, "sh", from}, Stdout: limited, Stderr: stderr,
+	})
+	if err != nil {
+		return errors.Wrapf(err, "copying %s out of %s", from, name)
+	}
+	if code != 0 {
+		return errors.Errorf("copying %s out of %s: tar exited %d: %s", from, name, code, strings.TrimSpace(stderr.String()))
+	}
+	return untar(&archive, dir, filepath.Base(from))
+}
+
+// untar writes the regular files of a tar stream under dir, the leading prefix directory
+// stripped; paths that would leave dir are skipped.
+func untar(r io.Reader, dir, prefix string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			// A stream cut at maxLogFile ends mid-file: keep what came before.
+			return nil //nolint:nilerr // a truncated archive is expected, see above
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(filepath.Clean(h.Name), prefix), "/")
+		if h.Typeflag != tar.TypeReg || rel == "" || strings.HasPrefix(rel, "..") || filepath.IsAbs(rel) {
+			continue
+		}
+		path := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return errors.Wrapf(err, "creating %s", filepath.Dir(path))
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return errors.Wrapf(err, "creating %s", path)
+		}
+		_, err = io.Copy(f, tr) //nolint:gosec // bounded by maxLogFile for the whole stream
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return errors.Wrapf(err, "writing %s", path)
+		}
+	}
+}
+
+// limitWriter passes on at most left bytes and drops the rest, reporting all as written so the
+// command producing them runs to its end.
+type limitWriter struct {
+	w       io.Writer
+	left    int
+	dropped bool
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(p) > l.left {
+		p = p[:l.left]
+		l.dropped = true
+	}
+	l.left -= len(p)
+	if len(p) > 0 {
+		if _, err := l.w.Write(p); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
