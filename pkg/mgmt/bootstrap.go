@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pkg/errors"
@@ -40,7 +41,7 @@ func bootstrapNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts 
 		return err
 	}
 	if st.Phase == docker.BootstrapNotStarted {
-		data, err := initData(c, opts.KubernetesVersion)
+		data, err := initData(c, opts)
 		if err != nil {
 			return errors.Wrapf(err, "management cluster %s: rendering the bootstrap data", c.Name)
 		}
@@ -73,7 +74,8 @@ func bootstrapNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts 
 // does for a cluster's first control plane machine: kubeadm's configuration through CABPK's
 // own types for the version, certificates from Cluster API's secret package. The node keeps
 // no control plane taint (it runs every pod) and applies the CNI its image ships.
-func initData(c *Cluster, kubernetesVersion string) ([]byte, error) {
+func initData(c *Cluster, opts Options) ([]byte, error) {
+	kubernetesVersion := opts.KubernetesVersion
 	version, err := capiversion.ParseTolerantImageTag(kubernetesVersion)
 	if err != nil {
 		return nil, err
@@ -85,6 +87,11 @@ func initData(c *Cluster, kubernetesVersion string) ([]byte, error) {
 	clusterConfig := bootstrapv1.ClusterConfiguration{
 		ControlPlaneEndpoint: fmt.Sprintf("%s:%d", c.Node, docker.APIServerPort),
 		APIServer:            bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", c.Node}},
+	}
+	if len(opts.AdmissionPlugins) > 0 {
+		// kubeadm's own default is NodeRestriction; the flag replaces it.
+		plugins := strings.Join(append([]string{"NodeRestriction"}, opts.AdmissionPlugins...), ",")
+		clusterConfig.APIServer.ExtraArgs = []bootstrapv1.Arg{{Name: "enable-admission-plugins", Value: ptr.To(plugins)}}
 	}
 	kubelet := []bootstrapv1.Arg{{Name: "eviction-hard", Value: ptr.To(evictionHard)}}
 	initConfig := bootstrapv1.InitConfiguration{

@@ -55,6 +55,9 @@ type Options struct {
 	// EngineSocket is the engine's socket on the engine's host, mounted at
 	// /var/run/docker.sock in the node; DefaultEngineSocket when empty.
 	EngineSocket string
+	// AdmissionPlugins the API server enables besides its defaults, e.g.
+	// OwnerReferencesPermissionEnforcement (as Cluster API's end-to-end suite has it on kind).
+	AdmissionPlugins []string
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
 }
@@ -123,6 +126,14 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 		return nil, errors.Wrapf(err, "management cluster %s", c.Name)
 	}
 	return c, nil
+}
+
+// FindNode returns the handle of the management cluster's node, nil when it does not exist.
+func FindNode(ctx context.Context, nodes *docker.Manager, name string) (*docker.Node, error) {
+	if name == "" {
+		name = DefaultName
+	}
+	return nodes.FindNode(ctx, key(name), nodeMachine)
 }
 
 // Get returns an existing management cluster with its kubeconfig.
