@@ -22,6 +22,9 @@ const (
 	ImageRepositoriesFlag = "--allowed-image-repositories"
 )
 
+// hostPathsVariable says how clusterctl users set HostPathsFlag.
+const hostPathsVariable = "; clusterctl init sets it from DOCKYARD_ALLOWED_HOST_PATHS"
+
 // AnyRepository in ImageRepositories allows every image.
 const AnyRepository = "*"
 
@@ -93,10 +96,10 @@ func (p *Policy) CheckHostPath(hostPath string) error {
 		}
 	}
 	if len(p.HostPaths) == 0 {
-		return refusedf("host path %s may not be mounted: the manager allows no host path (%s)", hostPath, HostPathsFlag)
+		return refusedf("host path %s may not be mounted: the manager allows no host path (%s%s)", hostPath, HostPathsFlag, hostPathsVariable)
 	}
-	return refusedf("host path %s may not be mounted: the manager allows %s and paths below them (%s)",
-		hostPath, strings.Join(p.HostPaths, ", "), HostPathsFlag)
+	return refusedf("host path %s may not be mounted: the manager allows %s and paths below them (%s%s)",
+		hostPath, strings.Join(p.HostPaths, ", "), HostPathsFlag, hostPathsVariable)
 }
 
 // CheckImage returns an error unless nodes and load balancers may run image ref.

@@ -362,7 +362,7 @@ func TestDockyardMachineRejectsInvalidSpecs(t *testing.T) {
 		// other path; images from other repositories; another provider's IDs.
 		{"the host's root", func(s *infrav1.DockyardMachineSpec) {
 			s.ExtraMounts[0].HostPath = "/"
-		}, []string{"spec.extraMounts[0].hostPath", "may not be mounted", "--allowed-host-paths"}},
+		}, []string{"spec.extraMounts[0].hostPath", "may not be mounted", "--allowed-host-paths", "DOCKYARD_ALLOWED_HOST_PATHS"}},
 		{"the host's root through ..", func(s *infrav1.DockyardMachineSpec) {
 			s.ExtraMounts[0].HostPath = "/tmp/.."
 		}, []string{"spec.extraMounts[0].hostPath", "--allowed-host-paths"}},
