@@ -88,13 +88,16 @@ docker-build: build ## Build the manager image localhost/dockyard/manager:$(VERS
 	hack/ensure-docker.sh
 	DOCKER_BUILDKIT=0 docker build -t localhost/dockyard/manager:$(VERSION) .
 
+# Go modules of the repository: Dockyard, and the suite of Cluster API's shared specs.
+GO_MODULES := . test/capie2e
+
 .PHONY: vet
-vet: ## Run go vet.
-	go vet ./...
+vet: ## Run go vet on every module.
+	for m in $(GO_MODULES); do (cd $$m && go vet -tags e2e,images ./...) || exit 1; done
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml), the e2e and image proof code included.
-	$(GOLANGCI_LINT) run ./...
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml) on every module, the e2e and image proof code included.
+	for m in $(GO_MODULES); do (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest (cached; skipped when KUBEBUILDER_ASSETS is set).
@@ -112,6 +115,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" KUSTOMIZE="$(KUSTOMIZE)" \
 	DOCKYARD_TEST_NODE_IMAGE="$(TEST_NODE_IMAGE)" DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test $(GO_TEST_FLAGS) ./...
+	cd test/capie2e && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-all
 test-all: verify-generate vet lint test fuzz test-images test-clusterctl test-e2e test-engines test-e2e-engines ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine.
@@ -166,6 +170,24 @@ E2E_FLAGS ?=
 test-e2e: images component-images release-manifests mgmt-binaries ## End to end: Cluster API's controllers drive Dockyard on the real engine.
 	E2E_ARTIFACTS="$(E2E_ARTIFACTS)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test -tags e2e ./test/e2e -count=1 -v -timeout 85m -ginkgo.v -ginkgo.timeout 80m $(E2E_FLAGS)
+
+# Cluster API's own end-to-end specs (sigs.k8s.io/cluster-api/test/e2e) on Dockyard: the suite in
+# test/capie2e (its own Go module). CI runs the specs labelled "blocking"; test-e2e-full runs
+# every spec, the Kubernetes upgrades from KUBERNETES_VERSION_UPGRADE_FROM included.
+CAPI_E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/capi-e2e-artifacts
+CAPI_E2E_FLAGS ?=
+KUBERNETES_VERSION_UPGRADE_FROM ?= v1.33.13
+CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)" \
+	go test -tags e2e . -count=1 -v -timeout 170m -ginkgo.v -ginkgo.no-color -ginkgo.timeout 165m
+
+.PHONY: test-e2e-capi
+test-e2e-capi: images component-images release-manifests ## Cluster API's shared specs labelled blocking (quick start, MachineDeployment scale and remediation, KCP remediation, MachinePool, self-hosted) on a management cluster in containers.
+	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
+
+.PHONY: test-e2e-full
+test-e2e-full: images component-images release-manifests ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM included (builds that node image too).
+	$(MAKE) --no-print-directory node-image KUBERNETES_VERSION=$(KUBERNETES_VERSION_UPGRADE_FROM) NODE_IMAGE_UPGRADE_TO=$(KUBERNETES_VERSION)
+	$(CAPI_E2E_RUN) $(CAPI_E2E_FLAGS)
 
 ##@ Release
 

@@ -78,22 +78,18 @@ var _ = Describe("MachinePool flavor (DockyardMachinePool, MachinePool Machines)
 		return out
 	}
 
-	It("brings up 1 control plane and an empty MachinePool", func(ctx SpecContext) {
+	// Scaling itself is Cluster API's MachinePoolSpec (test/capie2e); these specs prove what only
+	// Dockyard decides: which instances a scale-down removes, and pool remediation.
+	var threeDMs map[string]*infrav1.DockyardMachine
+	It("brings up 1 control plane and a MachinePool of 3: Machines Running, their Nodes Ready", func(ctx SpecContext) {
 		start := time.Now()
-		objs := generateFromTemplate(ctx, "cluster-template-machinepool.yaml", c, map[string]string{
+		pool := c
+		pool.workers = 3
+		objs := generateFromTemplate(ctx, "cluster-template-machinepool.yaml", pool, map[string]string{
 			"DOCKYARD_NODE_IMAGE": nodeImageRepo + ":" + kubernetesVersion,
 			"DOCKYARD_LB_IMAGE":   lbImage,
 		})
 		createObjects(ctx, plane.Client(), c.namespace, objs)
-		verifyRunningOn(ctx, plane, c, 1, 0)
-		expectProviderIDs(ctx, nil)
-		whenDone("machine pool: cluster up, 1 control plane, pool of 0", start)
-	})
-
-	var threeDMs map[string]*infrav1.DockyardMachine
-	It("scales the MachinePool 0 → 3: three Machines Running, their Nodes Ready", func(ctx SpecContext) {
-		start := time.Now()
-		scale(ctx, 3)
 		waitMachinesRunning(ctx, c, 1, 3)
 		threeDMs = poolMachines(verifyRunningOn(ctx, plane, c, 1, 3))
 		Expect(threeDMs).To(HaveLen(3))
@@ -104,7 +100,7 @@ var _ = Describe("MachinePool flavor (DockyardMachinePool, MachinePool Machines)
 			Expect(owner.Kind).To(Equal("MachinePool"), "Machine %s", m.Name)
 		}
 		expectProviderIDs(ctx, threeDMs)
-		whenDone("machine pool: scale 0 → 3, Machines Running and Nodes Ready", start)
+		whenDone("machine pool: 1 control plane and a pool of 3, Machines Running and Nodes Ready", start)
 	})
 
 	It("scales the MachinePool 3 → 1: the two newest Machines and their Nodes go", func(ctx SpecContext) {

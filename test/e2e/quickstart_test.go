@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
 var _ = Describe("Quick start with the default template", Ordered, func() {
@@ -117,19 +116,6 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 			total, len(failures), strings.Join(failures, "\n"))
 		timings.add(fmt.Sprintf("control plane 1 -> 3: API requests %d, failed %d", total, len(failures)), 0)
 		Expect(failures).To(BeEmpty(), "requests through the load balancer failed during the rollout")
-	})
-
-	It("scales the workers from 1 to 2 to 0", func(ctx SpecContext) {
-		for _, replicas := range []int{2, 0} {
-			start := time.Now()
-			md := &clusterv1.MachineDeployment{}
-			Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-md-0"}, md)).To(Succeed())
-			patch := client.MergeFrom(md.DeepCopy())
-			md.Spec.Replicas = ptr.To(int32(replicas))
-			Expect(plane.Client().Patch(ctx, md, patch)).To(Succeed())
-			waitMachinesRunning(ctx, c, 3, replicas)
-			whenDone(fmt.Sprintf("workers -> %d", replicas), start)
-		}
 	})
 
 	It("deletes the cluster and leaves nothing behind", Label("engines"), func(ctx SpecContext) {

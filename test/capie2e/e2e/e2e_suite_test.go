@@ -1,0 +1,203 @@
+//go:build e2e
+
+// Package e2e runs Cluster API's shared end-to-end specs (sigs.k8s.io/cluster-api/test/e2e)
+// on Dockyard, as Cluster API runs them on CAPD: Dockyard's management cluster in a node
+// container (capie2e.ClusterProvider, kind's part for CAPD), `clusterctl init` from the local
+// repository the framework builds out of ../config/dockyard.yaml, then each spec against it.
+// Specs labelled "blocking" run in CI (make test-e2e-capi); make test-e2e-full runs them all.
+//
+// Flags and environment, as in Cluster API's suite: -e2e.config, -e2e.artifacts-folder
+// (E2E_ARTIFACTS), -e2e.use-existing-cluster (USE_EXISTING_CLUSTER=true: the cluster of the
+// current kubeconfig, providers installed unless present), -e2e.skip-resource-cleanup
+// (SKIP_RESOURCE_CLEANUP=true: keep the clusters and the management cluster).
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"sigs.k8s.io/cluster-api/test/framework"
+	"sigs.k8s.io/cluster-api/test/framework/bootstrap"
+	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
+	"sigs.k8s.io/cluster-api/test/framework/ginkgoextensions"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/test/capie2e"
+)
+
+// repoRoot is the repository, from this package's directory.
+const repoRoot = "../../.."
+
+var (
+	configPath         string
+	artifactFolder     string
+	useExistingCluster bool
+	skipCleanup        bool
+)
+
+var (
+	ctx = ctrl.SetupSignalHandler()
+	// watchesCtx ends the controllers' log streaming when the suite ends.
+	watchesCtx, cancelWatches = context.WithCancel(ctx)
+
+	e2eConfig                *clusterctl.E2EConfig
+	clusterctlConfigPath     string
+	bootstrapClusterProvider *capie2e.ClusterProvider
+	bootstrapClusterProxy    framework.ClusterProxy
+)
+
+func init() {
+	flag.StringVar(&configPath, "e2e.config", filepath.Join("..", "config", "dockyard.yaml"), "path to the e2e config file")
+	flag.StringVar(&artifactFolder, "e2e.artifacts-folder", envOr("E2E_ARTIFACTS", filepath.Join(os.TempDir(), "dockyard-capi-e2e")), "folder where e2e test artifacts are stored")
+	flag.BoolVar(&useExistingCluster, "e2e.use-existing-cluster", os.Getenv("USE_EXISTING_CLUSTER") == "true", "use the cluster of the current kubeconfig as the management cluster instead of making one")
+	flag.BoolVar(&skipCleanup, "e2e.skip-resource-cleanup", os.Getenv("SKIP_RESOURCE_CLEANUP") == "true", "keep the workload clusters and the management cluster")
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestE2E(t *testing.T) {
+	ctrl.SetLogger(klog.Background())
+	RegisterFailHandler(Fail)
+	Expect(os.MkdirAll(artifactFolder, 0o755)).To(Succeed())
+	w, err := ginkgoextensions.EnableFileLogging(filepath.Join(artifactFolder, "ginkgo-log.txt"))
+	Expect(err).ToNot(HaveOccurred())
+	defer w.Close()
+	RunSpecs(t, "Cluster API's shared end-to-end specs on Dockyard")
+}
+
+func initScheme() *runtime.Scheme {
+	sc := runtime.NewScheme()
+	framework.TryAddDefaultSchemes(sc)
+	Expect(infrav1.AddToScheme(sc)).To(Succeed())
+	return sc
+}
+
+// The management cluster and the local clusterctl repository are made once and shared by
+// every spec (and every parallel ginkgo process).
+var _ = SynchronizedBeforeSuite(func() []byte {
+	By("Writing the test flavors from templates/")
+	flavorDir := filepath.Join(repoRoot, "out", "capie2e", "flavors")
+	_, err := capie2e.WriteFlavors(filepath.Join(repoRoot, "templates"), flavorDir)
+	Expect(err).ToNot(HaveOccurred())
+
+	By(fmt.Sprintf("Loading the e2e config from %s", configPath))
+	e2eConfig = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: configPath})
+
+	By("Creating the clusterctl repository")
+	clusterctlConfigPath = clusterctl.CreateRepository(ctx, clusterctl.CreateRepositoryInput{
+		E2EConfig: e2eConfig, RepositoryFolder: filepath.Join(artifactFolder, "repository"),
+	})
+	certManager := e2eConfig.MustGetVariable("CERT_MANAGER_MANIFEST")
+	if !filepath.IsAbs(certManager) {
+		certManager = filepath.Join(filepath.Dir(configPath), certManager)
+	}
+	certManager, err = filepath.Abs(certManager)
+	Expect(err).ToNot(HaveOccurred())
+	Expect(capie2e.AddCertManager(clusterctlConfigPath, certManager, e2eConfig.MustGetVariable("CERT_MANAGER_VERSION"))).To(Succeed())
+
+	kubeconfig := ""
+	if !useExistingCluster {
+		By("Removing what an interrupted run left on the engine")
+		left, err := capie2e.SpecClusters(ctx, runtimes.Config{}, e2eConfig.ManagementClusterName)
+		Expect(err).ToNot(HaveOccurred())
+		for _, c := range left {
+			fmt.Fprintf(GinkgoWriter, "removing cluster %s: %d containers, %d volumes, %d networks\n", c.Cluster, len(c.Containers), len(c.Volumes), len(c.Networks))
+		}
+		Expect(capie2e.RemoveClusters(ctx, runtimes.Config{}, left)).To(Succeed())
+
+		By("Creating the management cluster: Kubernetes in a Dockyard node container, the images preloaded")
+		bootstrapClusterProvider = capie2e.NewClusterProvider(capie2e.ClusterProviderInput{
+			Name:              e2eConfig.ManagementClusterName,
+			KubernetesVersion: e2eConfig.MustGetVariable("KUBERNETES_VERSION_MANAGEMENT"),
+			Images:            e2eConfig.Images,
+			LogFolder:         filepath.Join(artifactFolder, "clusters", "bootstrap"),
+		})
+		bootstrapClusterProvider.Create(ctx)
+		kubeconfig = bootstrapClusterProvider.GetKubeconfigPath()
+	}
+	proxy := framework.NewClusterProxy("bootstrap", kubeconfig, initScheme())
+
+	By("Installing cert-manager, Cluster API and Dockyard with clusterctl init")
+	clusterctl.InitManagementClusterAndWatchControllerLogs(watchesCtx, clusterctl.InitManagementClusterAndWatchControllerLogsInput{
+		ClusterProxy:            proxy,
+		ClusterctlConfigPath:    clusterctlConfigPath,
+		InfrastructureProviders: e2eConfig.InfrastructureProviders(),
+		LogFolder:               filepath.Join(artifactFolder, "clusters", proxy.GetName()),
+		// Cluster API's controllers serve their metrics over TLS here, not on :8080.
+		DisableMetricsCollection: true,
+	}, e2eConfig.GetIntervals(proxy.GetName(), "wait-controllers")...)
+
+	return []byte(strings.Join([]string{artifactFolder, configPath, clusterctlConfigPath, proxy.GetKubeconfigPath()}, ","))
+}, func(data []byte) {
+	parts := strings.Split(string(data), ",")
+	Expect(parts).To(HaveLen(4))
+	artifactFolder, configPath, clusterctlConfigPath = parts[0], parts[1], parts[2]
+	if e2eConfig == nil {
+		e2eConfig = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: configPath})
+	}
+	bootstrapClusterProxy = framework.NewClusterProxy("bootstrap", parts[3], initScheme(),
+		framework.WithMachineLogCollector(capie2e.LogCollector{}))
+	// The self-hosted spec's cluster hosts the providers: its nodes get their images, as
+	// Cluster API's suite preloads its images into CAPD's nodes.
+	var images []string
+	for _, img := range e2eConfig.Images {
+		images = append(images, img.Name)
+	}
+	Expect(os.Setenv("DOCKYARD_PRELOAD_IMAGES", "["+strings.Join(images, ", ")+"]")).To(Succeed())
+})
+
+var _ = SynchronizedAfterSuite(func() {}, func() {
+	cancelWatches()
+	if bootstrapClusterProxy != nil {
+		bootstrapClusterProxy.Dispose(ctx)
+	}
+	if bootstrapClusterProvider == nil {
+		return
+	}
+	if skipCleanup {
+		By(fmt.Sprintf("Keeping the management cluster (SKIP_RESOURCE_CLEANUP): kubeconfig %s", bootstrapClusterProvider.GetKubeconfigPath()))
+		return
+	}
+	By("Collecting the management cluster's logs and deleting it")
+	bootstrapClusterProvider.Dispose(ctx)
+
+	By("Checking that nothing of any spec's cluster is left on the engine")
+	left, err := capie2e.SpecClusters(ctx, runtimes.Config{}, e2eConfig.ManagementClusterName)
+	Expect(err).ToNot(HaveOccurred())
+	Expect(capie2e.RemoveClusters(ctx, runtimes.Config{}, left)).To(Succeed())
+	Expect(left).To(BeEmpty(), "left on the engine after the suite (now removed)")
+})
+
+// On failure, say where the evidence is: the framework dumped the spec's objects and every
+// machine's logs (capie2e.LogCollector) before cleaning up.
+var _ = ReportAfterEach(func(report SpecReport) {
+	if !report.Failed() {
+		return
+	}
+	fmt.Fprintf(GinkgoWriter, "\n%s failed. Evidence under %s:\n"+
+		"  clusters/bootstrap/resources/<namespace>/  every Cluster API and Dockyard object of the spec, as YAML\n"+
+		"  clusters/<cluster>/machines/<machine>/     each node's journal, kubelet.log, containerd.log, bootstrap-output.log, inspect.json\n"+
+		"  clusters/<cluster>/infrastructure/         the load balancer's haproxy.cfg, console and inspect data\n"+
+		"  clusters/bootstrap/logs/                   the controllers' logs (Cluster API, cert-manager, Dockyard)\n"+
+		"  ginkgo-log.txt                             this run's log, with timestamps\n",
+		report.FullText(), artifactFolder)
+})
+
+var _ bootstrap.ClusterProvider = &capie2e.ClusterProvider{}

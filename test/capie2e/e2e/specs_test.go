@@ -1,0 +1,291 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
+	capispecs "sigs.k8s.io/cluster-api/test/e2e"
+	"sigs.k8s.io/cluster-api/test/framework"
+
+	"github.com/dockyard-dev/dockyard/test/capie2e"
+)
+
+// Labels: "blocking" specs run in CI (make test-e2e-capi), the others with them in
+// make test-e2e-full (docs/testing.md says which and why).
+var (
+	blocking = Label("blocking")
+	full     = Label("full")
+)
+
+// validateResilience is what Cluster API's own quick start checks once machines run: owner
+// references and finalizers come back when removed, owner references move to the current API
+// version, and nothing keeps changing once the cluster is stable.
+func validateResilience(topology bool) func(proxy framework.ClusterProxy, namespace, clusterName string) {
+	return func(proxy framework.ClusterProxy, namespace, clusterName string) {
+		filter := clusterctlcluster.FilterClusterObjectsWithNameFilter(clusterName)
+		By("Checking that owner references are resilient")
+		framework.ValidateOwnerReferencesResilience(ctx, proxy, namespace, clusterName, filter,
+			framework.CoreOwnerReferenceAssertion,
+			framework.ExpOwnerReferenceAssertions,
+			capie2e.OwnerReferenceAssertions(topology),
+			framework.KubeadmBootstrapOwnerReferenceAssertions,
+			framework.KubeadmControlPlaneOwnerReferenceAssertions(topology),
+			framework.KubernetesReferenceAssertions,
+		)
+		By("Checking that owner references are updated to the correct API version")
+		framework.ValidateOwnerReferencesOnUpdate(ctx, proxy, namespace, clusterName, filter,
+			framework.CoreOwnerReferenceAssertion,
+			framework.ExpOwnerReferenceAssertions,
+			capie2e.OwnerReferenceAssertions(topology),
+			framework.KubeadmBootstrapOwnerReferenceAssertions,
+			framework.KubeadmControlPlaneOwnerReferenceAssertions(topology),
+			framework.KubernetesReferenceAssertions,
+		)
+		By("Checking that finalizers are resilient")
+		core := framework.CoreFinalizersAssertionWithLegacyClusters
+		if topology {
+			core = framework.CoreFinalizersAssertionWithClassyClusters
+		}
+		framework.ValidateFinalizersResilience(ctx, proxy, namespace, clusterName, filter,
+			core,
+			framework.KubeadmControlPlaneFinalizersAssertion,
+			framework.ExpFinalizersAssertion,
+			capie2e.FinalizersAssertion,
+		)
+		By("Checking that resourceVersions are stable")
+		framework.ValidateResourceVersionStable(ctx, framework.ValidateResourceVersionStableInput{
+			ClusterProxy:             proxy,
+			Namespace:                namespace,
+			OwnerGraphFilterFunction: filter,
+			WaitToBecomeStable:       e2eConfig.GetIntervals("quick-start", "wait-resource-versions-become-stable"),
+			WaitToRemainStable:       e2eConfig.GetIntervals("quick-start", "wait-resource-versions-remain-stable"),
+		})
+	}
+}
+
+var _ = Describe("QuickStart, default flavor", blocking, func() {
+	capispecs.QuickStartSpec(ctx, func() capispecs.QuickStartSpecInput {
+		return capispecs.QuickStartSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			PostMachinesProvisioned: validateResilience(false),
+		}
+	})
+})
+
+var _ = Describe("MachineDeployment scale", blocking, func() {
+	capispecs.MachineDeploymentScaleSpec(ctx, func() capispecs.MachineDeploymentScaleSpecInput {
+		return capispecs.MachineDeploymentScaleSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+		}
+	})
+})
+
+var _ = Describe("MachineDeployment remediation", blocking, func() {
+	capispecs.MachineDeploymentRemediationSpec(ctx, func() capispecs.MachineDeploymentRemediationSpecInput {
+		return capispecs.MachineDeploymentRemediationSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+		}
+	})
+})
+
+var _ = Describe("KubeadmControlPlane remediation", blocking, func() {
+	capispecs.KCPRemediationSpec(ctx, func() capispecs.KCPRemediationSpecInput {
+		return capispecs.KCPRemediationSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+		}
+	})
+})
+
+var _ = Describe("MachinePool", blocking, func() {
+	capispecs.MachinePoolSpec(ctx, func() capispecs.MachinePoolInput {
+		return capispecs.MachinePoolInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+		}
+	})
+})
+
+var _ = Describe("Self-hosted", blocking, func() {
+	capispecs.SelfHostedSpec(ctx, func() capispecs.SelfHostedSpecInput {
+		return capispecs.SelfHostedSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: "self-hosted", SkipUpgrade: true,
+		}
+	})
+})
+
+var _ = Describe("QuickStart, topology flavor (ClusterClass)", blocking, func() {
+	capispecs.QuickStartSpec(ctx, func() capispecs.QuickStartSpecInput {
+		return capispecs.QuickStartSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+			Flavor: ptr.To("topology"), PostMachinesProvisioned: validateResilience(true),
+		}
+	})
+})
+
+var _ = Describe("QuickStart, ignition flavor", blocking, func() {
+	capispecs.QuickStartSpec(ctx, func() capispecs.QuickStartSpecInput {
+		return capispecs.QuickStartSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("ignition"),
+		}
+	})
+})
+
+var _ = Describe("QuickStart, ipv6 flavor", full, func() {
+	capispecs.QuickStartSpec(ctx, func() capispecs.QuickStartSpecInput {
+		return capispecs.QuickStartSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("ipv6"),
+		}
+	})
+})
+
+var _ = Describe("KubeadmControlPlane and MachineDeployment rollout", full, func() {
+	capispecs.KCPAndMachineDeploymentRolloutSpec(ctx, func() capispecs.KCPAndMachineDeploymentRolloutSpecInput {
+		return capispecs.KCPAndMachineDeploymentRolloutSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "kcp-md-taints",
+		}
+	})
+})
+
+var _ = Describe("KubeadmControlPlane adoption", full, func() {
+	capispecs.KCPAdoptionSpec(ctx, func() capispecs.KCPAdoptionSpecInput {
+		return capispecs.KCPAdoptionSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
+		}
+	})
+})
+
+var _ = Describe("Node drain", full, func() {
+	capispecs.NodeDrainTimeoutSpec(ctx, func() capispecs.NodeDrainTimeoutSpecInput {
+		return capispecs.NodeDrainTimeoutSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("topology"),
+			VerifyNodeVolumeDetach: true, CreateAdditionalResources: blockVolumeDetach,
+		}
+	})
+})
+
+var _ = Describe("ClusterClass changes", full, func() {
+	capispecs.ClusterClassChangesSpec(ctx, func() capispecs.ClusterClassChangesSpecInput {
+		return capispecs.ClusterClassChangesSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "topology",
+			ModifyControlPlaneFields:                             map[string]any{"spec.kubeadmConfigSpec.verbosity": int64(4)},
+			ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]any{"spec.template.spec.verbosity": int64(4)},
+			// A field of Dockyard's machine template no ClusterClass patch sets.
+			ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]any{
+				"spec.template.spec.preLoadImages": []any{"localhost/dockyard/haproxy:latest"},
+			},
+		}
+	})
+})
+
+var _ = Describe("ClusterClass rollout", full, func() {
+	capispecs.ClusterClassRolloutSpec(ctx, func() capispecs.ClusterClassRolloutSpecInput {
+		return capispecs.ClusterClassRolloutSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "topology-taints",
+		}
+	})
+})
+
+var _ = Describe("Cluster deletion", full, func() {
+	capispecs.ClusterDeletionSpec(ctx, func() capispecs.ClusterDeletionSpecInput {
+		return capispecs.ClusterDeletionSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("topology"),
+			ControlPlaneMachineCount: ptr.To[int64](3),
+			ClusterDeletionPhases: []capispecs.ClusterDeletionPhase{
+				{
+					// Workers first: their Machines, MachineSets and MachineDeployments.
+					ObjectFilter: func(ref corev1.ObjectReference, owners []metav1.OwnerReference) bool {
+						if ref.Kind == "Machine" && hasOwner(owners, "MachineDeployment", "MachineSet") {
+							return true
+						}
+						return ref.Kind == "MachineDeployment" || ref.Kind == "MachineSet"
+					},
+					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "Machine" },
+				},
+				{
+					// Then the control plane.
+					ObjectFilter: func(ref corev1.ObjectReference, owners []metav1.OwnerReference) bool {
+						if ref.Kind == "Machine" && hasOwner(owners, "KubeadmControlPlane") {
+							return true
+						}
+						return ref.Kind == "KubeadmControlPlane"
+					},
+					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "Machine" },
+				},
+				{
+					// Then the DockyardCluster: its load balancer and network.
+					ObjectFilter:         func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "DockyardCluster" },
+					BlockingObjectFilter: func(ref corev1.ObjectReference, _ []metav1.OwnerReference) bool { return ref.Kind == "DockyardCluster" },
+				},
+			},
+		}
+	})
+})
+
+var _ = Describe("Kubernetes upgrade", full, func() {
+	capispecs.ClusterUpgradeConformanceSpec(ctx, func() capispecs.ClusterUpgradeConformanceSpecInput {
+		return capispecs.ClusterUpgradeConformanceSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("upgrades"),
+			ControlPlaneMachineCount: ptr.To[int64](1), WorkerMachineCount: ptr.To[int64](2),
+			// Kubernetes' conformance image cannot be fetched here (no registry).
+			SkipConformanceTests: true,
+		}
+	})
+})
+
+func hasOwner(owners []metav1.OwnerReference, kinds ...string) bool {
+	for _, o := range owners {
+		for _, k := range kinds {
+			if o.Kind == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// blockVolumeDetach gives every Node a VolumeAttachment no CSI driver will ever detach, so the
+// node drain spec sees Cluster API wait for volumes before deleting a Machine.
+func blockVolumeDetach(ctx context.Context, proxy framework.ClusterProxy, cluster *clusterv1.Cluster) {
+	c := proxy.GetWorkloadCluster(ctx, cluster.Namespace, cluster.Name).GetClient()
+	nodes := &corev1.NodeList{}
+	Expect(c.List(ctx, nodes)).To(Succeed())
+	for _, node := range nodes.Items {
+		va := &storagev1.VolumeAttachment{
+			ObjectMeta: metav1.ObjectMeta{Name: "va-" + node.Name, Finalizers: []string{"test.cluster.x-k8s.io/block"}},
+			Spec: storagev1.VolumeAttachmentSpec{
+				Attacher: "manual", NodeName: node.Name,
+				Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("e2e")},
+			},
+		}
+		Expect(c.Create(ctx, va)).To(Succeed())
+		va.Status.Attached = true
+		Expect(c.Status().Update(ctx, va)).To(Succeed())
+	}
+}

@@ -1,0 +1,347 @@
+package capie2e
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/pkg/errors"
+	"go.yaml.in/yaml/v3"
+)
+
+// A test flavor is one of Dockyard's shipped flavors (the repository's templates/) with what a
+// shared spec of Cluster API needs added: a MachineHealthCheck, a label, a script in the
+// bootstrap data. They are written for the suite, never shipped, as CAPD derives its test
+// flavors from its own with kustomize.
+type flavor struct {
+	// name is the flavor's, as the specs ask for it ("" is the default flavor).
+	name string
+	// from is the shipped template it starts from.
+	from string
+	// about says what it adds, in its header.
+	about string
+	// edit changes the template; nil copies it.
+	edit func(t *template) error
+}
+
+// Flavors are the test flavors, by name.
+var flavors = []flavor{
+	{name: "", from: "cluster-template.yaml", about: "The default flavor, as shipped."},
+	{name: "topology", from: "cluster-template-topology.yaml", about: "The topology flavor, as shipped."},
+	{name: "ignition", from: "cluster-template-ignition.yaml", about: "The ignition flavor, as shipped."},
+	{name: "ipv6", from: "cluster-template-ipv6.yaml", about: "The ipv6 flavor, as shipped."},
+	{name: "machine-pool", from: "cluster-template-machinepool.yaml", about: "The machinepool flavor, as shipped (MachinePoolSpec asks for machine-pool)."},
+	{name: "md-remediation", from: "cluster-template.yaml", edit: mdRemediation,
+		about: "The default flavor with its workers labelled e2e.remediation.label and a MachineHealthCheck\nreplacing those whose Node has the condition e2e.remediation.condition False for 10 s\n(MachineDeploymentRemediationSpec)."},
+	{name: "kcp-remediation", from: "cluster-template.yaml", edit: kcpRemediation,
+		about: "The default flavor whose control plane machines wait, before kubeadm, for the signal\nKCPRemediationSpec gives through a ConfigMap of the management cluster (wait-signal.sh,\nwith curl and jq), and a MachineHealthCheck replacing control plane machines labelled\nmhc-test=fail (KCPRemediationSpec)."},
+	{name: "kcp-adoption", from: "cluster-template.yaml", edit: kcpAdoption,
+		about: "The default flavor's control plane in two steps (KCPAdoptionSpec): objects labelled\nkcp-adoption.step1 make a Cluster without a control plane provider and one control plane\nMachine with its KubeadmConfig (the KubeadmControlPlane's kubeadmConfigSpec) and\nDockyardMachine; those labelled kcp-adoption.step2 add the KubeadmControlPlane, which adopts it."},
+	{name: "kcp-md-taints", from: "cluster-template.yaml", edit: kcpMDTaints,
+		about: "The default flavor with two taints on the control plane and worker Machines, one\npropagated to their Nodes on initialization only, one always (KCPAndMachineDeploymentRolloutSpec)."},
+	{name: "topology-taints", from: "cluster-template-topology.yaml", edit: topologyTaints,
+		about: "The topology flavor with kcp-md-taints' two taints set in the Cluster's topology\n(ClusterClassRolloutSpec)."},
+	{name: "upgrades", from: "cluster-template.yaml",
+		about: "The default flavor, whose node images follow each Machine's version (the\nKubernetes upgrade specs change the version, not the machine templates)."},
+	{name: "self-hosted", from: "cluster-template.yaml", edit: selfHosted,
+		about: "The default flavor whose nodes can host the providers: the engine's socket mounted\n(the management cluster's manager must allow it: DOCKYARD_ALLOWED_HOST_PATHS) and the\nimages of DOCKYARD_PRELOAD_IMAGES preloaded (SelfHostedSpec)."},
+}
+
+// WriteFlavors writes the test flavors (cluster-template-<flavor>.yaml) and the ClusterClasses
+// (clusterclass-*.yaml, as shipped) made from the shipped templates in templatesDir into dir,
+// and returns the files written, sorted.
+func WriteFlavors(templatesDir, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, errors.Wrap(err, "creating the test flavors' directory")
+	}
+	var written []string
+	for _, f := range flavors {
+		t, err := loadTemplate(filepath.Join(templatesDir, f.from))
+		if err != nil {
+			return nil, errors.Wrapf(err, "flavor %q", f.name)
+		}
+		if f.edit != nil {
+			if err := f.edit(t); err != nil {
+				return nil, errors.Wrapf(err, "flavor %q", f.name)
+			}
+		}
+		// The shipped template's header describes it, not the test flavor.
+		if len(t.docs) > 0 {
+			first := t.docs[0].Content[0]
+			t.docs[0].HeadComment, first.HeadComment = "", ""
+			if len(first.Content) > 0 {
+				first.Content[0].HeadComment = ""
+			}
+		}
+		out, err := t.bytes("Written by Dockyard's Cluster API end-to-end suite from templates/" + f.from + "; not shipped.\n" + f.about)
+		if err != nil {
+			return nil, errors.Wrapf(err, "flavor %q", f.name)
+		}
+		name := "cluster-template.yaml"
+		if f.name != "" {
+			name = "cluster-template-" + f.name + ".yaml"
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			return nil, errors.Wrapf(err, "writing %s", path)
+		}
+		written = append(written, path)
+	}
+	classes, err := filepath.Glob(filepath.Join(templatesDir, "clusterclass-*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range classes {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return nil, errors.Wrap(err, "reading a ClusterClass")
+		}
+		path := filepath.Join(dir, filepath.Base(src))
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			return nil, errors.Wrapf(err, "writing %s", path)
+		}
+		written = append(written, path)
+	}
+	sort.Strings(written)
+	return written, nil
+}
+
+func mdRemediation(t *template) error {
+	md, err := t.object("MachineDeployment", "-md-0")
+	if err != nil {
+		return err
+	}
+	if err := set(md, "spec.template.metadata.labels", `{e2e.remediation.label: ""}`); err != nil {
+		return err
+	}
+	return t.add(`apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata:
+  name: ${CLUSTER_NAME}-mhc-0
+  namespace: ${NAMESPACE}
+spec:
+  clusterName: ${CLUSTER_NAME}
+  selector:
+    matchLabels:
+      e2e.remediation.label: ""
+  checks:
+    unhealthyNodeConditions:
+    - type: e2e.remediation.condition
+      status: "False"
+      timeoutSeconds: 10
+  remediation:
+    triggerIf:
+      unhealthyLessThanOrEqualTo: 100%
+`)
+}
+
+// waitSignal is KCPRemediationSpec's script: it polls the ConfigMap mhc-test of the
+// management cluster until its signal is "pass", acknowledges it and exits, so the spec decides
+// when each control plane machine may run kubeadm. Shell variables are written $$ (clusterctl
+// would substitute $name).
+const waitSignal = `#!/bin/bash
+set -o errexit
+set -o pipefail
+echo "Waiting for signal..."
+TOKEN=$$1
+SERVER=$$2
+NAMESPACE=$$3
+while true; do
+  sleep 1s
+  signal=$$(curl -k -s --header "Authorization: Bearer $$TOKEN" "$$SERVER/api/v1/namespaces/$$NAMESPACE/configmaps/mhc-test" | jq -r '.data.signal?')
+  echo "signal $$signal"
+  if [ "$$signal" == "pass" ]; then
+    curl -k -s --header "Authorization: Bearer $$TOKEN" -XPATCH -H "Content-Type: application/strategic-merge-patch+json" --data '{"data": {"signal": "ack-pass"}}' "$$SERVER/api/v1/namespaces/$$NAMESPACE/configmaps/mhc-test"
+    exit 0
+  fi
+done
+`
+
+func kcpRemediation(t *template) error {
+	kcp, err := t.object("KubeadmControlPlane", "-control-plane")
+	if err != nil {
+		return err
+	}
+	file, err := valueNode("{path: /wait-signal.sh, permissions: \"0777\", content: \"\"}")
+	if err != nil {
+		return err
+	}
+	file.Content[5].Value, file.Content[5].Style = waitSignal, yaml.LiteralStyle
+	files := get(kcp, "spec", "kubeadmConfigSpec", "files")
+	if files == nil {
+		return errors.New("the control plane has no files")
+	}
+	files.Content = append(files.Content, file)
+	// Relative to /, where bootstrap commands start (as cloud-init's do).
+	if err := appendTo(kcp, "spec.kubeadmConfigSpec.preKubeadmCommands", `['./wait-signal.sh "${TOKEN}" "${SERVER}" "${NAMESPACE}"']`); err != nil {
+		return err
+	}
+	return t.add(`apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineHealthCheck
+metadata:
+  name: ${CLUSTER_NAME}-mhc-0
+  namespace: ${NAMESPACE}
+spec:
+  clusterName: ${CLUSTER_NAME}
+  selector:
+    matchLabels:
+      cluster.x-k8s.io/control-plane: ""
+      mhc-test: fail
+  checks:
+    nodeStartupTimeoutSeconds: 30
+    unhealthyNodeConditions:
+    - type: e2e.remediation.condition
+      status: "False"
+      timeoutSeconds: 10
+  remediation:
+    triggerIf:
+      unhealthyLessThanOrEqualTo: 100%
+`)
+}
+
+func selfHosted(t *template) error {
+	for _, tmpl := range t.objects("DockyardMachineTemplate") {
+		if err := set(tmpl, "spec.template.spec.extraMounts", `[{hostPath: /var/run/docker.sock, containerPath: /var/run/docker.sock}]`); err != nil {
+			return err
+		}
+		if err := set(tmpl, "spec.template.spec.preLoadImages", `${DOCKYARD_PRELOAD_IMAGES:=[]}`); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func kcpAdoption(t *template) error {
+	cluster, err := t.object("Cluster", "")
+	if err != nil {
+		return err
+	}
+	dc, err := t.object("DockyardCluster", "")
+	if err != nil {
+		return err
+	}
+	cpTemplate, err := t.object("DockyardMachineTemplate", "-control-plane")
+	if err != nil {
+		return err
+	}
+	kcp, err := t.object("KubeadmControlPlane", "-control-plane")
+	if err != nil {
+		return err
+	}
+	step := func(n *yaml.Node, label string) (*yaml.Node, error) {
+		c := cloneNode(n)
+		return c, setIn(c, []string{"metadata", "labels", "kcp-adoption." + label}, `""`)
+	}
+	out := &template{}
+	// Step 1: the Cluster without a control plane provider, and its first machine by hand.
+	c1, err := step(cluster, "step1")
+	if err != nil {
+		return err
+	}
+	unset(c1, "spec.controlPlaneRef")
+	dc1, err := step(dc, "step1")
+	if err != nil {
+		return err
+	}
+	machine := &template{}
+	if err := machine.add(`apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: DockyardMachine
+metadata:
+  name: ${CLUSTER_NAME}-control-plane-0
+  namespace: ${NAMESPACE}
+  labels: {cluster.x-k8s.io/control-plane: "", kcp-adoption.step1: ""}
+---
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata:
+  name: ${CLUSTER_NAME}-control-plane-0
+  namespace: ${NAMESPACE}
+  labels: {cluster.x-k8s.io/control-plane: "", kcp-adoption.step1: ""}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: Machine
+metadata:
+  name: ${CLUSTER_NAME}-control-plane-0
+  namespace: ${NAMESPACE}
+  labels: {cluster.x-k8s.io/control-plane: "", kcp-adoption.step1: ""}
+spec:
+  clusterName: ${CLUSTER_NAME}
+  version: ${KUBERNETES_VERSION}
+  bootstrap:
+    configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: "${CLUSTER_NAME}-control-plane-0"}
+  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockyardMachine, name: "${CLUSTER_NAME}-control-plane-0"}
+`); err != nil {
+		return err
+	}
+	dm, kc := machine.docs[0].Content[0], machine.docs[1].Content[0]
+	dm.Content = append(dm.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "spec"}, cloneNode(get(cpTemplate, "spec", "template", "spec")))
+	kc.Content = append(kc.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "spec"}, cloneNode(get(kcp, "spec", "kubeadmConfigSpec")))
+	// Step 2: the KubeadmControlPlane of one replica, its template, and the Cluster naming it.
+	c2, err := step(cluster, "step2")
+	if err != nil {
+		return err
+	}
+	dc2, err := step(dc, "step2")
+	if err != nil {
+		return err
+	}
+	tmpl2, err := step(cpTemplate, "step2")
+	if err != nil {
+		return err
+	}
+	kcp2, err := step(kcp, "step2")
+	if err != nil {
+		return err
+	}
+	if err := set(kcp2, "spec.replicas", "1"); err != nil {
+		return err
+	}
+	for _, n := range append([]*yaml.Node{c1, dc1}, append(machine.objectsInOrder(), c2, dc2, tmpl2, kcp2)...) {
+		out.docs = append(out.docs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{n}})
+	}
+	*t = *out
+	return nil
+}
+
+// objectsInOrder returns the top-level mappings of every document.
+func (t *template) objectsInOrder() []*yaml.Node {
+	out := make([]*yaml.Node, 0, len(t.docs))
+	for _, d := range t.docs {
+		out = append(out, d.Content[0])
+	}
+	return out
+}
+
+// preexistingTaints are the taints Cluster API's rollout specs expect the flavor to carry.
+const preexistingTaints = `[{key: pre-existing-on-initialization-taint, value: on-initialization-value, effect: PreferNoSchedule, propagation: OnInitialization},
+  {key: pre-existing-always-taint, value: always-value, effect: PreferNoSchedule, propagation: Always}]`
+
+func kcpMDTaints(t *template) error {
+	kcp, err := t.object("KubeadmControlPlane", "-control-plane")
+	if err != nil {
+		return err
+	}
+	md, err := t.object("MachineDeployment", "-md-0")
+	if err != nil {
+		return err
+	}
+	if err := set(kcp, "spec.machineTemplate.spec.taints", preexistingTaints); err != nil {
+		return err
+	}
+	return set(md, "spec.template.spec.taints", preexistingTaints)
+}
+
+func topologyTaints(t *template) error {
+	cluster, err := t.object("Cluster", "")
+	if err != nil {
+		return err
+	}
+	if err := set(cluster, "spec.topology.controlPlane.taints", preexistingTaints); err != nil {
+		return err
+	}
+	mds := get(cluster, "spec", "topology", "workers", "machineDeployments")
+	if mds == nil || len(mds.Content) == 0 {
+		return errors.New("the topology has no MachineDeployment")
+	}
+	return set(mds.Content[0], "taints", preexistingTaints)
+}

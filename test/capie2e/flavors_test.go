@@ -1,0 +1,105 @@
+package capie2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
+)
+
+// Every test flavor renders with clusterctl's variable processor into objects of the right
+// types, and carries what its spec needs.
+func TestFlavorsRenderWithClusterctl(t *testing.T) {
+	dir := t.TempDir()
+	files, err := WriteFlavors(filepath.Join("..", "..", "templates"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{
+		"CLUSTER_NAME": "c1", "NAMESPACE": "ns", "KUBERNETES_VERSION": "v1.34.4",
+		"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2",
+		"TOKEN": "tok", "SERVER": "https://mgmt:6443", "DOCKYARD_PRELOAD_IMAGES": "[a:v1, b:v2]",
+	}
+	rendered := map[string][]unstructured.Unstructured{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := yamlprocessor.NewSimpleProcessor().Process(raw, func(name string) (string, error) {
+			if v, ok := vars[name]; ok {
+				return v, nil
+			}
+			return "", os.ErrNotExist
+		})
+		if err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+			continue
+		}
+		objs, err := utilyaml.ToUnstructured(out)
+		if err != nil {
+			t.Errorf("%s: %v", filepath.Base(f), err)
+			continue
+		}
+		rendered[filepath.Base(f)] = objs
+		for _, o := range objs {
+			if o.GetKind() == "KubeadmControlPlane" {
+				switch r, _, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "replicas"); r.(type) {
+				case int64, float64:
+				default:
+					t.Errorf("%s: KubeadmControlPlane replicas is %T %v, not a number", filepath.Base(f), r, r)
+				}
+			}
+		}
+	}
+	find := func(file, kind string) *unstructured.Unstructured {
+		for i, o := range rendered[file] {
+			if o.GetKind() == kind {
+				return &rendered[file][i]
+			}
+		}
+		t.Fatalf("%s has no %s", file, kind)
+		return nil
+	}
+
+	md := find("cluster-template-md-remediation.yaml", "MachineDeployment")
+	if labels, _, _ := unstructured.NestedStringMap(md.Object, "spec", "template", "metadata", "labels"); labels["e2e.remediation.label"] != "" || len(labels) == 0 {
+		t.Errorf("md-remediation: MachineDeployment template labels %v", labels)
+	}
+	find("cluster-template-md-remediation.yaml", "MachineHealthCheck")
+
+	kcp := find("cluster-template-kcp-remediation.yaml", "KubeadmControlPlane")
+	pre, _, _ := unstructured.NestedStringSlice(kcp.Object, "spec", "kubeadmConfigSpec", "preKubeadmCommands")
+	if len(pre) == 0 || pre[len(pre)-1] != `./wait-signal.sh "tok" "https://mgmt:6443" "ns"` {
+		t.Errorf("kcp-remediation: preKubeadmCommands %q", pre)
+	}
+	files2, _, _ := unstructured.NestedSlice(kcp.Object, "spec", "kubeadmConfigSpec", "files")
+	script := ""
+	for _, f := range files2 {
+		if f.(map[string]any)["path"] == "/wait-signal.sh" {
+			script = f.(map[string]any)["content"].(string)
+		}
+	}
+	if !strings.Contains(script, `curl -k -s --header "Authorization: Bearer $TOKEN"`) || !strings.Contains(script, `jq -r '.data.signal?'`) {
+		t.Errorf("kcp-remediation: wait-signal.sh:\n%s", script)
+	}
+
+	for _, o := range rendered["cluster-template-self-hosted.yaml"] {
+		if o.GetKind() != "DockyardMachineTemplate" {
+			continue
+		}
+		images, _, err := unstructured.NestedStringSlice(o.Object, "spec", "template", "spec", "preLoadImages")
+		if err != nil || len(images) != 2 {
+			t.Errorf("self-hosted: %s preLoadImages %v %v", o.GetName(), images, err)
+		}
+		mounts, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "extraMounts")
+		if len(mounts) != 1 {
+			t.Errorf("self-hosted: %s extraMounts %v", o.GetName(), mounts)
+		}
+	}
+}
