@@ -158,7 +158,7 @@ func untar(r io.Reader, dir, prefix string) error {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

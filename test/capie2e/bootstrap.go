@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
 
 	"sigs.k8s.io/cluster-api/test/framework/bootstrap"
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
@@ -48,8 +48,8 @@ var _ bootstrap.ClusterProvider = &ClusterProvider{}
 
 // NewClusterProvider returns a provider; Create makes the cluster.
 func NewClusterProvider(in ClusterProviderInput) *ClusterProvider {
-	Expect(in.Name).ToNot(BeEmpty(), "a management cluster needs a name")
-	Expect(in.KubernetesVersion).ToNot(BeEmpty(), "a management cluster needs a Kubernetes version")
+	gomega.Expect(in.Name).ToNot(gomega.BeEmpty(), "a management cluster needs a name")
+	gomega.Expect(in.KubernetesVersion).ToNot(gomega.BeEmpty(), "a management cluster needs a Kubernetes version")
 	if in.NodeImage == "" {
 		in.NodeImage = "localhost/dockyard/node:" + in.KubernetesVersion
 	}
@@ -62,9 +62,9 @@ func NewClusterProvider(in ClusterProviderInput) *ClusterProvider {
 // nodes connects to the engine; close it after use.
 func (p *ClusterProvider) nodes(ctx context.Context) (*docker.Manager, func()) {
 	nodes, done, err := connect(p.in.Engine)
-	Expect(err).ToNot(HaveOccurred())
+	gomega.Expect(err).ToNot(gomega.HaveOccurred())
 	_, err = nodes.Runtime().Info(ctx)
-	Expect(err).ToNot(HaveOccurred(), "no container engine answers at %s", p.in.Engine)
+	gomega.Expect(err).ToNot(gomega.HaveOccurred(), "no container engine answers at %s", p.in.Engine)
 	return nodes, done
 }
 
@@ -76,29 +76,29 @@ func (p *ClusterProvider) Create(ctx context.Context) {
 	var images []string
 	for _, img := range p.in.Images {
 		ok, err := nodes.Runtime().ImageExists(ctx, img.Name)
-		Expect(err).ToNot(HaveOccurred())
+		gomega.Expect(err).ToNot(gomega.HaveOccurred())
 		switch {
 		case ok:
 			images = append(images, img.Name)
 		case img.LoadBehavior == clusterctl.TryLoadImage:
-			fmt.Fprintf(GinkgoWriter, "image %s is not on the engine: not loaded (tryLoad)\n", img.Name)
+			fmt.Fprintf(ginkgo.GinkgoWriter, "image %s is not on the engine: not loaded (tryLoad)\n", img.Name)
 		default:
-			Fail(fmt.Sprintf("image %s is not on %s (build it: make component-images images)", img.Name, p.in.Engine))
+			ginkgo.Fail(fmt.Sprintf("image %s is not on %s (build it: make component-images images)", img.Name, p.in.Engine))
 		}
 	}
 	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
 		Name: p.in.Name, NodeImage: p.in.NodeImage, KubernetesVersion: p.in.KubernetesVersion, Images: images,
 		AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"},
 		Logf: func(format string, args ...any) {
-			fmt.Fprintf(GinkgoWriter, format+"\n", args...)
+			fmt.Fprintf(ginkgo.GinkgoWriter, format+"\n", args...)
 		},
 	})
-	Expect(err).ToNot(HaveOccurred(), "creating the management cluster %s", p.in.Name)
+	gomega.Expect(err).ToNot(gomega.HaveOccurred(), "creating the management cluster %s", p.in.Name)
 	f, err := os.CreateTemp("", "dockyard-e2e-"+p.in.Name+"-*.kubeconfig")
-	Expect(err).ToNot(HaveOccurred())
+	gomega.Expect(err).ToNot(gomega.HaveOccurred())
 	_, err = f.Write(c.Kubeconfig)
-	Expect(err).ToNot(HaveOccurred())
-	Expect(f.Close()).To(Succeed())
+	gomega.Expect(err).ToNot(gomega.HaveOccurred())
+	gomega.Expect(f.Close()).To(gomega.Succeed())
 	p.kubeconfigPath = f.Name()
 }
 
@@ -121,12 +121,12 @@ func (p *ClusterProvider) CollectLogs(ctx context.Context, dir string) error {
 func (p *ClusterProvider) Dispose(ctx context.Context) {
 	if p.in.LogFolder != "" {
 		if err := p.CollectLogs(ctx, filepath.Join(p.in.LogFolder, mgmt.NodeName(p.in.Name))); err != nil {
-			fmt.Fprintf(GinkgoWriter, "collecting the logs of the management cluster %s: %v\n", p.in.Name, err)
+			fmt.Fprintf(ginkgo.GinkgoWriter, "collecting the logs of the management cluster %s: %v\n", p.in.Name, err)
 		}
 	}
 	nodes, done := p.nodes(ctx)
 	defer done()
-	Expect(mgmt.Delete(ctx, nodes, p.in.Name)).To(Succeed())
+	gomega.Expect(mgmt.Delete(ctx, nodes, p.in.Name)).To(gomega.Succeed())
 	if p.kubeconfigPath != "" {
 		_ = os.Remove(p.kubeconfigPath)
 	}

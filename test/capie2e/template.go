@@ -32,7 +32,7 @@ func parseTemplate(raw []byte) (*template, error) {
 	for {
 		doc := &yaml.Node{}
 		err := dec.Decode(doc)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return t, nil
 		}
 		if err != nil {
@@ -42,15 +42,6 @@ func parseTemplate(raw []byte) (*template, error) {
 			t.docs = append(t.docs, doc)
 		}
 	}
-}
-
-// clone returns a deep copy.
-func (t *template) clone() *template {
-	out := &template{}
-	for _, d := range t.docs {
-		out.docs = append(out.docs, cloneNode(d))
-	}
-	return out
 }
 
 func cloneNode(n *yaml.Node) *yaml.Node {
@@ -95,17 +86,6 @@ func (t *template) add(text string) error {
 	}
 	t.docs = append(t.docs, more.docs...)
 	return nil
-}
-
-// remove drops the objects of a kind.
-func (t *template) remove(kind string) {
-	kept := t.docs[:0]
-	for _, d := range t.docs {
-		if v := get(d.Content[0], "kind"); v == nil || v.Value != kind {
-			kept = append(kept, d)
-		}
-	}
-	t.docs = kept
 }
 
 // bytes encodes the template, documents separated by "---", with a comment first.

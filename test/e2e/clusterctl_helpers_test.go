@@ -194,24 +194,6 @@ func deleteWith(ctx context.Context, cl client.Client, c clusterSpec) {
 	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
 }
 
-// expectDescribeHealthy runs `clusterctl describe cluster` with every condition and expects
-// Dockyard's conditions in it: the DockyardCluster's load balancer, and for each node the
-// container and bootstrap conditions Cluster API mirrors into its Machine's
-// InfrastructureReady.
-func expectDescribeHealthy(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec, nodes []string) {
-	Eventually(func(g Gomega) {
-		raw := clusterctl(ctx, nil, "describe", "cluster", c.name, "--namespace", c.namespace, "--kubeconfig", mp.Kubeconfig(),
-			"--show-conditions", "all", "--grouping=false")
-		flat := strings.Join(strings.Fields(strings.NewReplacer("│", " ", "├─", " ", "└─", " ").Replace(raw)), " ")
-		g.Expect(flat).To(ContainSubstring("DockyardCluster "+c.namespace+"/"+c.name), raw)
-		g.Expect(flat).To(ContainSubstring("LoadBalancerAvailable True LoadBalancerAvailable"), raw)
-		for _, node := range nodes {
-			g.Expect(flat).To(ContainSubstring("ContainerProvisioned: Node container "+node+" runs"), raw)
-			g.Expect(flat).To(ContainSubstring("BootstrapSucceeded: Bootstrap data ran in node "+node), raw)
-		}
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(5 * time.Second).Should(Succeed())
-}
-
 // cleanupCluster is what a spec leaves when it ends, failed or not: its Cluster deleted (and
 // waited for), its namespace deleted, and the engine swept of what carries the sweep prefix.
 func cleanupCluster(ctx context.Context, c clusterSpec, sweepPrefix string) {

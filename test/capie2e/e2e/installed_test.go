@@ -71,7 +71,7 @@ var _ = Describe("Dockyard installed by clusterctl init", blocking, func() {
 			Spec:       infrav1.DockyardMachineSpec{BootstrapTimeout: &metav1.Duration{Duration: time.Second}},
 		}
 		Eventually(func() error { return c.Create(ctx, bad.DeepCopy(), client.DryRunAll) }).
-			WithContext(ctx).WithTimeout(time.Minute).WithPolling(2*time.Second).
+			WithContext(ctx).WithTimeout(time.Minute).WithPolling(2 * time.Second).
 			Should(MatchError(And(ContainSubstring("admission webhook"), ContainSubstring("must be at least 30s"))))
 
 		By("the manager's policy: the engine's socket may be mounted (DOCKYARD_ALLOWED_HOST_PATHS), the host's root may not")
