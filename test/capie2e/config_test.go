@@ -98,6 +98,12 @@ func TestE2EConfigMatchesTheRepository(t *testing.T) {
 			t.Errorf("image %s: the repository builds another version", img.Name)
 		}
 	}
+	if from := makeVar(makefile, "KUBERNETES_VERSION_UPGRADE_FROM"); cfg.Variables["KUBERNETES_VERSION_UPGRADE_FROM"] != from {
+		t.Errorf("KUBERNETES_VERSION_UPGRADE_FROM is %s in the e2e config, %s in the Makefile (which builds its node image)", cfg.Variables["KUBERNETES_VERSION_UPGRADE_FROM"], from)
+	}
+	if to, k8s := cfg.Variables["KUBERNETES_VERSION_UPGRADE_TO"], makeVar(imagesMk, "KUBERNETES_VERSION"); to != k8s || cfg.Variables["KUBERNETES_VERSION"] != k8s {
+		t.Errorf("the e2e config runs %s and upgrades to %s; the repository builds %s", cfg.Variables["KUBERNETES_VERSION"], to, k8s)
+	}
 	if cfg.Variables["CERT_MANAGER_VERSION"] != certManager || !strings.Contains(cfg.Variables["CERT_MANAGER_MANIFEST"], "/"+certManager+"/") {
 		t.Errorf("cert-manager variables %s %s, the repository builds %s", cfg.Variables["CERT_MANAGER_VERSION"], cfg.Variables["CERT_MANAGER_MANIFEST"], certManager)
 	}

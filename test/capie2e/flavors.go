@@ -7,6 +7,7 @@ import (
 
 	"github.com/pkg/errors"
 	"go.yaml.in/yaml/v3"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 )
 
 // A test flavor is one of Dockyard's shipped flavors (the repository's templates/) with what a
@@ -212,39 +213,31 @@ func selfHosted(t *template) error {
 }
 
 func kcpAdoption(t *template) error {
-	cluster, err := t.object("Cluster", "")
-	if err != nil {
+	var errs []error
+	find := func(kind, nameSuffix string) *yaml.Node {
+		o, err := t.object(kind, nameSuffix)
+		errs = append(errs, err)
+		return o
+	}
+	cluster, dc := find("Cluster", ""), find("DockyardCluster", "")
+	cpTemplate, kcp := find("DockyardMachineTemplate", "-control-plane"), find("KubeadmControlPlane", "-control-plane")
+	if err := kerrors.NewAggregate(errs); err != nil {
 		return err
 	}
-	dc, err := t.object("DockyardCluster", "")
-	if err != nil {
-		return err
-	}
-	cpTemplate, err := t.object("DockyardMachineTemplate", "-control-plane")
-	if err != nil {
-		return err
-	}
-	kcp, err := t.object("KubeadmControlPlane", "-control-plane")
-	if err != nil {
-		return err
-	}
-	step := func(n *yaml.Node, label string) (*yaml.Node, error) {
+	// step copies an object with the label of a step.
+	step := func(n *yaml.Node, label string) *yaml.Node {
 		c := cloneNode(n)
-		return c, setIn(c, []string{"metadata", "labels", "kcp-adoption." + label}, `""`)
+		errs = append(errs, setIn(c, []string{"metadata", "labels", "kcp-adoption." + label}, `""`))
+		return c
 	}
-	out := &template{}
-	// Step 1: the Cluster without a control plane provider, and its first machine by hand.
-	c1, err := step(cluster, "step1")
-	if err != nil {
-		return err
-	}
+
+	// Step 1: the Cluster without a control plane provider, and its first machine by hand: a
+	// DockyardMachine of the control plane's template, a KubeadmConfig of the control plane's
+	// kubeadmConfigSpec (so the KubeadmControlPlane finds it up to date), and their Machine.
+	c1, dc1 := step(cluster, "step1"), step(dc, "step1")
 	unset(c1, "spec.controlPlaneRef")
-	dc1, err := step(dc, "step1")
-	if err != nil {
-		return err
-	}
 	machine := &template{}
-	if err := machine.add(`apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+	errs = append(errs, machine.add(`apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
 kind: DockyardMachine
 metadata:
   name: ${CLUSTER_NAME}-control-plane-0
@@ -270,37 +263,27 @@ spec:
   bootstrap:
     configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: "${CLUSTER_NAME}-control-plane-0"}
   infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockyardMachine, name: "${CLUSTER_NAME}-control-plane-0"}
-`); err != nil {
+`))
+	if err := kerrors.NewAggregate(errs); err != nil {
 		return err
 	}
-	dm, kc := machine.docs[0].Content[0], machine.docs[1].Content[0]
-	dm.Content = append(dm.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "spec"}, cloneNode(get(cpTemplate, "spec", "template", "spec")))
-	kc.Content = append(kc.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "spec"}, cloneNode(get(kcp, "spec", "kubeadmConfigSpec")))
+	objects := machine.objectsInOrder()
+	objects[0].Content = append(objects[0].Content, scalar("spec"), cloneNode(get(cpTemplate, "spec", "template", "spec")))
+	objects[1].Content = append(objects[1].Content, scalar("spec"), cloneNode(get(kcp, "spec", "kubeadmConfigSpec")))
+
 	// Step 2: the KubeadmControlPlane of one replica, its template, and the Cluster naming it.
-	c2, err := step(cluster, "step2")
-	if err != nil {
-		return err
+	kcp2 := step(kcp, "step2")
+	errs = append(errs, set(kcp2, "spec.replicas", "1"))
+	objects = append([]*yaml.Node{c1, dc1}, append(objects, step(cluster, "step2"), step(dc, "step2"), step(cpTemplate, "step2"), kcp2)...)
+	t.docs = nil
+	for _, n := range objects {
+		t.docs = append(t.docs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{n}})
 	}
-	dc2, err := step(dc, "step2")
-	if err != nil {
-		return err
-	}
-	tmpl2, err := step(cpTemplate, "step2")
-	if err != nil {
-		return err
-	}
-	kcp2, err := step(kcp, "step2")
-	if err != nil {
-		return err
-	}
-	if err := set(kcp2, "spec.replicas", "1"); err != nil {
-		return err
-	}
-	for _, n := range append([]*yaml.Node{c1, dc1}, append(machine.objectsInOrder(), c2, dc2, tmpl2, kcp2)...) {
-		out.docs = append(out.docs, &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{n}})
-	}
-	*t = *out
-	return nil
+	return kerrors.NewAggregate(errs)
+}
+
+func scalar(value string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value}
 }
 
 // objectsInOrder returns the top-level mappings of every document.

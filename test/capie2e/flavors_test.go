@@ -3,6 +3,7 @@ package capie2e
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -87,6 +88,31 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 	}
 	if !strings.Contains(script, `curl -k -s --header "Authorization: Bearer $TOKEN"`) || !strings.Contains(script, `jq -r '.data.signal?'`) {
 		t.Errorf("kcp-remediation: wait-signal.sh:\n%s", script)
+	}
+
+	// kcp-adoption: step 1 makes the first control plane Machine by hand with the
+	// KubeadmControlPlane's own kubeadmConfigSpec; step 2 adds the KubeadmControlPlane.
+	steps := map[string][]string{}
+	var kubeadmConfig, adopter map[string]any
+	for _, o := range rendered["cluster-template-kcp-adoption.yaml"] {
+		for label := range o.GetLabels() {
+			steps[label] = append(steps[label], o.GetKind())
+		}
+		switch o.GetKind() {
+		case "KubeadmConfig":
+			kubeadmConfig, _, _ = unstructured.NestedMap(o.Object, "spec")
+		case "KubeadmControlPlane":
+			adopter, _, _ = unstructured.NestedMap(o.Object, "spec", "kubeadmConfigSpec")
+		}
+	}
+	if got := strings.Join(steps["kcp-adoption.step1"], " "); got != "Cluster DockyardCluster DockyardMachine KubeadmConfig Machine" {
+		t.Errorf("kcp-adoption step 1: %s", got)
+	}
+	if got := strings.Join(steps["kcp-adoption.step2"], " "); got != "Cluster DockyardCluster DockyardMachineTemplate KubeadmControlPlane" {
+		t.Errorf("kcp-adoption step 2: %s", got)
+	}
+	if !reflect.DeepEqual(kubeadmConfig, adopter) || kubeadmConfig == nil {
+		t.Error("kcp-adoption: the hand-made KubeadmConfig differs from the KubeadmControlPlane's kubeadmConfigSpec")
 	}
 
 	for _, o := range rendered["cluster-template-self-hosted.yaml"] {

@@ -156,7 +156,7 @@ func setIn(n *yaml.Node, keys []string, value string) error {
 			if i == len(keys)-1 {
 				next = v
 			}
-			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, next)
+			n.Content = append(n.Content, scalar(key), next)
 		}
 		n = next
 	}

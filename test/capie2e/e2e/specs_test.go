@@ -289,3 +289,12 @@ func blockVolumeDetach(ctx context.Context, proxy framework.ClusterProxy, cluste
 		Expect(c.Status().Update(ctx, va)).To(Succeed())
 	}
 }
+
+var _ = Describe("Self-hosted, upgraded while it manages itself", full, func() {
+	capispecs.SelfHostedSpec(ctx, func() capispecs.SelfHostedSpecInput {
+		return capispecs.SelfHostedSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "self-hosted",
+		}
+	})
+})
