@@ -178,7 +178,7 @@ CAPI_E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/capi-e2e-artifacts
 CAPI_E2E_FLAGS ?=
 KUBERNETES_VERSION_UPGRADE_FROM ?= v1.33.13
 CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)" \
-	go test -tags e2e . -count=1 -v -timeout 170m -ginkgo.v -ginkgo.no-color -ginkgo.timeout 165m
+	go test -tags e2e . -count=1 -v -timeout 300m -ginkgo.v -ginkgo.no-color -ginkgo.timeout 295m
 
 .PHONY: test-e2e-capi
 test-e2e-capi: images component-images release-manifests ## Cluster API's shared specs labelled blocking (quick start, MachineDeployment scale and remediation, KCP remediation, MachinePool, self-hosted) on a management cluster in containers.

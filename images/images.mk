@@ -16,11 +16,15 @@ DOCKYARD_BUILD := go run ./cmd/dockyard-build
 
 ##@ Images
 
+# A Kubernetes version clusters of the node image may be upgraded to: its kube-proxy and CoreDNS
+# images are preloaded too (make test-e2e-full sets it for the upgrade specs' older image).
+NODE_IMAGE_UPGRADE_TO ?=
+
 .PHONY: node-image
-node-image: ## Build the node image localhost/dockyard/node:$(KUBERNETES_VERSION) (cached).
+node-image: ## Build the node image localhost/dockyard/node:$(KUBERNETES_VERSION) (cached); NODE_IMAGE_UPGRADE_TO=<version> also preloads that version's add-ons.
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) node-image --cache "$(DOCKYARD_CACHE)" --kubernetes-version $(KUBERNETES_VERSION) \
-		--flannel-version $(FLANNEL_VERSION) $(IMAGE_BUILD_FLAGS)
+		--flannel-version $(FLANNEL_VERSION) $(if $(NODE_IMAGE_UPGRADE_TO),--upgrade-to $(NODE_IMAGE_UPGRADE_TO)) $(IMAGE_BUILD_FLAGS)
 
 .PHONY: lb-image
 lb-image: ## Build the load balancer image localhost/dockyard/haproxy:<Debian haproxy version> (cached).

@@ -53,13 +53,14 @@ func runNodeImage(ctx context.Context, args []string) error {
 	common := addImageFlags(fs)
 	k8sVersion := fs.String("kubernetes-version", imagebuild.DefaultKubernetesVersion, "Kubernetes version")
 	flannelVersion := fs.String("flannel-version", imagebuild.DefaultFlannelVersion, "flannel version of the preloaded CNI image")
+	upgradeTo := fs.String("upgrade-to", "", "a Kubernetes version clusters of these nodes may be upgraded to: its kube-proxy and CoreDNS images are preloaded too (no registry to pull them from)")
 	_ = fs.Parse(args)
 	b, done, err := common.builder()
 	if err != nil {
 		return err
 	}
 	defer done()
-	ref, err := b.NodeImage(ctx, imagebuild.NodeOptions{KubernetesVersion: *k8sVersion, FlannelVersion: *flannelVersion})
+	ref, err := b.NodeImage(ctx, imagebuild.NodeOptions{KubernetesVersion: *k8sVersion, FlannelVersion: *flannelVersion, UpgradeTo: *upgradeTo})
 	if err != nil {
 		return err
 	}

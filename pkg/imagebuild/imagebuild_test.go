@@ -141,6 +141,37 @@ func TestParseImageList(t *testing.T) {
 	}
 }
 
+// A node image that may be upgraded preloads the next version's kube-proxy and CoreDNS, which an
+// upgraded control plane rolls out to every node, and nothing it already has or that only new
+// control plane nodes run.
+func TestAddonsToPreloadForAnUpgrade(t *testing.T) {
+	own, err := ParseImageList(`registry.k8s.io/kube-apiserver:v1.33.13
+registry.k8s.io/kube-controller-manager:v1.33.13
+registry.k8s.io/kube-scheduler:v1.33.13
+registry.k8s.io/kube-proxy:v1.33.13
+registry.k8s.io/coredns/coredns:v1.12.0
+registry.k8s.io/pause:3.10
+registry.k8s.io/etcd:3.5.24-0
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := ParseImageList(kubeadmList134)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, img := range addonsToPreload(next, own) {
+		got = append(got, img.Ref)
+	}
+	if want := "registry.k8s.io/kube-proxy:v1.34.4 registry.k8s.io/coredns/coredns:v1.12.1"; strings.Join(got, " ") != want {
+		t.Errorf("preloaded for the upgrade: %v, want %s", got, want)
+	}
+	if extra := addonsToPreload(own, own); len(extra) != 0 {
+		t.Errorf("an upgrade to the same version preloads %v", extra)
+	}
+}
+
 func TestParseImageListErrors(t *testing.T) {
 	for name, out := range map[string]string{
 		"empty":         "\n\n",

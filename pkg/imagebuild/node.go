@@ -9,12 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/pkg/errors"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dockyard-dev/dockyard/docker"
@@ -55,7 +57,17 @@ type NodeOptions struct {
 	KubernetesVersion string
 	// FlannelVersion of the preloaded CNI image.
 	FlannelVersion string
+	// UpgradeTo is a Kubernetes version nodes of this image may see their cluster upgraded to.
+	// With no registry to pull from, the add-on images that version's kubeadm runs on every
+	// node (kube-proxy and CoreDNS) are preloaded too: once the control plane is upgraded,
+	// they replace the old ones on the nodes not yet upgraded. Empty: none.
+	UpgradeTo string
 }
+
+// upgradeAddons are the images of an upgrade's kubeadm that nodes of the old version run
+// (control plane components and etcd run only on control plane nodes, which an upgrade
+// replaces; the sandbox image is the node's own).
+var upgradeAddons = []Component{ComponentProxy, ComponentCoreDNS}
 
 // nodeBinaries are the Kubernetes commands of the node image: the node's own and those of the
 // control plane images.
@@ -82,6 +94,15 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	in.Set("suite", b.suite())
 	in.Set("mirror", b.mirror())
 	in.Set("flannel", o.FlannelVersion)
+	if o.UpgradeTo != "" {
+		up, err := gobuild.Kubernetes(o.UpgradeTo, nodeBinaries...)
+		if err != nil {
+			return "", errors.Wrap(err, "the version to upgrade to")
+		}
+		if err := in.SetJSON("upgrade-to", up); err != nil {
+			return "", err
+		}
+	}
 	for name, v := range map[string]any{"kubernetes": k8s, "node-rootfs": nodeRootfs(), "iptables-rootfs": iptablesRootfs()} {
 		if err := in.SetJSON(name, v); err != nil {
 			return "", err
@@ -108,8 +129,8 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	g.Go(func() (err error) { iptFS, err = b.Rootfs(gctx, iptablesRootfs()); return err })
 
 	var (
-		k8sBins map[string]string
-		list    []KubeadmImage
+		k8sBins, upBins map[string]string
+		list, upList    []KubeadmImage
 	)
 	buildErr := func() error {
 		if k8sBins, err = b.runBuild(gctx, k8s); err != nil {
@@ -119,7 +140,12 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 			return err
 		}
 		b.logf("kubeadm %s needs: %s", o.KubernetesVersion, imageRefs(list))
-		return b.prebuild(gctx, list, o.FlannelVersion)
+		if o.UpgradeTo != "" {
+			if upBins, upList, err = b.upgradeAddons(gctx, o.UpgradeTo, list); err != nil {
+				return err
+			}
+		}
+		return b.prebuild(gctx, append(list, upList...), o.FlannelVersion)
 	}()
 	if err := g.Wait(); err != nil {
 		return "", err
@@ -137,6 +163,13 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 		return "", err
 	}
 	preloaded := append(components, flannel)
+	if len(upList) > 0 {
+		addons, _, err := b.componentImages(ctx, upList, upBins, iptFS)
+		if err != nil {
+			return "", err
+		}
+		preloaded = append(preloaded, addons...)
+	}
 
 	containerdVersion, err := ContainerdVersion(string(nodeFS.Outputs["containerd-version"]))
 	if err != nil {
@@ -225,6 +258,42 @@ func imageRefs[T interface{ ref() string }](items []T) string {
 
 func (i KubeadmImage) ref() string { return i.Ref }
 func (i namedImage) ref() string   { return i.Ref }
+
+// upgradeAddons builds the Kubernetes commands of the version to upgrade to and returns them
+// with the add-on images (upgradeAddons) its kubeadm names that the image's own list lacks.
+func (b *Builder) upgradeAddons(ctx context.Context, version string, own []KubeadmImage) (map[string]string, []KubeadmImage, error) {
+	up, err := gobuild.Kubernetes(version, nodeBinaries...)
+	if err != nil {
+		return nil, nil, err
+	}
+	bins, err := b.runBuild(ctx, up)
+	if err != nil {
+		return nil, nil, errors.Wrapf(err, "building Kubernetes %s, the version to upgrade to", version)
+	}
+	all, err := kubeadmImages(ctx, bins["kubeadm"], version)
+	if err != nil {
+		return nil, nil, err
+	}
+	extra := addonsToPreload(all, own)
+	b.logf("nodes upgraded to %s also need: %s", version, imageRefs(extra))
+	return bins, extra, nil
+}
+
+// addonsToPreload returns the images of an upgrade's list (all) that nodes of the old version
+// run (upgradeAddons) and the image's own list lacks.
+func addonsToPreload(all, own []KubeadmImage) []KubeadmImage {
+	have := map[string]bool{}
+	for _, img := range own {
+		have[img.Ref] = true
+	}
+	var extra []KubeadmImage
+	for _, img := range all {
+		if slices.Contains(upgradeAddons, img.Component) && !have[img.Ref] {
+			extra = append(extra, img)
+		}
+	}
+	return extra
+}
 
 // kubeadmImages asks the built kubeadm which images its version needs.
 func kubeadmImages(ctx context.Context, kubeadm, version string) ([]KubeadmImage, error) {
