@@ -48,17 +48,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 	}
 	// Leftovers of a container removed half-way go first.
 	r.cleanupLeftovers(ctx, spec.Name)
-	rec := &record{
-		Name: spec.Name, Image: spec.Image, Hostname: spec.Hostname, Network: spec.Network,
-		Aliases: spec.NetworkAliases, IPv4Address: spec.IPv4Address, StopSignal: spec.StopSignal,
-		RestartPolicy: spec.RestartPolicy,
-	}
-	if rec.Hostname == "" {
-		rec.Hostname = spec.Name
-		if len(rec.Hostname) > 12 {
-			rec.Hostname = rec.Hostname[:12]
-		}
-	}
+	rec := newRecord(spec)
 	defer func() {
 		if err != nil {
 			r.cleanupLeftovers(context.WithoutCancel(ctx), spec.Name)
@@ -85,6 +75,23 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 		return err
 	}
 	return r.newContainer(ctx, spec, rec, img, mounts)
+}
+
+// newRecord is a new container's record, its hostname defaulting to the first 12 characters
+// of its name.
+func newRecord(spec container.ContainerSpec) *record {
+	rec := &record{
+		Name: spec.Name, Image: spec.Image, Hostname: spec.Hostname, Network: spec.Network,
+		Aliases: spec.NetworkAliases, IPv4Address: spec.IPv4Address, StopSignal: spec.StopSignal,
+		RestartPolicy: spec.RestartPolicy,
+	}
+	if rec.Hostname == "" {
+		rec.Hostname = spec.Name
+		if len(rec.Hostname) > 12 {
+			rec.Hostname = rec.Hostname[:12]
+		}
+	}
+	return rec
 }
 
 func (r *Runtime) newContainer(ctx context.Context, spec container.ContainerSpec, rec *record, img client.Image, mounts []specs.Mount) error {

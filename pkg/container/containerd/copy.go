@@ -104,16 +104,7 @@ func extractEntry(base string, hdr *tar.Header, tr io.Reader) error {
 			return err
 		}
 	case tar.TypeReg:
-		_ = os.Remove(p)
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, mode)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := writeRegular(p, mode, tr); err != nil {
 			return err
 		}
 	case tar.TypeSymlink:
@@ -146,6 +137,20 @@ func extractEntry(base string, hdr *tar.Header, tr io.Reader) error {
 		return err
 	}
 	return os.Chtimes(p, hdr.ModTime, hdr.ModTime)
+}
+
+// writeRegular creates the regular file p, replacing what was there, with the content of r.
+func writeRegular(p string, mode os.FileMode, r io.Reader) error {
+	_ = os.Remove(p)
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // CopyFromContainer returns a tar stream of a path in the container: the file, or the
