@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/pkg/errors"
 )
 
 const scriptPath = "images/cni/install-cni.sh"
@@ -84,12 +86,12 @@ func run(srcDir, outDir, script string) error {
 	}
 	if strings.Contains(string(content), "$") {
 		// clusterctl substitutes $VAR and ${VAR} everywhere in a template.
-		return fmt.Errorf("%s contains '$', which clusterctl would substitute", script)
+		return errors.Errorf("%s contains '$', which clusterctl would substitute", script)
 	}
 	for _, delim := range []string{"{{", "{%", "{#"} {
 		if strings.Contains(string(content), delim) {
 			// CABPK's cloud-config is a jinja template ("## template: jinja").
-			return fmt.Errorf("%s contains %q, which a jinja template would interpret", script, delim)
+			return errors.Errorf("%s contains %q, which a jinja template would interpret", script, delim)
 		}
 	}
 	sources, err := filepath.Glob(filepath.Join(srcDir, "*.yaml"))
@@ -104,7 +106,7 @@ func run(srcDir, outDir, script string) error {
 		from := []string{filepath.ToSlash(src)}
 		included, err := includeShared(srcDir, string(in), &from)
 		if err != nil {
-			return fmt.Errorf("%s: %w", src, err)
+			return errors.Wrap(err, src)
 		}
 		out := marker.ReplaceAllStringFunc(included, func(m string) string {
 			return indent(string(content), marker.FindStringSubmatch(m)[1])
@@ -120,7 +122,7 @@ func run(srcDir, outDir, script string) error {
 		}
 		if primaryMarker.MatchString(string(in)) {
 			if err := writeFamilies(outDir, name, header, plain); err != nil {
-				return fmt.Errorf("%s: %w", src, err)
+				return errors.Wrap(err, src)
 			}
 		}
 		if formatMarker.MatchString(string(in)) {
@@ -164,7 +166,7 @@ func writeFamilies(outDir, name, header, text string) error {
 func replaceLine(text, old string, lines []string) (string, error) {
 	re := regexp.MustCompile(`(?m)^([ \t]*)` + regexp.QuoteMeta(old) + `\n`)
 	if n := len(re.FindAllStringIndex(text, -1)); n != 1 {
-		return "", fmt.Errorf("want the line %q once, found it %d times", old, n)
+		return "", errors.Errorf("want the line %q once, found it %d times", old, n)
 	}
 	return re.ReplaceAllStringFunc(text, func(m string) string {
 		return indent(strings.Join(lines, "\n"), re.FindStringSubmatch(m)[1])
@@ -185,7 +187,7 @@ func includeShared(srcDir, text string, from *[]string) (string, error) {
 		}
 		end := endShared.FindStringIndex(string(data))
 		if end == nil {
-			errs = append(errs, fmt.Errorf("%s has no #@end-shared line to include up to", path))
+			errs = append(errs, errors.Errorf("%s has no #@end-shared line to include up to", path))
 			return m
 		}
 		shared := string(data[:end[0]])

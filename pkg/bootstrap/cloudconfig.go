@@ -1,13 +1,13 @@
 package bootstrap
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/pkg/errors"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -44,7 +44,7 @@ func parseCloudConfig(data []byte, opts Options) (*Plan, error) {
 	}
 	pairs, err := mappingPairs(root, b)
 	if err != nil {
-		return nil, fmt.Errorf("top level: %w", err)
+		return nil, errors.Wrap(err, "top level")
 	}
 
 	var bootcmd, runcmd []*Command
@@ -92,7 +92,7 @@ func checkCloudConfigHeader(text string) error {
 	switch {
 	case strings.HasPrefix(head, "#cloud-config-archive"), strings.HasPrefix(head, "#cloud-config-jsonp"):
 		first, _, _ := strings.Cut(head, "\n")
-		return fmt.Errorf("%s user data is not supported, only #cloud-config", quoteForError(strings.TrimSpace(first)))
+		return errors.Errorf("%s user data is not supported, only #cloud-config", quoteForError(strings.TrimSpace(first)))
 	case strings.HasPrefix(head, "#cloud-config"):
 		return nil
 	default:
@@ -117,7 +117,7 @@ func parseCloudCommands(key string, n *yaml.Node, b *planBuilder) ([]*Command, e
 		return []*Command{c}, b.chargeCommand(c)
 	case yaml.SequenceNode:
 	default:
-		return nil, fmt.Errorf("%s: want a list of commands, found %s", key, kindName(n))
+		return nil, errors.Errorf("%s: want a list of commands, found %s", key, kindName(n))
 	}
 	var cmds []*Command
 	for i, entry := range n.Content {
@@ -125,12 +125,12 @@ func parseCloudCommands(key string, n *yaml.Node, b *planBuilder) ([]*Command, e
 		where := fmt.Sprintf("%s[%d]", key, i)
 		if entry != nil {
 			if err := b.visit(1 + len(entry.Content)); err != nil {
-				return nil, fmt.Errorf("%s: %w", where, err)
+				return nil, errors.Wrap(err, where)
 			}
 		}
 		switch {
 		case isNull(entry):
-			return nil, fmt.Errorf("%s: command is null", where)
+			return nil, errors.Errorf("%s: command is null", where)
 		case entry.Kind == yaml.ScalarNode:
 			if strings.TrimSpace(entry.Value) == "" {
 				continue
@@ -144,11 +144,11 @@ func parseCloudCommands(key string, n *yaml.Node, b *planBuilder) ([]*Command, e
 			args := make([]string, 0, len(entry.Content))
 			for j, a := range entry.Content {
 				if isNull(a) {
-					return nil, fmt.Errorf("%s[%d]: argument is null", where, j)
+					return nil, errors.Errorf("%s[%d]: argument is null", where, j)
 				}
 				s, ok := scalarString(a)
 				if !ok {
-					return nil, fmt.Errorf("%s[%d]: want a string argument, found %s", where, j, kindName(a))
+					return nil, errors.Errorf("%s[%d]: want a string argument, found %s", where, j, kindName(a))
 				}
 				args = append(args, s)
 			}
@@ -161,7 +161,7 @@ func parseCloudCommands(key string, n *yaml.Node, b *planBuilder) ([]*Command, e
 			}
 			cmds = append(cmds, c)
 		default:
-			return nil, fmt.Errorf("%s: want a string or a list of arguments, found %s", where, kindName(entry))
+			return nil, errors.Errorf("%s: want a string or a list of arguments, found %s", where, kindName(entry))
 		}
 	}
 	return cmds, nil
@@ -174,7 +174,7 @@ func parseWriteFiles(n *yaml.Node, b *planBuilder) (files, deferred []*File, err
 		return nil, nil, nil
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, nil, fmt.Errorf("write_files: want a list of files, found %s", kindName(n))
+		return nil, nil, errors.Errorf("write_files: want a list of files, found %s", kindName(n))
 	}
 	for i, entry := range n.Content {
 		f, isDeferred, err := parseWriteFile(i, entry, b)
@@ -194,7 +194,7 @@ func parseWriteFile(i int, n *yaml.Node, b *planBuilder) (f *File, isDeferred bo
 	where := fmt.Sprintf("write_files[%d]", i)
 	pairs, err := mappingPairs(n, b)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", where, err)
+		return nil, false, errors.Wrap(err, where)
 	}
 	fields := map[string]*yaml.Node{}
 	for _, p := range pairs {
@@ -203,16 +203,16 @@ func parseWriteFile(i int, n *yaml.Node, b *planBuilder) (f *File, isDeferred bo
 
 	pathNode, ok := fields["path"]
 	if !ok || isNull(pathNode) {
-		return nil, false, fmt.Errorf("%s: path is missing", where)
+		return nil, false, errors.Errorf("%s: path is missing", where)
 	}
 	rawPath, ok := scalarString(pathNode)
 	if !ok {
-		return nil, false, fmt.Errorf("%s: path: want a string, found %s", where, kindName(pathNode))
+		return nil, false, errors.Errorf("%s: path: want a string, found %s", where, kindName(pathNode))
 	}
 	where = fmt.Sprintf("%s (%s)", where, quoteForError(rawPath))
 	p, err := absPath(rawPath)
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", where, err)
+		return nil, false, errors.Wrap(err, where)
 	}
 	f = &File{Path: p, Mode: defaultFileMode, Owner: "root", Group: "root"}
 
@@ -223,23 +223,23 @@ func parseWriteFile(i int, n *yaml.Node, b *planBuilder) (f *File, isDeferred bo
 			// path is read above, content below with its encoding.
 		case "owner":
 			if f.Owner, f.Group, err = parseCloudOwner(v); err != nil {
-				return nil, false, fmt.Errorf("%s: owner: %w", where, err)
+				return nil, false, errors.Wrapf(err, "%s: owner", where)
 			}
 		case "permissions":
 			if f.Mode, err = parsePermissions(v); err != nil {
-				return nil, false, fmt.Errorf("%s: permissions: %w", where, err)
+				return nil, false, errors.Wrapf(err, "%s: permissions", where)
 			}
 		case "append":
 			if f.Append, err = parseCloudBool(v); err != nil {
-				return nil, false, fmt.Errorf("%s: append: %w", where, err)
+				return nil, false, errors.Wrapf(err, "%s: append", where)
 			}
 		case "defer":
 			if isDeferred, err = parseCloudBool(v); err != nil {
-				return nil, false, fmt.Errorf("%s: defer: %w", where, err)
+				return nil, false, errors.Wrapf(err, "%s: defer", where)
 			}
 		case "source":
 			if !isNull(v) {
-				return nil, false, fmt.Errorf("%s: source: fetching file content from a URL is not supported in a node container; give the content inline", where)
+				return nil, false, errors.Errorf("%s: source: fetching file content from a URL is not supported in a node container; give the content inline", where)
 			}
 		default:
 			b.ignore(fmt.Sprintf("cloud-config write_files[%d] (%s) key %s", i, quoteForError(rawPath), strconv.Quote(pair.key)))
@@ -247,7 +247,7 @@ func parseWriteFile(i int, n *yaml.Node, b *planBuilder) (f *File, isDeferred bo
 	}
 
 	if f.Content, err = decodeCloudContent(fields["content"], fields["encoding"], b.remaining()); err != nil {
-		return nil, false, fmt.Errorf("%s: %w", where, err)
+		return nil, false, errors.Wrap(err, where)
 	}
 	return f, isDeferred, b.chargeFile(f)
 }
@@ -264,16 +264,16 @@ func decodeCloudContent(content, encoding *yaml.Node, limit int64) ([]byte, erro
 	case isNull(c):
 		// No content (or "content:" with nothing) is an empty file.
 	case c.Kind != yaml.ScalarNode:
-		return nil, fmt.Errorf("content: want a string, found %s", kindName(c))
+		return nil, errors.Errorf("content: want a string, found %s", kindName(c))
 	case c.ShortTag() == "!!binary":
 		if data, err = decodeBase64(c.Value); err != nil {
-			return nil, fmt.Errorf("content: !!binary: %w", err)
+			return nil, errors.Wrap(err, "content: !!binary")
 		}
 	case c.ShortTag() == "!!str":
 		data = []byte(c.Value)
 	default:
 		// cloud-init fails to write such a value too (it only writes strings and bytes).
-		return nil, fmt.Errorf("content: want a string, found %s (quote it)", kindName(c))
+		return nil, errors.Errorf("content: want a string, found %s (quote it)", kindName(c))
 	}
 	for _, step := range steps {
 		switch step {
@@ -299,7 +299,7 @@ func parseEncoding(n *yaml.Node) ([]string, error) {
 	}
 	s, ok := scalarString(n)
 	if !ok {
-		return nil, fmt.Errorf("encoding: want a string, found %s", kindName(n))
+		return nil, errors.Errorf("encoding: want a string, found %s", kindName(n))
 	}
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "plain", "text/plain":
@@ -311,7 +311,7 @@ func parseEncoding(n *yaml.Node) ([]string, error) {
 	case "gz+b64", "gz+base64", "gzip+b64", "gzip+base64":
 		return []string{"base64", "gzip"}, nil
 	default:
-		return nil, fmt.Errorf("encoding %s is not supported (want b64, gzip or gzip+b64)", quoteForError(s))
+		return nil, errors.Errorf("encoding %s is not supported (want b64, gzip or gzip+b64)", quoteForError(s))
 	}
 }
 
@@ -324,7 +324,7 @@ func parseCloudOwner(n *yaml.Node) (owner, group string, err error) {
 	}
 	s, ok := scalarString(n)
 	if !ok {
-		return "", "", fmt.Errorf("want \"user:group\", found %s", kindName(n))
+		return "", "", errors.Errorf("want \"user:group\", found %s", kindName(n))
 	}
 	u, g, _ := strings.Cut(s, ":")
 	normal := func(v string) string {
@@ -364,7 +364,7 @@ func parsePermissions(n *yaml.Node) (os.FileMode, error) {
 		return defaultFileMode, nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return 0, fmt.Errorf("want an octal string like '0640', found %s", kindName(n))
+		return 0, errors.Errorf("want an octal string like '0640', found %s", kindName(n))
 	}
 	text := strings.TrimSpace(n.Value)
 	var value uint64
@@ -372,7 +372,7 @@ func parsePermissions(n *yaml.Node) (os.FileMode, error) {
 	switch {
 	case isQuoted(n):
 		if !octalString.MatchString(text) {
-			return 0, fmt.Errorf("%s is not an octal mode like '0640'", quoteForError(n.Value))
+			return 0, errors.Errorf("%s is not an octal mode like '0640'", quoteForError(n.Value))
 		}
 		value, err = strconv.ParseUint(strings.TrimPrefix(strings.TrimPrefix(text, "0o"), "0O"), 8, 64)
 	case yaml11Octal.MatchString(text):
@@ -387,10 +387,10 @@ func parsePermissions(n *yaml.Node) (os.FileMode, error) {
 		// 0o640 is a string to YAML 1.1, which cloud-init reads as octal.
 		value, err = strconv.ParseUint(text[2:], 8, 64)
 	default:
-		return 0, fmt.Errorf("%s is not an octal mode like '0640'", quoteForError(n.Value))
+		return 0, errors.Errorf("%s is not an octal mode like '0640'", quoteForError(n.Value))
 	}
 	if err != nil || value > 0o7777 {
-		return 0, fmt.Errorf("%s is not a file mode (0 to 07777)", quoteForError(n.Value))
+		return 0, errors.Errorf("%s is not a file mode (0 to 07777)", quoteForError(n.Value))
 	}
 	return unixMode(value), nil
 }
@@ -404,7 +404,7 @@ func parseCloudBool(n *yaml.Node) (bool, error) {
 		return false, nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return false, fmt.Errorf("want true or false, found %s", kindName(n))
+		return false, errors.Errorf("want true or false, found %s", kindName(n))
 	}
 	switch strings.ToLower(strings.TrimSpace(n.Value)) {
 	case "true", "yes", "on", "1":
@@ -412,6 +412,6 @@ func parseCloudBool(n *yaml.Node) (bool, error) {
 	case "false", "no", "off", "0", "":
 		return false, nil
 	default:
-		return false, fmt.Errorf("want true or false, found %s", quoteForError(n.Value))
+		return false, errors.Errorf("want true or false, found %s", quoteForError(n.Value))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path"
 	"reflect"
@@ -16,6 +15,7 @@ import (
 	"unicode"
 
 	igntypes "github.com/flatcar/ignition/config/v2_3/types"
+	"github.com/pkg/errors"
 )
 
 // systemdUnitDir is where Ignition writes systemd units and their drop-ins.
@@ -117,16 +117,16 @@ func checkIgnitionVersion(data []byte) error {
 	v := *top.Ignition.Version
 	m := ignitionVersionPattern.FindStringSubmatch(v)
 	if m == nil {
-		return fmt.Errorf("ignition.version %s is not a valid version", quoteForError(v))
+		return errors.Errorf("ignition.version %s is not a valid version", quoteForError(v))
 	}
 	major, _ := strconv.Atoi(m[1])
 	minor, _ := strconv.Atoi(m[2])
 	patch, _ := strconv.Atoi(m[3])
 	switch {
 	case major >= 3:
-		return fmt.Errorf("spec %d.x is not supported (ignition.version %s): Dockyard reads Ignition spec 2.0.0 to 2.3.0, which Cluster API's kubeadm bootstrap provider writes", major, quoteForError(v))
+		return errors.Errorf("spec %d.x is not supported (ignition.version %s): Dockyard reads Ignition spec 2.0.0 to 2.3.0, which Cluster API's kubeadm bootstrap provider writes", major, quoteForError(v))
 	case major != 2 || minor > 3 || patch != 0 || m[4] != "":
-		return fmt.Errorf("spec version %s is not supported: Dockyard reads Ignition spec 2.0.0 to 2.3.0", quoteForError(v))
+		return errors.Errorf("spec version %s is not supported: Dockyard reads Ignition spec 2.0.0 to 2.3.0", quoteForError(v))
 	}
 	return nil
 }
@@ -137,7 +137,7 @@ func describeJSONError(err error) error {
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax):
-		return fmt.Errorf("malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+		return errors.Errorf("malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
 	case errors.As(err, &typeErr):
 		// Field is the path of Go struct fields; drop the names of embedded structs
 		// (FileEmbedded1, Node), which are not JSON keys.
@@ -151,9 +151,9 @@ func describeJSONError(err error) error {
 		if field == "" {
 			field = "the config"
 		}
-		return fmt.Errorf("%s: want %s, found a JSON %s", field, jsonTypeName(typeErr.Type), typeErr.Value)
+		return errors.Errorf("%s: want %s, found a JSON %s", field, jsonTypeName(typeErr.Type), typeErr.Value)
 	default:
-		return fmt.Errorf("malformed JSON: %w", err)
+		return errors.Wrap(err, "malformed JSON")
 	}
 }
 
@@ -198,18 +198,18 @@ func ignitionFilesystems(list []igntypes.Filesystem, b *planBuilder) (*ignitionF
 			// Ignition's own name for the root filesystem, which is the node's root here.
 			continue
 		case f.Mount != nil && f.Path != nil:
-			return nil, fmt.Errorf("%s: has both mount and path", where)
+			return nil, errors.Errorf("%s: has both mount and path", where)
 		case f.Mount != nil:
 			b.ignore(fmt.Sprintf("Ignition storage.filesystems[%d] (%s on %s)", i, strconv.Quote(f.Name), quoteForError(f.Mount.Device)))
 			fs.ignored[f.Name] = true
 		case f.Path != nil:
 			p, err := absPath(*f.Path)
 			if err != nil {
-				return nil, fmt.Errorf("%s: path: %w", where, err)
+				return nil, errors.Wrapf(err, "%s: path", where)
 			}
 			fs.prefix[f.Name] = p
 		default:
-			return nil, fmt.Errorf("%s: has neither mount nor path", where)
+			return nil, errors.Errorf("%s: has neither mount nor path", where)
 		}
 	}
 	return fs, nil
@@ -222,7 +222,7 @@ func (fs *ignitionFS) locate(kind string, i int, n igntypes.Node, b *planBuilder
 	where = fmt.Sprintf("storage.%s[%d] (%s)", kind, i, quoteForError(n.Path))
 	p, err = absPath(n.Path)
 	if err != nil {
-		return where, "", false, fmt.Errorf("%s: %w", where, err)
+		return where, "", false, errors.Wrap(err, where)
 	}
 	name := n.Filesystem
 	if name == "" {
@@ -234,7 +234,7 @@ func (fs *ignitionFS) locate(kind string, i int, n igntypes.Node, b *planBuilder
 	}
 	prefix, ok := fs.prefix[name]
 	if !ok {
-		return where, "", false, fmt.Errorf("%s: filesystem %s is not defined in storage.filesystems", where, quoteForError(name))
+		return where, "", false, errors.Errorf("%s: filesystem %s is not defined in storage.filesystems", where, quoteForError(name))
 	}
 	if prefix != "" {
 		p = path.Join(prefix, p)
@@ -255,10 +255,10 @@ func nodeOwner(u *igntypes.NodeUser, g *igntypes.NodeGroup) (owner, group string
 	pick := func(kind string, id *int, name string) (string, error) {
 		switch {
 		case id != nil && name != "":
-			return "", fmt.Errorf("%s: has both id and name", kind)
+			return "", errors.Errorf("%s: has both id and name", kind)
 		case id != nil:
 			if *id < 0 {
-				return "", fmt.Errorf("%s: id %d is negative", kind, *id)
+				return "", errors.Errorf("%s: id %d is negative", kind, *id)
 			}
 			return strconv.Itoa(*id), nil
 		default:
@@ -284,7 +284,7 @@ func nodeMode(m *int, def int) (int, error) {
 		return def, nil
 	}
 	if *m < 0 || *m > 0o7777 {
-		return 0, fmt.Errorf("mode %d is not a file mode (0 to 4095, that is 0 to 07777 octal)", *m)
+		return 0, errors.Errorf("mode %d is not a file mode (0 to 4095, that is 0 to 07777 octal)", *m)
 	}
 	return *m, nil
 }
@@ -329,11 +329,11 @@ func ignitionDirectories(list []igntypes.Directory, fs *ignitionFS, b *planBuild
 		}
 		mode, err := nodeMode(d.Mode, defaultDirMode)
 		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return errors.Wrap(err, where)
 		}
 		owner, group, err := nodeOwner(d.User, d.Group)
 		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return errors.Wrap(err, where)
 		}
 		script := shellJoin([]string{"mkdir", "-p", p}) + " && " + shellJoin([]string{"chmod", fmt.Sprintf("%04o", mode), p})
 		if chown := chownCommand(owner, group, p, false); chown != "" {
@@ -356,19 +356,19 @@ func ignitionFiles(list []igntypes.File, fs *ignitionFS, b *planBuilder) error {
 			continue
 		}
 		if f.Append && f.Overwrite != nil && *f.Overwrite {
-			return fmt.Errorf("%s: has both append and overwrite", where)
+			return errors.Errorf("%s: has both append and overwrite", where)
 		}
 		mode, err := nodeMode(f.Mode, int(defaultFileMode))
 		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return errors.Wrap(err, where)
 		}
 		owner, group, err := nodeOwner(f.User, f.Group)
 		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return errors.Wrap(err, where)
 		}
 		content, err := fileContents(f.Contents, b.remaining())
 		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return errors.Wrap(err, where)
 		}
 		if err := b.addFile(&File{
 			Path:    p,
@@ -396,13 +396,13 @@ func ignitionLinks(list []igntypes.Link, fs *ignitionFS, b *planBuilder) error {
 		target := l.Target
 		switch {
 		case target == "":
-			return fmt.Errorf("%s: target is missing", where)
+			return errors.Errorf("%s: target is missing", where)
 		case strings.IndexByte(target, 0) >= 0:
-			return fmt.Errorf("%s: target contains a NUL byte", where)
+			return errors.Errorf("%s: target contains a NUL byte", where)
 		}
 		owner, group, err := nodeOwner(l.User, l.Group)
 		if err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return errors.Wrap(err, where)
 		}
 		ln := []string{"ln", "-sfn"}
 		if l.Hard {
@@ -445,12 +445,12 @@ func fileContents(c igntypes.FileContents, limit int64) ([]byte, error) {
 		case "data":
 			var err error
 			if data, err = decodeDataURL(c.Source); err != nil {
-				return nil, fmt.Errorf("contents.source: %w", err)
+				return nil, errors.Wrap(err, "contents.source")
 			}
 		case "http", "https", "s3", "tftp", "oem", "gs":
-			return nil, fmt.Errorf("contents.source is a remote %s URL: Dockyard cannot fetch remote content in a node container; inline it as a data URL", scheme)
+			return nil, errors.Errorf("contents.source is a remote %s URL: Dockyard cannot fetch remote content in a node container; inline it as a data URL", scheme)
 		default:
-			return nil, fmt.Errorf("contents.source has the unsupported URL scheme %s", quoteForError(scheme))
+			return nil, errors.Errorf("contents.source has the unsupported URL scheme %s", quoteForError(scheme))
 		}
 	}
 	switch c.Compression {
@@ -458,10 +458,10 @@ func fileContents(c igntypes.FileContents, limit int64) ([]byte, error) {
 	case "gzip":
 		var err error
 		if data, err = gunzip(data, limit); err != nil {
-			return nil, fmt.Errorf("contents: %w", err)
+			return nil, errors.Wrap(err, "contents")
 		}
 	default:
-		return nil, fmt.Errorf("contents.compression %s is not supported (only gzip)", quoteForError(c.Compression))
+		return nil, errors.Errorf("contents.compression %s is not supported (only gzip)", quoteForError(c.Compression))
 	}
 	if h := c.Verification.Hash; h != nil {
 		function, sum, ok := strings.Cut(*h, "-")
@@ -494,11 +494,11 @@ func decodeDataURL(s string) ([]byte, error) {
 	isBase64 := len(params) > 1 && strings.EqualFold(strings.TrimSpace(params[len(params)-1]), "base64")
 	data, err := percentDecode(encoded)
 	if err != nil {
-		return nil, fmt.Errorf("data URL: %w", err)
+		return nil, errors.Wrap(err, "data URL")
 	}
 	if isBase64 {
 		if data, err = decodeBase64(string(data)); err != nil {
-			return nil, fmt.Errorf("data URL: %w", err)
+			return nil, errors.Wrap(err, "data URL")
 		}
 	}
 	return data, nil
@@ -516,7 +516,7 @@ func percentDecode(s string) ([]byte, error) {
 			continue
 		}
 		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-			return nil, fmt.Errorf("invalid percent-encoding at byte %d of the data", i)
+			return nil, errors.Errorf("invalid percent-encoding at byte %d of the data", i)
 		}
 		out = append(out, unhex(s[i+1])<<4|unhex(s[i+2]))
 		i += 2
@@ -602,10 +602,10 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 	for i, u := range units {
 		where := fmt.Sprintf("systemd.units[%d] (%s)", i, quoteForError(u.Name))
 		if err := checkUnitFileName(u.Name); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+			return errors.Wrap(err, where)
 		}
 		if !systemdUnitTypes[path.Ext(u.Name)] {
-			return fmt.Errorf("%s: %s is not a systemd unit type Ignition accepts", where, quoteForError(path.Ext(u.Name)))
+			return errors.Errorf("%s: %s is not a systemd unit type Ignition accepts", where, quoteForError(path.Ext(u.Name)))
 		}
 		if dev := deviceMount(u); dev != "" {
 			b.ignore(fmt.Sprintf("Ignition systemd unit %s (mounts %s)", strconv.Quote(u.Name), quoteForError(dev)))
@@ -613,10 +613,10 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 		}
 		for j, d := range u.Dropins {
 			if err := checkUnitFileName(d.Name); err != nil {
-				return fmt.Errorf("%s: dropins[%d]: %w", where, j, err)
+				return errors.Wrapf(err, "%s: dropins[%d]", where, j)
 			}
 			if path.Ext(d.Name) != ".conf" {
-				return fmt.Errorf("%s: dropins[%d] (%s): a drop-in name must end in .conf", where, j, quoteForError(d.Name))
+				return errors.Errorf("%s: dropins[%d] (%s): a drop-in name must end in .conf", where, j, quoteForError(d.Name))
 			}
 			if d.Contents == "" {
 				continue

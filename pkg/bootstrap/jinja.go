@@ -2,12 +2,12 @@ package bootstrap
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pkg/errors"
 )
 
 // jinjaHeader matches the first line of a cloud-init template, "## template: jinja", the way
@@ -66,7 +66,7 @@ func renderJinja(body, hostname string, firstLine int) (string, error) {
 		}
 		end := strings.Index(body[start+2:], closing)
 		if end < 0 {
-			return "", fmt.Errorf("line %d: jinja %s is not closed by %q", line, quoteJinja(body[start:]), closing)
+			return "", errors.Errorf("line %d: jinja %s is not closed by %q", line, quoteJinja(body[start:]), closing)
 		}
 		end += start + 2 // index of closing in body
 		whole := body[start : end+2]
@@ -75,7 +75,7 @@ func renderJinja(body, hostname string, firstLine int) (string, error) {
 			if tag == "{#" {
 				kind = "comment"
 			}
-			return "", fmt.Errorf("line %d: jinja %s %s is not supported: Dockyard only substitutes the instance hostname variables (%s)",
+			return "", errors.Errorf("line %d: jinja %s %s is not supported: Dockyard only substitutes the instance hostname variables (%s)",
 				line, kind, quoteJinja(whole), hostnameVariableList())
 		}
 		inner := body[start+2 : end]
@@ -89,14 +89,14 @@ func renderJinja(body, hostname string, firstLine int) (string, error) {
 		}
 		expr := strings.TrimSpace(inner)
 		if !hostnameVariables[expr] {
-			return "", fmt.Errorf("line %d: jinja expression %s is not supported: Dockyard only substitutes the instance hostname variables (%s)",
+			return "", errors.Errorf("line %d: jinja expression %s is not supported: Dockyard only substitutes the instance hostname variables (%s)",
 				line, quoteJinja(whole), hostnameVariableList())
 		}
 		if hostname == "" {
-			return "", fmt.Errorf("line %d: jinja expression %s needs the node's hostname, and none was given", line, quoteJinja(whole))
+			return "", errors.Errorf("line %d: jinja expression %s needs the node's hostname, and none was given", line, quoteJinja(whole))
 		}
 		if len(hostname) > 253 || !validHostname.MatchString(hostname) {
-			return "", fmt.Errorf("line %d: jinja expression %s: hostname %s is not a valid hostname", line, quoteJinja(whole), quoteForError(hostname))
+			return "", errors.Errorf("line %d: jinja expression %s: hostname %s is not a valid hostname", line, quoteJinja(whole), quoteForError(hostname))
 		}
 		if trimBefore {
 			out = bytes.TrimRight(out, jinjaSpace)

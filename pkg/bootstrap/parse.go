@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path"
@@ -14,6 +12,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/pkg/errors"
 )
 
 const (
@@ -58,23 +58,23 @@ func Parse(format Format, data []byte, opts Options) (*Plan, error) {
 
 func parse(format Format, data []byte, opts Options) (*Plan, error) {
 	if len(data) > maxDataSize {
-		return nil, fmt.Errorf("%s: bootstrap data is %d bytes, more than the %d bytes Dockyard accepts", formatName(format), len(data), maxDataSize)
+		return nil, errors.Errorf("%s: bootstrap data is %d bytes, more than the %d bytes Dockyard accepts", formatName(format), len(data), maxDataSize)
 	}
 	switch format {
 	case FormatCloudConfig, "":
 		plan, err := parseCloudConfig(data, opts)
 		if err != nil {
-			return nil, fmt.Errorf("cloud-config: %w", err)
+			return nil, errors.Wrap(err, "cloud-config")
 		}
 		return plan, nil
 	case FormatIgnition:
 		plan, err := parseIgnition(data)
 		if err != nil {
-			return nil, fmt.Errorf("ignition: %w", err)
+			return nil, errors.Wrap(err, "ignition")
 		}
 		return plan, nil
 	default:
-		return nil, fmt.Errorf("unknown bootstrap data format %s (want %q or %q)", quoteForError(string(format)), FormatCloudConfig, FormatIgnition)
+		return nil, errors.Errorf("unknown bootstrap data format %s (want %q or %q)", quoteForError(string(format)), FormatCloudConfig, FormatIgnition)
 	}
 }
 
@@ -105,7 +105,7 @@ func (b *planBuilder) visit(n int) error {
 func (b *planBuilder) charge(n int) error {
 	b.size += int64(n) + stepCharge
 	if b.size > maxPlanSize {
-		return fmt.Errorf("bootstrap data expands to more than %d MiB", maxPlanSize>>20)
+		return errors.Errorf("bootstrap data expands to more than %d MiB", maxPlanSize>>20)
 	}
 	return nil
 }
@@ -202,11 +202,11 @@ func unixMode(m uint64) os.FileMode {
 // checkAccountName checks a user or group name (or numeric id) the node will pass to chown.
 func checkAccountName(kind, name string) error {
 	if len(name) > 256 {
-		return fmt.Errorf("%s name is longer than 256 bytes", kind)
+		return errors.Errorf("%s name is longer than 256 bytes", kind)
 	}
 	for _, r := range name {
 		if r == ':' || r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r) {
-			return fmt.Errorf("%s name %s contains a character a %s name cannot have", kind, quoteForError(name), kind)
+			return errors.Errorf("%s name %s contains a character a %s name cannot have", kind, quoteForError(name), kind)
 		}
 	}
 	return nil
@@ -227,7 +227,7 @@ func decodeBase64(s string) ([]byte, error) {
 	if err != nil {
 		var corrupt base64.CorruptInputError
 		if errors.As(err, &corrupt) {
-			return nil, fmt.Errorf("decoding base64: illegal data at input byte %d (not counting whitespace)", int64(corrupt))
+			return nil, errors.Errorf("decoding base64: illegal data at input byte %d (not counting whitespace)", int64(corrupt))
 		}
 		return nil, errors.New("decoding base64: malformed data")
 	}
@@ -239,14 +239,14 @@ func decodeBase64(s string) ([]byte, error) {
 func gunzip(data []byte, limit int64) ([]byte, error) {
 	r, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("decompressing gzip: %w", describeGzipError(err))
+		return nil, errors.Wrap(describeGzipError(err), "decompressing gzip")
 	}
 	out, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("decompressing gzip: %w", describeGzipError(err))
+		return nil, errors.Wrap(describeGzipError(err), "decompressing gzip")
 	}
 	if int64(len(out)) > limit {
-		return nil, fmt.Errorf("decompressing gzip: bootstrap data expands to more than %d MiB", maxPlanSize>>20)
+		return nil, errors.Errorf("decompressing gzip: bootstrap data expands to more than %d MiB", maxPlanSize>>20)
 	}
 	return out, nil
 }

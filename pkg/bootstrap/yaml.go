@@ -1,11 +1,10 @@
 package bootstrap
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"strings"
 
+	"github.com/pkg/errors"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -25,15 +24,15 @@ func decodeYAML(text string) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("malformed YAML: %w", trimYAMLError(err))
+		return nil, errors.Wrap(trimYAMLError(err), "malformed YAML")
 	}
 	var second yaml.Node
 	switch err := dec.Decode(&second); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, fmt.Errorf("malformed YAML: %w", trimYAMLError(err))
+		return nil, errors.Wrap(trimYAMLError(err), "malformed YAML")
 	default:
-		return nil, fmt.Errorf("line %d: a second YAML document starts here; cloud-config is a single document", second.Line)
+		return nil, errors.Errorf("line %d: a second YAML document starts here; cloud-config is a single document", second.Line)
 	}
 	if doc.Kind == yaml.DocumentNode {
 		if len(doc.Content) == 0 {
@@ -116,7 +115,7 @@ func mappingPairsDepth(n *yaml.Node, b *planBuilder, depth int, merged map[*yaml
 	}
 	n = resolve(n)
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("want a mapping, found %s", kindName(n))
+		return nil, errors.Errorf("want a mapping, found %s", kindName(n))
 	}
 	merged[n] = true
 	if err := b.visit(len(n.Content)/2 + 1); err != nil {
@@ -127,7 +126,7 @@ func mappingPairsDepth(n *yaml.Node, b *planBuilder, depth int, merged map[*yaml
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := resolve(n.Content[i]), n.Content[i+1]
 		if k == nil || k.Kind != yaml.ScalarNode {
-			return nil, fmt.Errorf("line %d: a mapping key is %s, not a string", n.Content[i].Line, kindName(k))
+			return nil, errors.Errorf("line %d: a mapping key is %s, not a string", n.Content[i].Line, kindName(k))
 		}
 		if k.ShortTag() == "!!merge" {
 			sources := []*yaml.Node{resolve(v)}
@@ -143,14 +142,14 @@ func mappingPairsDepth(n *yaml.Node, b *planBuilder, depth int, merged map[*yaml
 					if depth > 0 {
 						return nil, err
 					}
-					return nil, fmt.Errorf("line %d: merge key: %w", k.Line, err)
+					return nil, errors.Wrapf(err, "line %d: merge key", k.Line)
 				}
 				inherited = append(inherited, pairs...)
 			}
 			continue
 		}
 		if seen[k.Value] {
-			return nil, fmt.Errorf("line %d: key %s appears twice", k.Line, quoteForError(k.Value))
+			return nil, errors.Errorf("line %d: key %s appears twice", k.Line, quoteForError(k.Value))
 		}
 		seen[k.Value] = true
 		own = append(own, yamlPair{key: k.Value, value: v})

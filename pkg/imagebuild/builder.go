@@ -25,6 +25,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pkg/errors"
+
 	"github.com/dockyard-dev/dockyard/images"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
@@ -196,7 +198,7 @@ func (b *Builder) lock(name string) (func(), error) {
 		b.logf("waiting for another dockyard-build holding %s", f.Name())
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 			f.Close()
-			return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
+			return nil, errors.Wrapf(err, "locking %s", f.Name())
 		}
 	}
 	return func() { f.Close() }, nil

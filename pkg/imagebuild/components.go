@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
@@ -160,11 +161,11 @@ func FlannelMainSource(upstream string) (string, error) {
 	}
 	for _, backend := range flannelBackendsLeftOut {
 		if !removed[backend] {
-			return "", fmt.Errorf("flannel main.go: import of backend %q not found", backend)
+			return "", errors.Errorf("flannel main.go: import of backend %q not found", backend)
 		}
 	}
 	if !strings.Contains(upstream, "package main") {
-		return "", fmt.Errorf("flannel main.go: not a main package")
+		return "", errors.New("flannel main.go: not a main package")
 	}
 	return strings.Join(kept, "\n"), nil
 }
@@ -179,11 +180,11 @@ func flannelBuild(ctx context.Context, version string) (gobuild.Build, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return gobuild.Build{}, fmt.Errorf("go mod download %s@%s: %w: %s%s", module, version, err, stderr.String(), out)
+		return gobuild.Build{}, errors.Errorf("go mod download %s@%s: %v: %s%s", module, version, err, stderr.String(), out)
 	}
 	var info struct{ Dir string }
 	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return gobuild.Build{}, fmt.Errorf("go mod download %s@%s: no directory in %s", module, version, out)
+		return gobuild.Build{}, errors.Errorf("go mod download %s@%s: no directory in %s", module, version, out)
 	}
 	upstream, err := os.ReadFile(filepath.Join(info.Dir, "main.go"))
 	if err != nil {
@@ -218,7 +219,7 @@ func refMap(images ...namedImage) (map[name.Reference]v1.Image, error) {
 	for _, img := range images {
 		tag, err := name.NewTag(img.Ref, name.StrictValidation)
 		if err != nil {
-			return nil, fmt.Errorf("image name %q: %w", img.Ref, err)
+			return nil, errors.Wrapf(err, "image name %q", img.Ref)
 		}
 		m[tag] = img.Image
 	}
@@ -355,7 +356,7 @@ func (b *Builder) componentImages(ctx context.Context, list []KubeadmImage, k8sB
 			}
 			layers, entrypoint = []v1.Layer{l}, []string{"/pause"}
 		default:
-			return nil, nil, fmt.Errorf("no recipe for %s", want.Ref)
+			return nil, nil, errors.Errorf("no recipe for %s", want.Ref)
 		}
 		img, err := assemble(layers, imageConfig{Entrypoint: entrypoint, Labels: componentLabels(string(want.Component), want.Tag)})
 		if err != nil {

@@ -1,10 +1,11 @@
 package imagebuild
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pkg/errors"
 )
 
 // ContainerdOptions are the settings Dockyard changes in `containerd config default`.
@@ -31,10 +32,10 @@ const criPlugin = `plugins."io.containerd.grpc.v1.cri"`
 // score, and every pod sandbox would fail to start.
 func RenderContainerdConfig(defaults string, o ContainerdOptions) (string, error) {
 	if o.SandboxImage == "" {
-		return "", fmt.Errorf("containerd configuration: no sandbox image")
+		return "", errors.New("containerd configuration: no sandbox image")
 	}
 	if v, ok := lookupTOML(defaults, "", "version"); !ok || v != "2" {
-		return "", fmt.Errorf("containerd configuration: expected version = 2 (containerd 1.x), got %q", v)
+		return "", errors.Errorf("containerd configuration: expected version = 2 (containerd 1.x), got %q", v)
 	}
 	settings := []struct{ section, key, value string }{
 		{"", "disabled_plugins", "[]"},
@@ -49,7 +50,7 @@ func RenderContainerdConfig(defaults string, o ContainerdOptions) (string, error
 	for _, s := range settings {
 		var err error
 		if config, err = SetTOMLValue(config, s.section, s.key, s.value); err != nil {
-			return "", fmt.Errorf("containerd configuration: %w", err)
+			return "", errors.Wrap(err, "containerd configuration")
 		}
 	}
 	header := "# containerd configuration of a Dockyard node: `containerd config default` with the\n" +
@@ -86,7 +87,7 @@ func SetTOMLValue(doc, section, key, value string) (string, error) {
 		}
 		if k, rest, ok := splitAssignment(line); ok && k == key {
 			if strings.HasPrefix(strings.TrimSpace(rest), "[") && !strings.Contains(rest, "]") {
-				return "", fmt.Errorf("[%s] %s: multi-line values are not supported", section, key)
+				return "", errors.Errorf("[%s] %s: multi-line values are not supported", section, key)
 			}
 			indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
 			lines[i] = indent + key + " = " + value
@@ -94,7 +95,7 @@ func SetTOMLValue(doc, section, key, value string) (string, error) {
 		}
 	}
 	if !found {
-		return "", fmt.Errorf("table [%s] not found", section)
+		return "", errors.Errorf("table [%s] not found", section)
 	}
 	insert := headerIndent + "  " + key + " = " + value
 	if section == "" {
@@ -167,7 +168,7 @@ func ContainerdVersion(versionOutput string) (string, error) {
 			return m, nil
 		}
 	}
-	return "", fmt.Errorf("no version in %q", strings.TrimSpace(versionOutput))
+	return "", errors.Errorf("no version in %q", strings.TrimSpace(versionOutput))
 }
 
 // SupportsImagePinning reports whether containerd's CRI plugin honours the

@@ -2,14 +2,13 @@ package imagebuild
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"slices"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -111,10 +110,10 @@ func (b *Builder) load(ctx context.Context, ref string, img v1.Image, extraRefs 
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("loading %s: the engine does not have it afterwards", n.Ref)
+			return errors.Errorf("loading %s: the engine does not have it afterwards", n.Ref)
 		}
 		if have := got.Labels[InputsLabel]; have != want {
-			return fmt.Errorf("loading %s: the engine has another image under it afterwards (inputs label %q, want %q)", n.Ref, have, want)
+			return errors.Errorf("loading %s: the engine has another image under it afterwards (inputs label %q, want %q)", n.Ref, have, want)
 		}
 		after = append(after, got.ID)
 	}

@@ -1,13 +1,13 @@
 package imagebuild
 
 import (
-	"fmt"
 	"runtime"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/pkg/errors"
 )
 
 // imageConfig is the runtime configuration of an assembled image.
@@ -61,7 +61,7 @@ func assemble(layers []v1.Layer, c imageConfig) (v1.Image, error) {
 	cf.Config.User = c.User
 	img, err = mutate.ConfigFile(img, cf)
 	if err != nil {
-		return nil, fmt.Errorf("setting image configuration: %w", err)
+		return nil, errors.Wrap(err, "setting image configuration")
 	}
 	return img, nil
 }

@@ -5,9 +5,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"sort"
+
+	"github.com/pkg/errors"
 )
 
 // Inputs collects what an artifact (a root filesystem, a layer, an image) is made from. Its
@@ -34,7 +35,7 @@ func (in *Inputs) SetBytes(name string, value []byte) {
 func (in *Inputs) SetJSON(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("encoding input %s: %w", name, err)
+		return errors.Wrapf(err, "encoding input %s", name)
 	}
 	in.SetBytes(name, b)
 	return nil
@@ -56,7 +57,7 @@ func (in *Inputs) SetFS(name string, fsys fs.FS) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("hashing %s: %w", name, err)
+		return errors.Wrapf(err, "hashing %s", name)
 	}
 	in.SetBytes(name, h.Sum(nil))
 	return nil

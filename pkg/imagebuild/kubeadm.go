@@ -1,12 +1,12 @@
 package imagebuild
 
 import (
-	"fmt"
 	"path"
 	"regexp"
 	"strings"
 
 	"github.com/distribution/reference"
+	"github.com/pkg/errors"
 )
 
 // Component is what kind of image kubeadm asks for.
@@ -48,30 +48,30 @@ func ParseImageList(out string) ([]KubeadmImage, error) {
 		}
 		named, err := reference.ParseNamed(line)
 		if err != nil {
-			return nil, fmt.Errorf("kubeadm image list: %q is not a fully qualified image reference: %w", line, err)
+			return nil, errors.Wrapf(err, "kubeadm image list: %q is not a fully qualified image reference", line)
 		}
 		tagged, ok := named.(reference.Tagged)
 		if !ok {
-			return nil, fmt.Errorf("kubeadm image list: %q has no tag", line)
+			return nil, errors.Errorf("kubeadm image list: %q has no tag", line)
 		}
 		if _, digested := named.(reference.Digested); digested {
-			return nil, fmt.Errorf("kubeadm image list: %q is pinned by digest, which a locally built image cannot match", line)
+			return nil, errors.Errorf("kubeadm image list: %q is pinned by digest, which a locally built image cannot match", line)
 		}
 		c := Component(path.Base(reference.Path(named)))
 		switch c {
 		case ComponentAPIServer, ComponentControllerManager, ComponentScheduler, ComponentProxy,
 			ComponentEtcd, ComponentCoreDNS, ComponentPause:
 		default:
-			return nil, fmt.Errorf("kubeadm image list: no recipe to build %q", line)
+			return nil, errors.Errorf("kubeadm image list: no recipe to build %q", line)
 		}
 		if seen[c] {
-			return nil, fmt.Errorf("kubeadm image list: %s listed twice", c)
+			return nil, errors.Errorf("kubeadm image list: %s listed twice", c)
 		}
 		seen[c] = true
 		images = append(images, KubeadmImage{Ref: line, Component: c, Tag: tagged.Tag()})
 	}
 	if len(images) == 0 {
-		return nil, fmt.Errorf("kubeadm image list is empty")
+		return nil, errors.New("kubeadm image list is empty")
 	}
 	return images, nil
 }
@@ -86,7 +86,7 @@ var (
 func EtcdModuleVersion(tag string) (string, error) {
 	m := etcdTag.FindStringSubmatch(tag)
 	if m == nil {
-		return "", fmt.Errorf("etcd image tag %q: expected 3.x.y or 3.x.y-N", tag)
+		return "", errors.Errorf("etcd image tag %q: expected 3.x.y or 3.x.y-N", tag)
 	}
 	return "v" + m[1], nil
 }
@@ -96,7 +96,7 @@ func EtcdModuleVersion(tag string) (string, error) {
 func CoreDNSModuleVersion(tag string) (string, error) {
 	m := coreDNSTag.FindStringSubmatch(tag)
 	if m == nil {
-		return "", fmt.Errorf("CoreDNS image tag %q: expected vX.Y.Z", tag)
+		return "", errors.Errorf("CoreDNS image tag %q: expected vX.Y.Z", tag)
 	}
 	return "v" + m[1], nil
 }

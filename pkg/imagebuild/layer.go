@@ -16,6 +16,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/gzip"
+	"github.com/pkg/errors"
 )
 
 // fileLayer is an image layer stored as a gzipped tar file in the cache, with its digests
@@ -224,7 +225,7 @@ func (t *tarBuilder) HostFile(p string, mode int64, src string) error {
 	}
 	n, err := io.Copy(t.tw, f)
 	if err == nil && n != st.Size() {
-		err = fmt.Errorf("%s changed while being read", src)
+		err = errors.Errorf("%s changed while being read", src)
 	}
 	return err
 }

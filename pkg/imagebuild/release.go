@@ -2,13 +2,13 @@ package imagebuild
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
@@ -174,7 +174,7 @@ func (b *Builder) buildManager(ctx context.Context, repoDir string) (string, err
 	cmd.Dir = repoDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building Dockyard's manager in %s: %w\n%s", repoDir, err, output)
+		return "", errors.Errorf("building Dockyard's manager in %s: %v\n%s", repoDir, err, output)
 	}
 	return out, os.Rename(out+".tmp", out)
 }

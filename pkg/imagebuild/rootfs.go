@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pkg/errors"
 )
 
 // RootfsSpec describes a Debian root filesystem made with `debootstrap --variant=minbase`.
@@ -82,7 +84,7 @@ func (b *Builder) Rootfs(ctx context.Context, spec RootfsSpec) (*Rootfs, error) 
 	start := time.Now()
 	b.logf("[rootfs %s] debootstrap %s with %d packages", spec.Name, b.suite(), len(spec.Packages))
 	if err := b.buildRootfs(ctx, spec, dir, id); err != nil {
-		return nil, fmt.Errorf("root filesystem %s: %w", spec.Name, err)
+		return nil, errors.Wrapf(err, "root filesystem %s", spec.Name)
 	}
 	r, err := loadRootfs(dir, key)
 	if err != nil {
@@ -99,7 +101,7 @@ func loadRootfs(dir, key string) (*Rootfs, error) {
 	}
 	layer, ok := openLayer(filepath.Join(dir, "layer.tar.gz"))
 	if !ok {
-		return nil, fmt.Errorf("%s: layer missing", dir)
+		return nil, errors.Errorf("%s: layer missing", dir)
 	}
 	r := &Rootfs{Layer: layer, Key: key, Packages: map[string]string{}, Outputs: map[string][]byte{}}
 	entries, err := os.ReadDir(filepath.Join(dir, "out"))
@@ -154,7 +156,7 @@ func (b *Builder) buildRootfs(ctx context.Context, spec RootfsSpec, dir, id stri
 	}
 	args = append(args, b.suite(), root, b.mirror())
 	if err := runLogged(ctx, logFile, nil, "debootstrap", args...); err != nil {
-		return fmt.Errorf("debootstrap: %w\n%s", err, tailFile(logFile, 30)+tailFile(filepath.Join(root, "debootstrap", "debootstrap.log"), 20))
+		return errors.Errorf("debootstrap: %v\n%s", err, tailFile(logFile, 30)+tailFile(filepath.Join(root, "debootstrap", "debootstrap.log"), 20))
 	}
 
 	in := filepath.Join(root, ".dockyard", "in")
@@ -171,7 +173,7 @@ func (b *Builder) buildRootfs(ctx context.Context, spec RootfsSpec, dir, id stri
 			continue
 		}
 		if err := runLogged(ctx, filepath.Join(work, "setup.log"), bytes.NewReader(script), "chroot", root, "/bin/sh", "-s"); err != nil {
-			return fmt.Errorf("setup script: %w\n%s", err, tailFile(filepath.Join(work, "setup.log"), 30))
+			return errors.Errorf("setup script: %v\n%s", err, tailFile(filepath.Join(work, "setup.log"), 30))
 		}
 	}
 
@@ -198,7 +200,7 @@ func (b *Builder) buildRootfs(ctx context.Context, spec RootfsSpec, dir, id stri
 			"-C", root, "-cf", "-", ".")
 		cmd.Stdout, cmd.Stderr = w, &stderr
 		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("tar: %w: %s", err, stderr.String())
+			return errors.Errorf("tar: %v: %s", err, stderr.String())
 		}
 		return nil
 	})
@@ -267,7 +269,7 @@ func aptGet(ctx context.Context, b *Builder, args ...string) error {
 			return nil
 		}
 		if !strings.Contains(string(out), "Could not get lock") || time.Now().After(deadline) {
-			return fmt.Errorf("apt-get %s: %w\n%s", strings.Join(args, " "), err, out)
+			return errors.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		b.logf("apt-get %s: another process holds apt's lock; retrying", args[0])
 		select {
@@ -342,7 +344,7 @@ func removeTree(dir string) error {
 	sort.Slice(inside, func(i, j int) bool { return len(inside[i]) > len(inside[j]) })
 	for _, m := range inside {
 		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmounting %s: %w", m, err)
+			return errors.Wrapf(err, "unmounting %s", m)
 		}
 	}
 	return os.RemoveAll(abs)

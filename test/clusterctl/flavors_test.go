@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -433,7 +434,7 @@ func testTopologyPatches(ctx context.Context, t *testing.T, repo repository, pla
 			}
 		}
 		if len(dcs.Items) != 1 || len(kcps.Items) != 1 {
-			return fmt.Errorf("%d DockyardClusters, %d KubeadmControlPlanes", len(dcs.Items), len(kcps.Items))
+			return errors.Errorf("%d DockyardClusters, %d KubeadmControlPlanes", len(dcs.Items), len(kcps.Items))
 		}
 		dc, kcp = &dcs.Items[0], &kcps.Items[0]
 		cpTemplate = &infrav1.DockyardMachineTemplate{}
@@ -509,7 +510,7 @@ func testTopologyPatches(ctx context.Context, t *testing.T, repo repository, pla
 			return err
 		}
 		if n := len(got.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.ExtraArgs); n != 0 {
-			return fmt.Errorf("API server still has %d extraArgs", n)
+			return errors.Errorf("API server still has %d extraArgs", n)
 		}
 		return nil
 	})
@@ -522,7 +523,10 @@ func testTopologyPatches(ctx context.Context, t *testing.T, repo repository, pla
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("still there: %w", err)
+		if err != nil {
+			return errors.Wrap(err, "still there")
+		}
+		return errors.New("still there")
 	})
 }
 
@@ -566,7 +570,7 @@ func testDescribe(ctx context.Context, t *testing.T, repo repository, plane *fra
 			return err
 		}
 		if r := conditions.GetReason(dc, infrav1.LoadBalancerAvailableCondition); r != infrav1.LoadBalancerImageFailedReason {
-			return fmt.Errorf("LoadBalancerAvailable reason %q", r)
+			return errors.Errorf("LoadBalancerAvailable reason %q", r)
 		}
 		return nil
 	})
@@ -598,15 +602,19 @@ func testDescribe(ctx context.Context, t *testing.T, repo repository, plane *fra
 		t.Fatal(err)
 	}
 	poll(ctx, t, 3*time.Minute, "the cluster and its network to be deleted", func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("Cluster still there: %w", err)
+		err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
+		if err == nil {
+			return errors.New("Cluster still there")
+		}
+		if !apierrors.IsNotFound(err) {
+			return errors.Wrap(err, "Cluster still there")
 		}
 		networks, err := rt.ListNetworks(ctx, key.ClusterLabels())
 		if err != nil {
 			return err
 		}
 		if len(networks) != 0 {
-			return fmt.Errorf("%d networks left on the engine", len(networks))
+			return errors.Errorf("%d networks left on the engine", len(networks))
 		}
 		return nil
 	})
@@ -620,7 +628,7 @@ func waitClusterClassReady(ctx context.Context, t *testing.T, c client.Client, n
 			return err
 		}
 		if cc.Status.ObservedGeneration != cc.Generation || !conditions.IsTrue(cc, clusterv1.ClusterClassVariablesReadyCondition) {
-			return fmt.Errorf("observed generation %d of %d, VariablesReady: %s", cc.Status.ObservedGeneration, cc.Generation,
+			return errors.Errorf("observed generation %d of %d, VariablesReady: %s", cc.Status.ObservedGeneration, cc.Generation,
 				conditions.GetMessage(cc, clusterv1.ClusterClassVariablesReadyCondition))
 		}
 		var names []string

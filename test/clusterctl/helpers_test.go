@@ -11,7 +11,6 @@ package clusterctl
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/pkg/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,7 +89,7 @@ func requireRepository(t *testing.T) repository {
 func onlyVersion(dir string) (string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return "", fmt.Errorf("the clusterctl repository is incomplete (run make release-manifests): %w", err)
+		return "", errors.Wrap(err, "the clusterctl repository is incomplete (run make release-manifests)")
 	}
 	var versions []string
 	for _, e := range entries {
@@ -98,7 +98,7 @@ func onlyVersion(dir string) (string, error) {
 		}
 	}
 	if len(versions) != 1 {
-		return "", fmt.Errorf("%s holds versions %v, want exactly one", dir, versions)
+		return "", errors.Errorf("%s holds versions %v, want exactly one", dir, versions)
 	}
 	return versions[0], nil
 }
@@ -129,7 +129,7 @@ func (r repository) run(ctx context.Context, t *testing.T, c run) (string, error
 	err := cmd.Run()
 	t.Logf("clusterctl %s (variables %s): %s", strings.Join(c.args, " "), strings.Join(keys, ","), time.Since(start).Round(time.Millisecond))
 	if err != nil {
-		err = fmt.Errorf("clusterctl %s: %w\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), err, tail(stdout.String(), 40), stderr.String())
+		err = errors.Errorf("clusterctl %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), err, tail(stdout.String(), 40), stderr.String())
 		if !c.allowFailure {
 			t.Fatal(err)
 		}

@@ -4,10 +4,10 @@ package images
 
 import (
 	"crypto/rand"
-	"fmt"
 	"math/big"
 	"slices"
 
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -50,7 +50,7 @@ type clusterPKI struct {
 func newClusterPKI() (*clusterPKI, error) {
 	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
 	if err := certs.Generate(); err != nil {
-		return nil, fmt.Errorf("generating the cluster certificates: %w", err)
+		return nil, errors.Wrap(err, "generating the cluster certificates")
 	}
 	return &clusterPKI{certificates: certs}, nil
 }
@@ -91,11 +91,11 @@ func renderInitControlPlane(pki *clusterPKI, endpoint string) ([]byte, error) {
 	}
 	clusterData, err := kubeadmtypes.MarshalClusterConfigurationForVersion(&clusterConfig, version, additionalData())
 	if err != nil {
-		return nil, fmt.Errorf("rendering the ClusterConfiguration: %w", err)
+		return nil, errors.Wrap(err, "rendering the ClusterConfiguration")
 	}
 	initData, err := kubeadmtypes.MarshalInitConfigurationForVersion(&initConfig, version)
 	if err != nil {
-		return nil, fmt.Errorf("rendering the InitConfiguration: %w", err)
+		return nil, errors.Wrap(err, "rendering the InitConfiguration")
 	}
 	// The node applies the CNI its image ships, with the flavors' script and command.
 	script, err := nodeimages.Files.ReadFile("cni/install-cni.sh")
@@ -142,7 +142,7 @@ func renderJoinWorker(pki *clusterPKI, endpoint, token string) ([]byte, error) {
 	}
 	joinData, err := kubeadmtypes.MarshalJoinConfigurationForVersion(&joinConfig, version)
 	if err != nil {
-		return nil, fmt.Errorf("rendering the JoinConfiguration: %w", err)
+		return nil, errors.Wrap(err, "rendering the JoinConfiguration")
 	}
 	return cloudinit.NewNode(&cloudinit.NodeInput{
 		BaseUserData: cloudinit.BaseUserData{

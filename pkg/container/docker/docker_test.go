@@ -4,11 +4,12 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
@@ -165,7 +166,7 @@ func TestContainerLifecycleOnARealEngine(t *testing.T) {
 			return err
 		}
 		if c.Running {
-			return fmt.Errorf("still %s", c.State)
+			return errors.Errorf("still %s", c.State)
 		}
 		return nil
 	})

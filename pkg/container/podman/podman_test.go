@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
@@ -248,7 +249,7 @@ func TestNodeLikeContainerOnPodman(t *testing.T) {
 			return err
 		}
 		if got := strings.Fields(logs); len(got) != 2 || got[0] != "line5" || got[1] != "hup" {
-			return fmt.Errorf("last 2 lines %q, want line5 and hup", logs)
+			return errors.Errorf("last 2 lines %q, want line5 and hup", logs)
 		}
 		return nil
 	})
