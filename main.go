@@ -5,13 +5,13 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/distribution/reference"
+	"github.com/pkg/errors"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -30,7 +30,6 @@ import (
 
 	"github.com/dockyard-dev/dockyard/controllers"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
@@ -132,7 +131,7 @@ func (o *options) policy() (*policy.Policy, error) {
 	for _, img := range []string{o.nodeImageRepository, o.loadBalancerImage} {
 		named, err := reference.ParseNormalizedNamed(img)
 		if err != nil {
-			return nil, fmt.Errorf("--node-image-repository or --load-balancer-image %q: %w", img, err)
+			return nil, errors.Wrapf(err, "--node-image-repository or --load-balancer-image %q", img)
 		}
 		repos = append(repos, named.Name())
 	}
@@ -154,7 +153,7 @@ func main() {
 
 func run(o options) error {
 	if err := logsv1.ValidateAndApply(o.logOptions, nil); err != nil {
-		return fmt.Errorf("applying logging flags: %w", err)
+		return errors.Wrap(err, "applying logging flags")
 	}
 	ctrl.SetLogger(klog.Background())
 	log := ctrl.Log.WithName("setup")
@@ -169,7 +168,7 @@ func run(o options) error {
 	}
 	tlsOptions, metricsOptions, err := flags.GetManagerOptions(o.managerOptions)
 	if err != nil {
-		return fmt.Errorf("invalid flags: %w", err)
+		return errors.Wrap(err, "invalid flags")
 	}
 
 	restConfig := ctrl.GetConfigOrDie()
@@ -200,31 +199,30 @@ func run(o options) error {
 		}),
 	})
 	if err != nil {
-		return fmt.Errorf("creating manager: %w", err)
+		return errors.Wrap(err, "creating manager")
 	}
 	if err := mgr.AddHealthzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return fmt.Errorf("adding health check: %w", err)
+		return errors.Wrap(err, "adding health check")
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return fmt.Errorf("adding ready check: %w", err)
+		return errors.Wrap(err, "adding ready check")
 	}
 
 	ctx := ctrl.SetupSignalHandler()
 
 	runtimeName, err := runtimes.Parse(o.containerRuntime)
 	if err != nil {
-		return fmt.Errorf("--container-runtime: %w", err)
+		return errors.Wrap(err, "--container-runtime")
 	}
 	engineConfig := runtimes.Config{Name: runtimeName, Endpoint: o.containerRuntimeEndpoint}
-	connected, err := runtimes.New(engineConfig)
+	// Every engine call has a deadline (runtimes.New), so a hung engine or node fails a
+	// reconcile instead of holding a worker.
+	engine, err := runtimes.New(engineConfig)
 	if err != nil {
-		return fmt.Errorf("connecting to the container engine (%s): %w", engineConfig, err)
+		return errors.Wrapf(err, "connecting to the container engine (%s)", engineConfig)
 	}
-	defer func() { _ = connected.Close() }()
+	defer func() { _ = engine.Close() }()
 	log.Info("Container engine", "runtime", engineConfig.String())
-	// Every engine call has a deadline, so a hung engine or node fails a reconcile instead of
-	// holding a worker.
-	engine := container.WithTimeouts(connected, container.DefaultTimeouts)
 	management, err := docker.ManagementSelector(ctx, engine, o.managementNode)
 	if err != nil {
 		return err
@@ -237,13 +235,13 @@ func run(o options) error {
 
 	engineEvents := docker.NewEngineEvents(engine)
 	if err := mgr.Add(engineEvents); err != nil {
-		return fmt.Errorf("adding the engine's event watcher: %w", err)
+		return errors.Wrap(err, "adding the engine's event watcher")
 	}
 	// Not ready while the engine does not answer: nothing can be reconciled then.
-	if err := mgr.AddReadyzCheck("engine", engineCheck(engine)); err != nil {
-		return fmt.Errorf("adding the engine check: %w", err)
+	if err := mgr.AddReadyzCheck("engine", engineCheck(nodes)); err != nil {
+		return errors.Wrap(err, "adding the engine check")
 	}
-	if err := setupControllers(ctx, mgr, o, engine, nodes, engineEvents); err != nil {
+	if err := setupControllers(ctx, mgr, o, nodes, engineEvents); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy}); err != nil {
@@ -252,15 +250,15 @@ func run(o options) error {
 
 	log.Info("Starting manager", "namespace", o.watchNamespace, "watchFilter", o.watchFilterValue)
 	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("running manager: %w", err)
+		return errors.Wrap(err, "running manager")
 	}
 	return nil
 }
 
-func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engine container.Runtime, nodes *docker.Manager, engineEvents *docker.EngineEvents) error {
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager, engineEvents *docker.EngineEvents) error {
 	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
 	if err != nil {
-		return fmt.Errorf("creating secret caching client: %w", err)
+		return errors.Wrap(err, "creating secret caching client")
 	}
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     secretCachingClient,
@@ -269,7 +267,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engine c
 		WatchFilterValue: o.watchFilterValue,
 	}, controller.Options{MaxConcurrentReconciles: o.clusterCacheConcurrency})
 	if err != nil {
-		return fmt.Errorf("creating ClusterCache: %w", err)
+		return errors.Wrap(err, "creating ClusterCache")
 	}
 
 	if err := (&controllers.DockyardClusterReconciler{
@@ -279,7 +277,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engine c
 		EngineEvents:     engineEvents,
 		WatchFilterValue: o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
-		return fmt.Errorf("setting up the DockyardCluster controller: %w", err)
+		return errors.Wrap(err, "setting up the DockyardCluster controller")
 	}
 	if err := (&controllers.DockyardMachineReconciler{
 		Client:              mgr.GetClient(),
@@ -290,21 +288,21 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engine c
 		EngineEvents:        engineEvents,
 		WatchFilterValue:    o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
-		return fmt.Errorf("setting up the DockyardMachine controller: %w", err)
+		return errors.Wrap(err, "setting up the DockyardMachine controller")
 	}
 	if err := (&controllers.DockyardMachinePoolReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorderFor("dockyardmachinepool-controller"), //nolint:staticcheck // the recorder the other controllers use
 		WatchFilterValue: o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
-		return fmt.Errorf("setting up the DockyardMachinePool controller: %w", err)
+		return errors.Wrap(err, "setting up the DockyardMachinePool controller")
 	}
 	if err := (&controllers.DockyardMachineTemplateReconciler{
 		Client:           mgr.GetClient(),
-		Engine:           engine,
+		Nodes:            nodes,
 		WatchFilterValue: o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
-		return fmt.Errorf("setting up the DockyardMachineTemplate controller: %w", err)
+		return errors.Wrap(err, "setting up the DockyardMachineTemplate controller")
 	}
 	return nil
 }
@@ -312,13 +310,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engine c
 func ptrTo[T any](v T) *T { return &v }
 
 // engineCheck is a readiness check that the container engine answers within a few seconds.
-func engineCheck(engine container.Runtime) healthz.Checker {
+func engineCheck(nodes *docker.Manager) healthz.Checker {
 	return func(req *http.Request) error {
 		ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
 		defer cancel()
-		if _, err := engine.Info(ctx); err != nil {
-			return fmt.Errorf("the container engine does not answer: %w", err)
-		}
-		return nil
+		_, err := nodes.HostInfo(ctx)
+		return errors.Wrap(err, "the container engine does not answer")
 	}
 }

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http/httptest"
 	"testing"
 
+	"github.com/pkg/errors"
 	"github.com/spf13/pflag"
 
+	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
@@ -21,10 +22,10 @@ func (downEngine) Info(context.Context) (container.EngineInfo, error) {
 
 func TestReadinessFollowsTheEngine(t *testing.T) {
 	req := httptest.NewRequest("GET", "/readyz", nil)
-	if err := engineCheck(fake.New())(req); err != nil {
+	if err := engineCheck(docker.NewManager(fake.New(), docker.ManagerOptions{}))(req); err != nil {
 		t.Errorf("an engine that answers: %v", err)
 	}
-	if err := engineCheck(downEngine{})(req); err == nil {
+	if err := engineCheck(docker.NewManager(downEngine{}, docker.ManagerOptions{}))(req); err == nil {
 		t.Error("ready while the engine does not answer")
 	}
 }

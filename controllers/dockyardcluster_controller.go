@@ -32,7 +32,6 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
@@ -87,7 +86,7 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 
 	// The owner Cluster; it may be gone while the DockyardCluster is deleted.
 	cluster, err := util.GetOwnerCluster(ctx, r.Client, dc.ObjectMeta)
-	if err != nil && !apierrors.IsNotFound(errors.Cause(err)) {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, errors.Wrapf(err, "getting the owner Cluster of DockyardCluster %s", req.NamespacedName)
 	}
 	if cluster != nil {
@@ -185,10 +184,10 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, reason, "%v", err)
 		return ctrl.Result{}, err
 	}
-	address := docker.NodeAddress(lb, network)
-	if !lb.Running || address == "" {
+	address := lb.Address(network)
+	if !lb.Running() || address == "" {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason,
-			"Load balancer %s is %s", lb.Name, lb.State)
+			"Load balancer %s is %s", lb.Name, lb.State())
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 
@@ -197,7 +196,7 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 		err = moveWithCluster(ctx, r.Client, dc)
 	}
 	if err == nil {
-		_, err = r.Nodes.UpdateLoadBalancer(ctx, key, tmpl, controlPlaneBackends(r.Client, r.Nodes, key, network))
+		_, err = lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, r.Nodes, key, network))
 	}
 	if err != nil {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerConfigFailedReason, "%v", err)
@@ -233,12 +232,10 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 }
 
 // loadBalancerMessage tells where the load balancer answers, on the network and on the host.
-func loadBalancerMessage(lb *container.Container, address string, port int) string {
+func loadBalancerMessage(lb *docker.LoadBalancer, address string, port int) string {
 	msg := fmt.Sprintf("Load balancer %s serves %s:%d", lb.Name, address, port)
-	for _, p := range lb.Ports {
-		if p.ContainerPort == port && p.HostPort != 0 {
-			msg += fmt.Sprintf(" (published on %s:%d)", p.HostIP, p.HostPort)
-		}
+	if hostIP, hostPort := lb.PublishedPort(port); hostPort != 0 {
+		msg += fmt.Sprintf(" (published on %s:%d)", hostIP, hostPort)
 	}
 	return msg
 }

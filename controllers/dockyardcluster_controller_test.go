@@ -55,7 +55,7 @@ func TestClusterProvisionsNetworkLoadBalancerAndEndpoint(t *testing.T) {
 	if got.Spec.ControlPlaneEndpoint.Host != lb.Networks[network].IPv4 || got.Spec.ControlPlaneEndpoint.Port != 6443 {
 		t.Errorf("endpoint %+v, load balancer address %s", got.Spec.ControlPlaneEndpoint, lb.Networks[network].IPv4)
 	}
-	if lb.Labels["io.x-k8s.kind.role"] != "external-load-balancer" || lb.Labels[docker.ClusterLabel] != "ns1/c1" {
+	if lb.Labels["io.x-k8s.kind.role"] != "external-load-balancer" || lb.Labels["dockyard.x-k8s.io/cluster"] != "ns1/c1" {
 		t.Errorf("load balancer labels: %v", lb.Labels)
 	}
 	if len(lb.Ports) != 1 || lb.Ports[0].HostIP != "127.0.0.1" || lb.Ports[0].HostPort == 0 {
@@ -183,7 +183,7 @@ func TestLoadBalancerComesBackOnTheEndpointsAddress(t *testing.T) {
 	f.reconcileClusterN(3)
 	first, _ := f.rt.InspectContainer(f.ctx, lbName)
 	endpoint := f.getDockyardCluster().Spec.ControlPlaneEndpoint.Host
-	if endpoint == "" || first.Networks[testNetwork].IPv4 != endpoint || first.Labels[docker.AddressLabel] != endpoint {
+	if endpoint == "" || first.Networks[testNetwork].IPv4 != endpoint || first.Labels["dockyard.x-k8s.io/ipv4"] != endpoint {
 		t.Fatalf("endpoint %q, load balancer at %+v with labels %v", endpoint, first.Networks, first.Labels)
 	}
 	expectBack := func(t *testing.T, wantSameContainer bool) {
@@ -223,7 +223,7 @@ func TestLoadBalancerOnAnOldNetworkReportsAnAddressChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.reconcileClusterN(3)
-	lb, err := f.nodes.GetLoadBalancer(f.ctx, docker.ClusterKey{Namespace: testNS, Name: testCluster})
+	lb, err := f.rt.InspectContainer(f.ctx, docker.LoadBalancerName(docker.ClusterKey{Namespace: testNS, Name: testCluster}))
 	if err != nil || lb == nil || lb.Networks[legacy].IPv4 == "" {
 		t.Fatalf("load balancer %+v (%v), want it on the cluster's network %s", lb, err, legacy)
 	}
@@ -318,7 +318,7 @@ func TestClusterDeletionWaitsForMachinesThenRemovesEverything(t *testing.T) {
 	if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(f.dc), &infrav1.DockyardCluster{}); err == nil {
 		t.Error("DockyardCluster still exists: finalizer not removed")
 	}
-	labels := map[string]string{docker.ClusterLabel: "ns1/c1"}
+	labels := docker.ClusterKey{Namespace: "ns1", Name: "c1"}.ClusterLabels()
 	cs, _ := f.rt.ListContainers(f.ctx, labels)
 	vs, _ := f.rt.ListVolumes(f.ctx, labels)
 	ns, _ := f.rt.ListNetworks(f.ctx, labels)
@@ -384,8 +384,8 @@ func TestClusterOnAnExistingNetworkWaitsForItAndKeepsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Spec.ControlPlaneEndpoint.Host == "" || got.Spec.ControlPlaneEndpoint.Host != docker.NodeAddress(lb, "shared") {
-		t.Errorf("endpoint %q, load balancer on the shared network at %q", got.Spec.ControlPlaneEndpoint.Host, docker.NodeAddress(lb, "shared"))
+	if got.Spec.ControlPlaneEndpoint.Host == "" || got.Spec.ControlPlaneEndpoint.Host != lb.Networks["shared"].IPv4 {
+		t.Errorf("endpoint %q, load balancer on the shared network at %q", got.Spec.ControlPlaneEndpoint.Host, lb.Networks["shared"].IPv4)
 	}
 
 	if err := f.c.Delete(f.ctx, got); err != nil {

@@ -34,7 +34,6 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 const (
@@ -354,7 +353,6 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	}
 	spec := docker.NodeSpec{
 		Cluster: s.key, Machine: dm.Name, Image: image, Role: role, Network: s.network,
-		Resources: container.Resources{},
 	}
 	if q := dm.Spec.Resources.CPU; q != nil {
 		spec.Resources.NanoCPUs = q.MilliValue() * 1_000_000
@@ -363,7 +361,7 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 		spec.Resources.MemoryBytes = q.Value()
 	}
 	for _, m := range dm.Spec.ExtraMounts {
-		spec.ExtraMounts = append(spec.ExtraMounts, container.Mount{Type: container.MountBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+		spec.ExtraMounts = append(spec.ExtraMounts, docker.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadOnly: m.ReadOnly})
 	}
 	if err := r.Nodes.Allowed(spec.Image, spec.ExtraMounts); err != nil {
 		// Retrying cannot help; the manager reconciles everything again when it restarts with
@@ -533,15 +531,15 @@ func (r *DockyardMachineReconciler) updateLoadBalancer(ctx context.Context, s *m
 	if dc == nil {
 		return nil
 	}
-	lb, err := r.Nodes.GetLoadBalancer(ctx, s.key)
-	if err != nil || lb == nil || !lb.Running {
+	lb, err := r.Nodes.FindLoadBalancer(ctx, s.key)
+	if err != nil || lb == nil || !lb.Running() {
 		return err // no load balancer (being replaced or deleted): the cluster reconciler renders it
 	}
 	tmpl, err := loadBalancerTemplate(ctx, r.Client, dc)
 	if err != nil {
 		return err
 	}
-	changed, err := r.Nodes.UpdateLoadBalancer(ctx, s.key, tmpl, controlPlaneBackends(r.Client, r.Nodes, s.key, s.network))
+	changed, err := lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, r.Nodes, s.key, s.network))
 	if err != nil {
 		return errors.Wrap(err, "updating the cluster's load balancer")
 	}

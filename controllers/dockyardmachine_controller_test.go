@@ -134,7 +134,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	}
 	for k, v := range map[string]string{
 		"io.x-k8s.kind.cluster": testCluster + "." + testNS, "io.x-k8s.kind.role": "control-plane",
-		docker.ClusterLabel: testNS + "/" + testCluster, docker.MachineLabel: testNS + "/" + cpName,
+		"dockyard.x-k8s.io/cluster": testNS + "/" + testCluster, "dockyard.x-k8s.io/machine": testNS + "/" + cpName,
 	} {
 		if node.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)

@@ -145,7 +145,7 @@ func (r *DockyardMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.
 	// The owner MachinePool and the Cluster; either may be missing (not yet, or gone while the
 	// pool is deleted).
 	mp, err := util.GetOwnerMachinePool(ctx, r.Client, pool.ObjectMeta)
-	if err != nil && !apierrors.IsNotFound(errors.Cause(err)) {
+	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, errors.Wrapf(err, "getting the owner MachinePool of DockyardMachinePool %s", req.NamespacedName)
 	}
 	if mp != nil {
@@ -263,7 +263,7 @@ func (r *DockyardMachinePoolReconciler) listInstances(ctx context.Context, s *po
 			continue
 		}
 		machine, err := util.GetOwnerMachine(ctx, r.Client, dm.ObjectMeta)
-		gone := apierrors.IsNotFound(errors.Cause(err))
+		gone := apierrors.IsNotFound(err)
 		if err != nil && !gone {
 			return errors.Wrapf(err, "getting the Machine of DockyardMachine %s", dm.Name)
 		}
@@ -538,7 +538,7 @@ func (r *DockyardMachinePoolReconciler) reconcileDelete(ctx context.Context, s *
 			continue
 		}
 		machine, err := util.GetOwnerMachine(ctx, r.Client, dm.ObjectMeta)
-		if err != nil && !apierrors.IsNotFound(errors.Cause(err)) {
+		if err != nil && !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, errors.Wrapf(err, "getting the Machine of DockyardMachine %s", dm.Name)
 		}
 		var obj client.Object = dm

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +49,7 @@ func newPoolEnv(t *testing.T, name string, replicas int32) *poolEnv {
 			return err
 		}
 		if !ptr.Deref(got.Status.Initialization.Provisioned, false) {
-			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+			return errors.Errorf("conditions %+v", got.Status.Conditions)
 		}
 		return nil
 	})
@@ -214,11 +215,11 @@ func (p *poolEnv) waitReady(n int) map[string]*infrav1.DockyardMachine {
 			return err
 		}
 		if len(dms) != n {
-			return fmt.Errorf("%d instances", len(dms))
+			return errors.Errorf("%d instances", len(dms))
 		}
 		for _, dm := range dms {
 			if !conditions.IsTrue(dm, clusterv1.ReadyCondition) {
-				return fmt.Errorf("%s: %+v", dm.Name, dm.Status.Conditions)
+				return errors.Errorf("%s: %+v", dm.Name, dm.Status.Conditions)
 			}
 		}
 		pool, err := p.getPool()
@@ -226,7 +227,7 @@ func (p *poolEnv) waitReady(n int) map[string]*infrav1.DockyardMachine {
 			return err
 		}
 		if len(pool.Spec.ProviderIDList) != n || ptr.Deref(pool.Status.Replicas, -1) != int32(n) || !conditions.IsTrue(pool, clusterv1.ReadyCondition) {
-			return fmt.Errorf("pool providerIDList %v, replicas %v, conditions %+v", pool.Spec.ProviderIDList, pool.Status.Replicas, pool.Status.Conditions)
+			return errors.Errorf("pool providerIDList %v, replicas %v, conditions %+v", pool.Spec.ProviderIDList, pool.Status.Replicas, pool.Status.Conditions)
 		}
 		return nil
 	})
@@ -343,7 +344,7 @@ func TestMachinePoolScaleDownDeletesMarkedThenNotReadyThenNewest(t *testing.T) {
 			return err
 		}
 		if conditions.IsTrue(dms[second], clusterv1.ReadyCondition) {
-			return fmt.Errorf("%s still Ready", second)
+			return errors.Errorf("%s still Ready", second)
 		}
 		return nil
 	})
@@ -354,7 +355,7 @@ func TestMachinePoolScaleDownDeletesMarkedThenNotReadyThenNewest(t *testing.T) {
 			return err
 		}
 		if got := keys(dms); !slices.Equal(got, keys(map[string]*infrav1.DockyardMachine{second: nil, third: nil})) {
-			return fmt.Errorf("instances %v, want %s and %s", got, second, third)
+			return errors.Errorf("instances %v, want %s and %s", got, second, third)
 		}
 		return nil
 	})
@@ -366,7 +367,7 @@ func TestMachinePoolScaleDownDeletesMarkedThenNotReadyThenNewest(t *testing.T) {
 			return err
 		}
 		if got := keys(dms); len(got) != 1 || got[0] != third {
-			return fmt.Errorf("instances %v, want %s", got, third)
+			return errors.Errorf("instances %v, want %s", got, third)
 		}
 		return nil
 	})
@@ -383,14 +384,14 @@ func TestMachinePoolScaleDownDeletesMarkedThenNotReadyThenNewest(t *testing.T) {
 			return err
 		}
 		if got := keys(dms); len(got) != 1 || got[0] != third {
-			return fmt.Errorf("instances %v, want the older %s", got, third)
+			return errors.Errorf("instances %v, want the older %s", got, third)
 		}
 		return nil
 	})
 	p.waitReady(1)
 	// The deleted instances' containers are gone from the engine.
 	key := docker.ClusterKey{Namespace: p.cluster.Namespace, Name: "pool-down"}
-	cs, err := envRuntime.ListContainers(p.ctx, map[string]string{docker.ClusterLabel: key.Namespace + "/" + key.Name})
+	cs, err := envRuntime.ListContainers(p.ctx, key.ClusterLabels())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,12 +439,12 @@ func TestMachinePoolTemplateChangeRollsOneAtATime(t *testing.T) {
 		}
 		maxInstances, minReady = max(maxInstances, len(dms)), min(minReady, ready)
 		if len(dms) != 2 || ready != 2 {
-			return fmt.Errorf("%d instances, %d Ready", len(dms), ready)
+			return errors.Errorf("%d instances, %d Ready", len(dms), ready)
 		}
 		for _, dm := range dms {
 			if old[dm.Name] != nil || dm.Labels[infrav1.MachinePoolTemplateHashLabel] == oldHash ||
 				dm.Spec.BootstrapTimeout == nil || dm.Spec.BootstrapTimeout.Duration != 7*time.Minute {
-				return fmt.Errorf("%s not replaced yet (hash %s)", dm.Name, dm.Labels[infrav1.MachinePoolTemplateHashLabel])
+				return errors.Errorf("%s not replaced yet (hash %s)", dm.Name, dm.Labels[infrav1.MachinePoolTemplateHashLabel])
 			}
 		}
 		return nil
@@ -477,17 +478,17 @@ func TestMachinePoolDeletionRemovesInstancesAndContainers(t *testing.T) {
 	key := docker.ClusterKey{Namespace: p.cluster.Namespace, Name: "pool-del"}
 	eventually(t, 30*time.Second, "pool, Machines and DockyardMachines gone, with their containers", func() error {
 		if _, err := p.getPool(); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pool still there (%w)", err)
+			return errors.Errorf("pool still there (%v)", err)
 		}
 		for name := range dms {
 			if err := env.Client.Get(p.ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &clusterv1.Machine{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("Machine %s still there (%w)", name, err)
+				return errors.Errorf("Machine %s still there (%v)", name, err)
 			}
 			if err := env.Client.Get(p.ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, &infrav1.DockyardMachine{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("DockyardMachine %s still there (%w)", name, err)
+				return errors.Errorf("DockyardMachine %s still there (%v)", name, err)
 			}
 			if _, err := envRuntime.InspectContainer(p.ctx, docker.NodeName(key, name)); err == nil {
-				return fmt.Errorf("container of %s still on the engine", name)
+				return errors.Errorf("container of %s still on the engine", name)
 			}
 		}
 		return nil
@@ -516,10 +517,10 @@ func TestMachinePoolRefusedTemplateIsReported(t *testing.T) {
 		}
 		c := conditions.Get(pool, infrav1.ScaledCondition)
 		if c == nil || c.Reason != infrav1.InstanceCreateFailedReason || !strings.Contains(c.Message, "/var") {
-			return fmt.Errorf("Scaled %+v", c)
+			return errors.Errorf("Scaled %+v", c)
 		}
 		if conditions.GetReason(pool, clusterv1.ReadyCondition) != infrav1.InstanceCreateFailedReason {
-			return fmt.Errorf("Ready %+v", conditions.Get(pool, clusterv1.ReadyCondition))
+			return errors.Errorf("Ready %+v", conditions.Get(pool, clusterv1.ReadyCondition))
 		}
 		return nil
 	})
@@ -547,7 +548,7 @@ func TestMachinePoolDeletedForMoveKeepsInstances(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "pool gone", func() error {
 		if _, err := p.getPool(); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("pool still there (%w)", err)
+			return errors.Errorf("pool still there (%v)", err)
 		}
 		return nil
 	})
@@ -590,10 +591,10 @@ func TestMachinePoolRemediatesMachinesAMachineHealthCheckMarked(t *testing.T) {
 			return err
 		}
 		if _, ok := dms[remediate]; ok {
-			return fmt.Errorf("instance %s still there: %v", remediate, keys(dms))
+			return errors.Errorf("instance %s still there: %v", remediate, keys(dms))
 		}
 		if len(dms) != 3 {
-			return fmt.Errorf("instances %v, want 3", keys(dms))
+			return errors.Errorf("instances %v, want 3", keys(dms))
 		}
 		return nil
 	})

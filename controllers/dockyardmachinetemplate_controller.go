@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/docker"
 )
 
 const (
@@ -42,8 +42,8 @@ const (
 // zero (Cluster API's InfraMachineTemplate contract).
 type DockyardMachineTemplateReconciler struct {
 	Client client.Client
-	// Engine is the container engine nodes run on: its host sizes nodes without limits.
-	Engine           container.Runtime
+	// Nodes is the node layer: the engine's host sizes nodes without limits.
+	Nodes            *docker.Manager
 	WatchFilterValue string
 }
 
@@ -105,10 +105,10 @@ func (r *DockyardMachineTemplateReconciler) Reconcile(ctx context.Context, req c
 		}
 	}()
 
-	info, err := r.Engine.Info(ctx)
+	info, err := r.Nodes.HostInfo(ctx)
 	if err != nil {
 		// Nothing changed: the deferred patch writes nothing, the status stays what it was.
-		return ctrl.Result{}, errors.Wrap(err, "reading the container engine's host to size the template's nodes")
+		return ctrl.Result{}, errors.Wrap(err, "sizing the template's nodes")
 	}
 	capacity, nodeInfo, err := templateNode(t.Spec.Template.Spec.Resources, info)
 	if err != nil {
@@ -122,7 +122,7 @@ func (r *DockyardMachineTemplateReconciler) Reconcile(ctx context.Context, req c
 // templateNode is the capacity and node info of a node with the given limits on an engine's
 // host: a limit where the template sets one, the host's CPUs and memory where it does not (a
 // container without limits uses the whole host, and its kubelet reports the host's numbers).
-func templateNode(res infrav1.NodeResources, info container.EngineInfo) (corev1.ResourceList, infrav1.NodeInfo, error) {
+func templateNode(res infrav1.NodeResources, info docker.HostInfo) (corev1.ResourceList, infrav1.NodeInfo, error) {
 	capacity := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(DefaultMaxPods, resource.DecimalSI)}
 	switch {
 	case res.CPU != nil:
@@ -130,7 +130,7 @@ func templateNode(res infrav1.NodeResources, info container.EngineInfo) (corev1.
 	case info.CPUs > 0:
 		capacity[corev1.ResourceCPU] = *resource.NewQuantity(int64(info.CPUs), resource.DecimalSI)
 	default:
-		return nil, infrav1.NodeInfo{}, errors.Errorf("the container engine (%s) reports %d CPUs of its host", info.Name, info.CPUs)
+		return nil, infrav1.NodeInfo{}, errors.Errorf("the container engine (%s) reports %d CPUs of its host", info.Engine, info.CPUs)
 	}
 	switch {
 	case res.Memory != nil:
@@ -138,10 +138,10 @@ func templateNode(res infrav1.NodeResources, info container.EngineInfo) (corev1.
 	case info.MemoryBytes > 0:
 		capacity[corev1.ResourceMemory] = *resource.NewQuantity(info.MemoryBytes, resource.BinarySI)
 	default:
-		return nil, infrav1.NodeInfo{}, errors.Errorf("the container engine (%s) reports %d bytes of memory of its host", info.Name, info.MemoryBytes)
+		return nil, infrav1.NodeInfo{}, errors.Errorf("the container engine (%s) reports %d bytes of memory of its host", info.Engine, info.MemoryBytes)
 	}
 	nodeInfo := infrav1.NodeInfo{OperatingSystem: nodeOperatingSystem}
-	switch arch := infrav1.Architecture(container.GoArch(info.Architecture)); arch {
+	switch arch := infrav1.Architecture(info.Arch); arch {
 	case infrav1.ArchitectureAmd64, infrav1.ArchitectureArm64, infrav1.ArchitectureS390x, infrav1.ArchitecturePpc64le:
 		nodeInfo.Architecture = arch
 	}

@@ -16,6 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
@@ -40,7 +41,7 @@ func newTemplateFixture(t *testing.T, objs ...client.Object) *templateFixture {
 }
 
 func (f *templateFixture) reconcile(name string) (ctrl.Result, error) {
-	r := &DockyardMachineTemplateReconciler{Client: f.c, Engine: f.rt}
+	r := &DockyardMachineTemplateReconciler{Client: f.c, Nodes: docker.NewManager(f.rt, docker.ManagerOptions{})}
 	return r.Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: name}})
 }
 

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
@@ -16,7 +15,6 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 // Engine events (docker.EngineEvents) wake the reconcilers up in seconds when something happens
@@ -26,7 +24,7 @@ import (
 // watch-filter label like its other watches; after the engine's stream broke, every object.
 
 // engineEventSource is a source of reconcile requests from the engine's events.
-func engineEventSource(events *docker.EngineEvents, toRequests func(context.Context, container.Event) []reconcile.Request) source.Source {
+func engineEventSource(events *docker.EngineEvents, toRequests func(context.Context, docker.Event) []reconcile.Request) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		ch := events.Subscribe()
 		go func() {
@@ -43,12 +41,6 @@ func engineEventSource(events *docker.EngineEvents, toRequests func(context.Cont
 		}()
 		return nil
 	})
-}
-
-// eventKey splits a "<namespace>/<name>" label value.
-func eventKey(value string) (client.ObjectKey, bool) {
-	ns, name, ok := strings.Cut(value, "/")
-	return client.ObjectKey{Namespace: ns, Name: name}, ok && ns != "" && name != ""
 }
 
 // requestsFor lists objects and returns requests for those the watch filter selects.
@@ -72,14 +64,14 @@ func requestsFor(ctx context.Context, c client.Client, watchFilter string, list 
 }
 
 // machineRequests maps an event to the DockyardMachine of a node container.
-func (r *DockyardMachineReconciler) machineRequests(ctx context.Context, e container.Event) []reconcile.Request {
-	if e.Action == docker.ResyncAction {
+func (r *DockyardMachineReconciler) machineRequests(ctx context.Context, e docker.Event) []reconcile.Request {
+	switch {
+	case e.Kind == docker.ResyncEvent:
 		return requestsFor(ctx, r.Client, r.WatchFilterValue, &infrav1.DockyardMachineList{})
+	case e.Kind != docker.NodeEvent || e.Cluster.Namespace == "":
+		return nil // not a workload cluster's node (a management cluster's has no namespace)
 	}
-	key, ok := eventKey(e.Labels[docker.MachineLabel])
-	if e.Type != container.EventContainer || !ok {
-		return nil
-	}
+	key := client.ObjectKey{Namespace: e.Cluster.Namespace, Name: e.Machine}
 	dm := &infrav1.DockyardMachine{}
 	if err := r.Client.Get(ctx, key, dm); err != nil {
 		return nil // gone, or in a namespace this manager does not watch
@@ -93,18 +85,13 @@ func (r *DockyardMachineReconciler) machineRequests(ctx context.Context, e conta
 // clusterRequests maps an event to the DockyardClusters it concerns: a cluster's load balancer
 // or control plane node (which the load balancer forwards to), or any cluster when a network
 // went away.
-func (r *DockyardClusterReconciler) clusterRequests(ctx context.Context, e container.Event) []reconcile.Request {
+func (r *DockyardClusterReconciler) clusterRequests(ctx context.Context, e docker.Event) []reconcile.Request {
 	switch {
-	case e.Action == docker.ResyncAction, e.Type == container.EventNetwork:
+	case e.Kind == docker.ResyncEvent, e.Kind == docker.NetworkEvent:
 		return requestsFor(ctx, r.Client, r.WatchFilterValue, &infrav1.DockyardClusterList{})
-	case e.Type != container.EventContainer:
-		return nil
-	}
-	role := docker.Role(e.Labels[docker.KindRoleLabel])
-	key, ok := eventKey(e.Labels[docker.ClusterLabel])
-	if !ok || (role != docker.RoleLoadBalancer && role != docker.RoleControlPlane) {
-		return nil
+	case e.Cluster.Namespace == "", e.Kind == docker.NodeEvent && e.Role != docker.RoleControlPlane:
+		return nil // a management cluster's, or a worker: the load balancer does not forward to it
 	}
 	return requestsFor(ctx, r.Client, r.WatchFilterValue, &infrav1.DockyardClusterList{},
-		client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name})
+		client.InNamespace(e.Cluster.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: e.Cluster.Name})
 }

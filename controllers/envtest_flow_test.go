@@ -2,11 +2,11 @@ package controllers
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,7 +117,7 @@ func TestEnvtestClusterAndMachinesThroughTheFlow(t *testing.T) {
 			return err
 		}
 		if !ptr.Deref(got.Status.Initialization.Provisioned, false) || got.Spec.ControlPlaneEndpoint.Host == "" {
-			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+			return errors.Errorf("conditions %+v", got.Status.Conditions)
 		}
 		return nil
 	})
@@ -132,7 +132,7 @@ func TestEnvtestClusterAndMachinesThroughTheFlow(t *testing.T) {
 				return err
 			}
 			if conditions.GetReason(dm, infrav1.ContainerProvisionedCondition) != infrav1.WaitingForClusterInfrastructureReason {
-				return fmt.Errorf("%s: %+v", n, dm.Status.Conditions)
+				return errors.Errorf("%s: %+v", n, dm.Status.Conditions)
 			}
 		}
 		return nil
@@ -156,14 +156,14 @@ func TestEnvtestClusterAndMachinesThroughTheFlow(t *testing.T) {
 				return err
 			}
 			if !ptr.Deref(dm.Status.Initialization.Provisioned, false) || !conditions.IsTrue(dm, clusterv1.ReadyCondition) {
-				return fmt.Errorf("conditions %+v", dm.Status.Conditions)
+				return errors.Errorf("conditions %+v", dm.Status.Conditions)
 			}
 			node := &corev1.Node{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: n}, node); err != nil {
 				return err
 			}
 			if node.Spec.ProviderID != dm.Spec.ProviderID || dm.Spec.ProviderID != "dockyard:////"+n+"."+ns {
-				return fmt.Errorf("node providerID %q, machine providerID %q", node.Spec.ProviderID, dm.Spec.ProviderID)
+				return errors.Errorf("node providerID %q, machine providerID %q", node.Spec.ProviderID, dm.Spec.ProviderID)
 			}
 			return nil
 		})
@@ -193,17 +193,17 @@ func TestEnvtestClusterAndMachinesThroughTheFlow(t *testing.T) {
 			return err
 		}
 		if len(list.Items) > 0 {
-			return fmt.Errorf("%d DockyardMachines left", len(list.Items))
+			return errors.Errorf("%d DockyardMachines left", len(list.Items))
 		}
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dc), &infrav1.DockyardCluster{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("DockyardCluster still there (%w)", err)
+			return errors.Errorf("DockyardCluster still there (%v)", err)
 		}
-		labels := map[string]string{docker.ClusterLabel: ns + "/flow1"}
+		labels := docker.ClusterKey{Namespace: ns, Name: "flow1"}.ClusterLabels()
 		cs, _ := envRuntime.ListContainers(ctx, labels)
 		vs, _ := envRuntime.ListVolumes(ctx, labels)
 		nets, _ := envRuntime.ListNetworks(ctx, labels)
 		if len(cs)+len(vs)+len(nets) > 0 {
-			return fmt.Errorf("left on the engine: %d containers, %d volumes, %d networks", len(cs), len(vs), len(nets))
+			return errors.Errorf("left on the engine: %d containers, %d volumes, %d networks", len(cs), len(vs), len(nets))
 		}
 		return nil
 	})
@@ -232,10 +232,10 @@ func TestEnvtestPausedClusterStopsReconciliation(t *testing.T) {
 			return err
 		}
 		if !conditions.IsTrue(got, clusterv1.PausedCondition) {
-			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+			return errors.Errorf("conditions %+v", got.Status.Conditions)
 		}
 		if ptr.Deref(got.Status.Initialization.Provisioned, false) {
-			return fmt.Errorf("provisioned while paused")
+			return errors.Errorf("provisioned while paused")
 		}
 		return nil
 	})
@@ -260,7 +260,7 @@ func TestEnvtestEngineEventsWakeTheReconcilers(t *testing.T) {
 		}
 		endpoint = got.Spec.ControlPlaneEndpoint.Host
 		if !conditions.IsTrue(got, infrav1.LoadBalancerAvailableCondition) || endpoint == "" {
-			return fmt.Errorf("endpoint %q, conditions %+v", endpoint, got.Status.Conditions)
+			return errors.Errorf("endpoint %q, conditions %+v", endpoint, got.Status.Conditions)
 		}
 		return nil
 	})
@@ -272,8 +272,8 @@ func TestEnvtestEngineEventsWakeTheReconcilers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !lb.Running || docker.NodeAddress(lb, docker.DefaultNetworkName(key)) != endpoint {
-			return fmt.Errorf("running %v at %v, want %s", lb.Running, lb.Networks, endpoint)
+		if !lb.Running || lb.Networks[docker.DefaultNetworkName(key)].IPv4 != endpoint {
+			return errors.Errorf("running %v at %v, want %s", lb.Running, lb.Networks, endpoint)
 		}
 		return nil
 	})
@@ -289,7 +289,7 @@ func TestEnvtestEngineEventsWakeTheReconcilers(t *testing.T) {
 			return err
 		}
 		if !conditions.IsTrue(dm, infrav1.ContainerProvisionedCondition) {
-			return fmt.Errorf("conditions %+v", dm.Status.Conditions)
+			return errors.Errorf("conditions %+v", dm.Status.Conditions)
 		}
 		return nil
 	})
@@ -301,7 +301,7 @@ func TestEnvtestEngineEventsWakeTheReconcilers(t *testing.T) {
 			return err
 		}
 		if reason := conditions.GetReason(dm, infrav1.ContainerProvisionedCondition); reason != infrav1.ContainerStoppedReason {
-			return fmt.Errorf("reason %s", reason)
+			return errors.Errorf("reason %s", reason)
 		}
 		return nil
 	})
@@ -333,7 +333,7 @@ func TestEnvtestTemplateConfigMapMovesWithItsCluster(t *testing.T) {
 			return err
 		}
 		if _, ok := got.Labels["clusterctl.cluster.x-k8s.io/move"]; !ok {
-			return fmt.Errorf("labels %v", got.Labels)
+			return errors.Errorf("labels %v", got.Labels)
 		}
 		return nil
 	})

@@ -205,7 +205,7 @@ func clusterByName(ctx context.Context, c client.Client, namespace, name string)
 		return nil, nil
 	}
 	cluster, err := util.GetClusterByName(ctx, c, namespace, name)
-	if apierrors.IsNotFound(errors.Cause(err)) {
+	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	return cluster, err

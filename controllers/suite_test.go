@@ -87,7 +87,7 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err := poolReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
-	templateReconciler := &DockyardMachineTemplateReconciler{Client: mgr.GetClient(), Engine: engine}
+	templateReconciler := &DockyardMachineTemplateReconciler{Client: mgr.GetClient(), Nodes: nodes}
 	if err := templateReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}

@@ -17,19 +17,19 @@ import (
 // network's subnet was configured when it was created and the container asked for a fixed one.
 // So a network Dockyard creates gets the subnet the engine would have picked, configured:
 // the lower half of it is Dockyard's to give out as fixed addresses (recorded in the
-// StaticRangeLabel), the upper half the engine's (management nodes and anything else that
+// staticRangeLabel), the upper half the engine's (management nodes and anything else that
 // joins). The load balancer always has the first fixed address after the gateway, the nodes the
-// next free ones; each container records its own in AddressLabel. A load balancer that is
+// next free ones; each container records its own in addressLabel. A load balancer that is
 // recreated, and every container after the engine restarts, keeps its address, so the
 // cluster's endpoint and etcd's peer addresses stay valid.
 const (
-	// StaticRangeLabel on a network holds the part of its subnet Dockyard gives out.
-	StaticRangeLabel = "dockyard.x-k8s.io/static-range"
-	// AddressLabel on a container holds the fixed address Dockyard gave it.
-	AddressLabel = "dockyard.x-k8s.io/ipv4"
-	// StaticRangeIPv6Label on a dual-stack network holds the part of its IPv6 subnet Dockyard
+	// staticRangeLabel on a network holds the part of its subnet Dockyard gives out.
+	staticRangeLabel = "dockyard.x-k8s.io/static-range"
+	// addressLabel on a container holds the fixed address Dockyard gave it.
+	addressLabel = "dockyard.x-k8s.io/ipv4"
+	// staticRangeIPv6Label on a dual-stack network holds the part of its IPv6 subnet Dockyard
 	// gives out: a container with the n-th fixed IPv4 address has its n-th IPv6 one.
-	StaticRangeIPv6Label = "dockyard.x-k8s.io/static-range-ipv6"
+	staticRangeIPv6Label = "dockyard.x-k8s.io/static-range-ipv6"
 )
 
 // fixedAddresses are a container's fixed addresses on a network; empty ones are the engine's
@@ -85,11 +85,11 @@ func (m *Manager) createSplitNetwork(ctx context.Context, cluster ClusterKey, na
 		return m.runtime.CreateNetwork(ctx, spec)
 	}
 	static, dynamic := halves(subnet)
-	labels[StaticRangeLabel] = static.String()
+	labels[staticRangeLabel] = static.String()
 	spec.IPRange = dynamic.String()
 	if v6.IsValid() {
 		static6, dynamic6 := halves(v6)
-		labels[StaticRangeIPv6Label] = static6.String()
+		labels[staticRangeIPv6Label] = static6.String()
 		// Docker 20.10 cannot give out addresses from a range of more than 2^63 ("invalid bit
 		// range"): the engine's part is the first /112 of the upper half, plenty for the
 		// management nodes and whatever else joins.
@@ -165,10 +165,10 @@ func halves(p netip.Prefix) (lower, upper netip.Prefix) {
 // false for any other network. A network shared by clusters has none, even when it carries the
 // label: each cluster would count only its own containers and hand out the same addresses.
 func staticRange(n *container.Network, cluster ClusterKey) (netip.Prefix, bool) {
-	if n.Labels[ClusterLabel] != cluster.String() {
+	if n.Labels[clusterLabel] != cluster.String() {
 		return netip.Prefix{}, false
 	}
-	p, err := netip.ParsePrefix(n.Labels[StaticRangeLabel])
+	p, err := netip.ParsePrefix(n.Labels[staticRangeLabel])
 	return p, err == nil && p.Addr().Is4()
 }
 
@@ -188,7 +188,7 @@ func loadBalancerAddress(n *container.Network, cluster ClusterKey) string {
 func withIPv6(n *container.Network, cluster ClusterKey, ipv4 string) fixedAddresses {
 	fixed := fixedAddresses{IPv4: ipv4}
 	r4, ok := staticRange(n, cluster)
-	r6, err6 := netip.ParsePrefix(n.Labels[StaticRangeIPv6Label])
+	r6, err6 := netip.ParsePrefix(n.Labels[staticRangeIPv6Label])
 	a4, err4 := netip.ParseAddr(ipv4)
 	if !ok || err6 != nil || !r6.Addr().Is6() || err4 != nil || !r4.Contains(a4) {
 		return fixed
@@ -222,7 +222,7 @@ func (m *Manager) nodeAddress(ctx context.Context, cluster ClusterKey, network s
 		return fixedAddresses{}, err
 	}
 	for _, c := range cs {
-		taken[c.Labels[AddressLabel]] = true
+		taken[c.Labels[addressLabel]] = true
 	}
 	for a := r.Addr().Next().Next().Next(); r.Contains(a); a = a.Next() {
 		if !taken[a.String()] {

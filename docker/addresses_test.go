@@ -31,32 +31,32 @@ func TestFixedAddressesOfACluster(t *testing.T) {
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c"}
 	network := DefaultNetworkName(key)
-	n, err := m.EnsureNetwork(ctx, key, network)
+	n, err := m.ensureClusterNetwork(ctx, key, NetworkSpec{Name: network})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := n.Labels[StaticRangeLabel]; got != "172.30.0.0/17" {
+	if got := n.Labels[staticRangeLabel]; got != "172.30.0.0/17" {
 		t.Fatalf("static range %q, want the lower half of the engine's choice 172.30.0.0/16", got)
 	}
 	if nets, _ := rt.ListNetworks(ctx, nil); len(nets) != 1 {
 		t.Errorf("the probe network was left: %v", nets)
 	}
-	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "lb", Network: network})
+	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "lb", Network: network})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := NodeAddress(lb, network); got != "172.30.0.2" {
+	if got := nodeAddress(lb, network); got != "172.30.0.2" {
 		t.Errorf("load balancer at %s, want 172.30.0.2", got)
 	}
 	var addrs []string
 	for _, machine := range []string{"m1", "m2", "m3"} {
-		node, err := m.CreateNode(ctx, NodeSpec{Cluster: key, Machine: machine, Image: "node", Role: RoleWorker, Network: network})
+		node, err := m.createNode(ctx, NodeSpec{Cluster: key, Machine: machine, Image: "node", Role: RoleWorker, Network: network})
 		if err != nil {
 			t.Fatal(err)
 		}
-		addrs = append(addrs, NodeAddress(node, network))
-		if node.Labels[AddressLabel] != NodeAddress(node, network) {
-			t.Errorf("node %s at %s records %q", node.Name, NodeAddress(node, network), node.Labels[AddressLabel])
+		addrs = append(addrs, nodeAddress(node, network))
+		if node.Labels[addressLabel] != nodeAddress(node, network) {
+			t.Errorf("node %s at %s records %q", node.Name, nodeAddress(node, network), node.Labels[addressLabel])
 		}
 		if machine == "m1" {
 			rt.StopContainer(node.Name, 137)
@@ -74,11 +74,11 @@ func TestFixedAddressesOfACluster(t *testing.T) {
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: "users-net"}); err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.CreateNode(ctx, NodeSpec{Cluster: other, Machine: "m1", Image: "node", Role: RoleWorker, Network: "users-net"})
+	node, err := m.createNode(ctx, NodeSpec{Cluster: other, Machine: "m1", Image: "node", Role: RoleWorker, Network: "users-net"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if node.Labels[AddressLabel] != "" || NodeAddress(node, "users-net") == "" {
-		t.Errorf("node on a network without fixed addresses: labels %v address %q", node.Labels, NodeAddress(node, "users-net"))
+	if node.Labels[addressLabel] != "" || nodeAddress(node, "users-net") == "" {
+		t.Errorf("node on a network without fixed addresses: labels %v address %q", node.Labels, nodeAddress(node, "users-net"))
 	}
 }

@@ -57,9 +57,9 @@ type BootstrapStatus struct {
 	MissingSentinel string
 }
 
-// StartBootstrap copies a plan into the node over stdin and starts it in the background. It
+// startBootstrap copies a plan into the node over stdin and starts it in the background. It
 // does nothing when the plan was started before.
-func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstrap.Plan, timeout time.Duration) error {
+func (m *Manager) startBootstrap(ctx context.Context, node string, plan *bootstrap.Plan, timeout time.Duration) error {
 	runtimeMax := int(timeout.Round(time.Second).Seconds())
 	if runtimeMax < 1 {
 		runtimeMax = 1
@@ -91,11 +91,11 @@ func (m *Manager) StartBootstrap(ctx context.Context, node string, plan *bootstr
 	return r.err(node, "starting the bootstrap (systemd-run)")
 }
 
-// GetBootstrapStatus reads the state of a node's bootstrap. A plan that stopped running
+// bootstrapStatus reads the state of a node's bootstrap. A plan that stopped running
 // without finishing timed out when it ran longer than its timeout (the one it was started
 // with, recorded in the node; timeout is used for plans that recorded none), else it was
 // interrupted (the node restarted).
-func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout time.Duration) (BootstrapStatus, error) {
+func (m *Manager) bootstrapStatus(ctx context.Context, node string, timeout time.Duration) (BootstrapStatus, error) {
 	// The unit's state is read before the state file: a plan writes its final state before its
 	// unit ends, so a unit seen ended means the state file read after it is final. (The other
 	// order can read "running" from the file and then an ended unit: Interrupted, wrongly.)
@@ -138,8 +138,8 @@ func (m *Manager) GetBootstrapStatus(ctx context.Context, node string, timeout t
 	return st, nil
 }
 
-// StopBootstrap stops a running bootstrap (the machine is being deleted).
-func (m *Manager) StopBootstrap(ctx context.Context, node string) error {
+// stopBootstrap stops a running bootstrap (the machine is being deleted).
+func (m *Manager) stopBootstrap(ctx context.Context, node string) error {
 	_, err := m.exec(ctx, node, nil, "systemctl", "stop", bootstrapUnit)
 	return errors.Wrapf(err, "stopping the bootstrap in node %s", node)
 }

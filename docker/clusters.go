@@ -22,7 +22,7 @@ type ClusterResources struct {
 // cluster label, sorted by key; management clusters (empty namespace) included. It is how a
 // test run finds what an interrupted run left, and what a leak looks like.
 func (m *Manager) ListClusters(ctx context.Context) ([]ClusterResources, error) {
-	any := map[string]string{ClusterLabel: ""}
+	any := map[string]string{clusterLabel: ""}
 	byKey := map[string]*ClusterResources{}
 	entry := func(label string) *ClusterResources {
 		if _, ok := byKey[label]; !ok {
@@ -36,7 +36,7 @@ func (m *Manager) ListClusters(ctx context.Context) ([]ClusterResources, error) 
 		return nil, errors.Wrap(err, "listing Dockyard's containers")
 	}
 	for _, c := range containers {
-		e := entry(c.Labels[ClusterLabel])
+		e := entry(c.Labels[clusterLabel])
 		e.Containers = append(e.Containers, c.Name)
 	}
 	volumes, err := m.runtime.ListVolumes(ctx, any)
@@ -44,7 +44,7 @@ func (m *Manager) ListClusters(ctx context.Context) ([]ClusterResources, error) 
 		return nil, errors.Wrap(err, "listing Dockyard's volumes")
 	}
 	for _, v := range volumes {
-		e := entry(v.Labels[ClusterLabel])
+		e := entry(v.Labels[clusterLabel])
 		e.Volumes = append(e.Volumes, v.Name)
 	}
 	networks, err := m.runtime.ListNetworks(ctx, any)
@@ -52,7 +52,7 @@ func (m *Manager) ListClusters(ctx context.Context) ([]ClusterResources, error) 
 		return nil, errors.Wrap(err, "listing Dockyard's networks")
 	}
 	for _, n := range networks {
-		e := entry(n.Labels[ClusterLabel])
+		e := entry(n.Labels[clusterLabel])
 		e.Networks = append(e.Networks, n.Name)
 	}
 	out := make([]ClusterResources, 0, len(byKey))
@@ -78,4 +78,18 @@ func (m *Manager) RemoveCluster(ctx context.Context, c ClusterResources) error {
 		errs = append(errs, m.DeleteCluster(ctx, c.Cluster, n))
 	}
 	return errors.Wrapf(kerrors.NewAggregate(errs), "removing cluster %s from the engine", c.Cluster)
+}
+
+// Leftovers returns what a cluster still has on the engine; nil when nothing.
+func (m *Manager) Leftovers(ctx context.Context, cluster ClusterKey) (*ClusterResources, error) {
+	all, err := m.ListClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range all {
+		if all[i].Cluster == cluster {
+			return &all[i], nil
+		}
+	}
+	return nil, nil
 }

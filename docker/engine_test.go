@@ -1,4 +1,4 @@
-package docker_test
+package docker
 
 import (
 	"archive/tar"
@@ -20,7 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/pkg/errors"
+
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
@@ -29,17 +30,17 @@ import (
 
 // engineCluster returns a node manager on the real engine and a cluster key unique to the test;
 // everything carrying the cluster's label is removed afterwards.
-func engineCluster(t *testing.T) (*docker.Manager, container.Runtime, docker.ClusterKey) {
+func engineCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
 	t.Helper()
 	rt := dockerenv.Engine(t)
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
-	key := docker.ClusterKey{Namespace: "dockyard-test", Name: "dy" + hex.EncodeToString(suffix)}
-	m := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeAuto})
+	key := ClusterKey{Namespace: "dockyard-test", Name: "dy" + hex.EncodeToString(suffix)}
+	m := NewManager(rt, ManagerOptions{Privilege: PrivilegeAuto})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := m.DeleteCluster(ctx, key, docker.DefaultNetworkName(key)); err != nil {
+		if err := m.DeleteCluster(ctx, key, DefaultNetworkName(key)); err != nil {
 			t.Errorf("cleaning up cluster %s: %v", key, err)
 		}
 		if t.Failed() {
@@ -50,7 +51,7 @@ func engineCluster(t *testing.T) (*docker.Manager, container.Runtime, docker.Clu
 }
 
 // dumpContainers prints what a person debugging a failure needs: containers and their logs.
-func dumpContainers(t *testing.T, rt container.Runtime, key docker.ClusterKey) {
+func dumpContainers(t *testing.T, rt container.Runtime, key ClusterKey) {
 	ctx := context.Background()
 	cs, _ := rt.ListContainers(ctx, key.ClusterLabels())
 	for _, c := range cs {
@@ -75,25 +76,25 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 }
 
 // bootNode creates a node container and waits until systemd and containerd run.
-func bootNode(t *testing.T, m *docker.Manager, key docker.ClusterKey, machine string, role docker.Role) *container.Container {
+func bootNode(t *testing.T, m *Manager, key ClusterKey, machine string, role Role) *container.Container {
 	t.Helper()
 	ctx := context.Background()
-	dockerenv.RequireImages(t, m.Runtime(), dockerenv.NodeImage())
-	network := docker.DefaultNetworkName(key)
+	dockerenv.RequireImages(t, m.runtime, dockerenv.NodeImage())
+	network := DefaultNetworkName(key)
 	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: key, Machine: machine, Image: dockerenv.NodeImage(), Role: role, Network: network})
+	node, err := m.createNode(ctx, NodeSpec{Cluster: key, Machine: machine, Image: dockerenv.NodeImage(), Role: role, Network: network})
 	if err != nil {
 		t.Fatal(err)
 	}
 	took := eventually(t, 2*time.Minute, "node "+node.Name+" booted", func() error {
-		st, err := m.CheckNode(ctx, node.Name)
+		st, err := m.checkNode(ctx, node.Name)
 		if err != nil {
 			return err
 		}
 		if !st.Ready {
-			return fmt.Errorf("%s", st.Detail)
+			return errors.Errorf("%s", st.Detail)
 		}
 		return nil
 	})
@@ -113,7 +114,7 @@ func execOut(t *testing.T, rt container.Runtime, name string, cmd ...string) (st
 
 func TestNodeContainerBootsWithSystemdWithoutPrivilege(t *testing.T) {
 	m, rt, key := engineCluster(t)
-	node := bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
+	node := bootNode(t, m, key, "cp-0", RoleControlPlane)
 
 	if out, _ := execOut(t, rt, node.Name, "systemctl", "is-system-running"); out != "running" && out != "degraded" {
 		t.Errorf("systemd is %q", out)
@@ -141,7 +142,7 @@ func TestNodeContainerBootsWithSystemdWithoutPrivilege(t *testing.T) {
 
 func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 	m, rt, key := engineCluster(t)
-	node := bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
+	node := bootNode(t, m, key, "cp-0", RoleControlPlane)
 	ctx := context.Background()
 
 	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
@@ -158,10 +159,10 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 		{Command: &bootstrap.Command{Script: "false"}},
 		{Command: &bootstrap.Command{Script: `test "$DOCKYARD_TEST" = carried && test "$(pwd)" = /tmp && mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete`}},
 	}}
-	if err := m.StartBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
+	if err := m.startBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitBootstrap(t, m, node.Name, time.Minute, docker.BootstrapSucceeded)
+	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
 
 	for path, want := range map[string]string{
 		"/etc/dockyard-test/secret.key": "600 root root",
@@ -186,30 +187,30 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 	}
 
 	// Starting it again (a manager restarted, a retried reconcile) runs nothing twice.
-	if err := m.StartBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
+	if err := m.startBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
 	if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard-test-runs"); out != "run" {
 		t.Errorf("bootstrap ran more than once: %q", out)
 	}
-	waitBootstrap(t, m, node.Name, time.Minute, docker.BootstrapSucceeded)
+	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
 }
 
 func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
 	m, rt, key := engineCluster(t)
 	ctx := context.Background()
 
-	failing := bootNode(t, m, key, "fail", docker.RoleWorker)
+	failing := bootNode(t, m, key, "fail", RoleWorker)
 	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
 		{Command: &bootstrap.Command{Script: "true"}},
 		{Command: &bootstrap.Command{Script: "echo joining with abcdef.0123456789abcdef; echo 'preflight failed' >&2; (exit 3)"}},
 		{Command: &bootstrap.Command{Script: "echo never"}},
 	}}
-	if err := m.StartBootstrap(ctx, failing.Name, plan, time.Minute); err != nil {
+	if err := m.startBootstrap(ctx, failing.Name, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	st := waitBootstrap(t, m, failing.Name, time.Minute, docker.BootstrapFailed)
+	st := waitBootstrap(t, m, failing.Name, time.Minute, BootstrapFailed)
 	if st.Step != 2 || st.ExitCode != 3 {
 		t.Errorf("failed at step %d with exit %d, want step 2 exit 3", st.Step, st.ExitCode)
 	}
@@ -220,12 +221,12 @@ func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
 
 	// A timeout short enough to wait for, long enough for the step to start and print on a
 	// loaded host (with 3 s the test failed once while other suites ran).
-	slow := bootNode(t, m, key, "slow", docker.RoleWorker)
-	if err := m.StartBootstrap(ctx, slow.Name, &bootstrap.Plan{Steps: []bootstrap.Step{{Command: &bootstrap.Command{Script: "echo waiting; sleep 300"}}}}, 15*time.Second); err != nil {
+	slow := bootNode(t, m, key, "slow", RoleWorker)
+	if err := m.startBootstrap(ctx, slow.Name, &bootstrap.Plan{Steps: []bootstrap.Step{{Command: &bootstrap.Command{Script: "echo waiting; sleep 300"}}}}, 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// The node recorded the timeout it was started with; the caller's guess does not matter.
-	st = waitBootstrap(t, m, slow.Name, time.Hour, docker.BootstrapTimedOut)
+	st = waitBootstrap(t, m, slow.Name, time.Hour, BootstrapTimedOut)
 	if st.Step != 1 || !strings.Contains(st.Output, "waiting") {
 		t.Errorf("timed out at step %d with output %q", st.Step, st.Output)
 	}
@@ -242,45 +243,45 @@ func TestBootstrapKilledOutrightLeavesNoStagedFiles(t *testing.T) {
 	m, rt, key := engineCluster(t)
 	ctx := context.Background()
 
-	node := bootNode(t, m, key, "killed", docker.RoleWorker)
+	node := bootNode(t, m, key, "killed", RoleWorker)
 	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
 		{File: &bootstrap.File{Path: "/etc/dockyard-test/secret.key", Content: []byte("-----BEGIN PRIVATE KEY-----\nx\n"), Mode: 0o600}},
 		{Command: &bootstrap.Command{Script: "echo waiting; sleep 300"}},
 	}}
-	if err := m.StartBootstrap(ctx, node.Name, plan, time.Hour); err != nil {
+	if err := m.startBootstrap(ctx, node.Name, plan, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "the plan to reach its sleep", func() error {
 		if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard/bootstrap/output.log"); !strings.Contains(out, "waiting") {
-			return fmt.Errorf("output %q", out)
+			return errors.Errorf("output %q", out)
 		}
 		return nil
 	})
 	if out, code := execOut(t, rt, node.Name, "systemctl", "kill", "--signal=KILL", "dockyard-bootstrap"); code != 0 {
 		t.Fatalf("killing the bootstrap unit: %d %s", code, out)
 	}
-	st := waitBootstrap(t, m, node.Name, time.Hour, docker.BootstrapInterrupted)
+	st := waitBootstrap(t, m, node.Name, time.Hour, BootstrapInterrupted)
 	if st.Step != 2 {
 		t.Errorf("interrupted at step %d, want 2", st.Step)
 	}
 	eventually(t, time.Minute, "the staged files to be removed", func() error {
 		if out, code := execOut(t, rt, node.Name, "ls", "-A", "/var/lib/dockyard/bootstrap"); code != 0 || strings.Contains(out, "files") {
-			return fmt.Errorf("bootstrap directory holds %q (exit %d)", out, code)
+			return errors.Errorf("bootstrap directory holds %q (exit %d)", out, code)
 		}
 		return nil
 	})
 }
 
-func waitBootstrap(t *testing.T, m *docker.Manager, node string, timeout time.Duration, want docker.BootstrapPhase) docker.BootstrapStatus {
+func waitBootstrap(t *testing.T, m *Manager, node string, timeout time.Duration, want BootstrapPhase) BootstrapStatus {
 	t.Helper()
-	var st docker.BootstrapStatus
+	var st BootstrapStatus
 	eventually(t, 2*time.Minute, "bootstrap in "+node+" to be "+string(want), func() error {
 		var err error
-		if st, err = m.GetBootstrapStatus(context.Background(), node, timeout); err != nil {
+		if st, err = m.bootstrapStatus(context.Background(), node, timeout); err != nil {
 			return err
 		}
 		if st.Phase != want {
-			return fmt.Errorf("phase %s (step %d, output %q)", st.Phase, st.Step, st.Output)
+			return errors.Errorf("phase %s (step %d, output %q)", st.Phase, st.Step, st.Output)
 		}
 		return nil
 	})
@@ -304,13 +305,13 @@ func buildBackend(t *testing.T) []byte {
 }
 
 // startBackend runs the test backend in a container on the cluster's network.
-func startBackend(t *testing.T, rt container.Runtime, key docker.ClusterKey, name string, bin []byte) string {
+func startBackend(t *testing.T, rt container.Runtime, key ClusterKey, name string, bin []byte) string {
 	t.Helper()
-	return startBackendOn(t, rt, key, docker.DefaultNetworkName(key), name, bin)
+	return startBackendOn(t, rt, key, DefaultNetworkName(key), name, bin)
 }
 
 // startBackendOn runs the test backend in a container of the cluster on a network.
-func startBackendOn(t *testing.T, rt container.Runtime, key docker.ClusterKey, network, name string, bin []byte) string {
+func startBackendOn(t *testing.T, rt container.Runtime, key ClusterKey, network, name string, bin []byte) string {
 	t.Helper()
 	ctx := context.Background()
 	spec := container.ContainerSpec{
@@ -335,14 +336,14 @@ func startBackendOn(t *testing.T, rt container.Runtime, key docker.ClusterKey, n
 	if err != nil {
 		t.Fatal(err)
 	}
-	return docker.NodeAddress(c, network)
+	return nodeAddress(c, network)
 }
 
 func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 	m, rt, key := engineCluster(t)
 	ctx := context.Background()
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
-	network := docker.DefaultNetworkName(key)
+	network := DefaultNetworkName(key)
 	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
 		t.Fatal(err)
 	}
@@ -352,17 +353,17 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 
 	// The endpoint's port need not be the API servers': the load balancer serves the one asked.
 	const endpointPort = 7443
-	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network, Port: endpointPort})
+	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network, Port: endpointPort})
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := fmt.Sprintf("https://%s:%d/name", docker.NodeAddress(lb, network), endpointPort)
+	url := fmt.Sprintf("https://%s:%d/name", nodeAddress(lb, network), endpointPort)
 	setBackends := func(names ...string) {
 		t.Helper()
-		changed, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
+		changed, err := m.updateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
 			var bs []haproxy.Backend
 			for _, n := range names {
-				bs = append(bs, haproxy.Backend{Name: n, Address: addr[n], Port: docker.APIServerPort})
+				bs = append(bs, haproxy.Backend{Name: n, Address: addr[n], Port: APIServerPort})
 			}
 			return bs, nil
 		})
@@ -392,7 +393,7 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 		}
 		seen[name] = true
 		if !seen[b1] || !seen[b2] {
-			return fmt.Errorf("seen %v", seen)
+			return errors.Errorf("seen %v", seen)
 		}
 		return nil
 	})
@@ -434,8 +435,8 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 	}
 
 	// An unchanged backend set changes nothing.
-	changed, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
-		return []haproxy.Backend{{Name: other, Address: addr[other], Port: docker.APIServerPort}}, nil
+	changed, err := m.updateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
+		return []haproxy.Backend{{Name: other, Address: addr[other], Port: APIServerPort}}, nil
 	})
 	if err != nil || changed {
 		t.Errorf("same backends reloaded again: changed %v err %v", changed, err)
@@ -445,18 +446,18 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 func TestDeletingAClusterLeavesNothingOnTheEngine(t *testing.T) {
 	m, rt, key := engineCluster(t)
 	ctx := context.Background()
-	bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
-	bootNode(t, m, key, "md-0", docker.RoleWorker)
-	if _, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: docker.DefaultNetworkName(key)}); err != nil {
+	bootNode(t, m, key, "cp-0", RoleControlPlane)
+	bootNode(t, m, key, "md-0", RoleWorker)
+	if _, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: DefaultNetworkName(key)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.DeleteNode(ctx, key, "md-0"); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := m.GetNode(ctx, key, "md-0"); err != nil || c != nil {
+	if c, err := m.getNode(ctx, key, "md-0"); err != nil || c != nil {
 		t.Errorf("deleted node still there: %v %v", c, err)
 	}
-	if err := m.DeleteCluster(ctx, key, docker.DefaultNetworkName(key)); err != nil {
+	if err := m.DeleteCluster(ctx, key, DefaultNetworkName(key)); err != nil {
 		t.Fatal(err)
 	}
 	cs, _ := rt.ListContainers(ctx, key.ClusterLabels())
@@ -484,7 +485,7 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
 
 	// The "kind" management cluster: one node on its own network, with kind's labels only.
-	mgmtCluster := docker.ClusterKey{Namespace: "dockyard-test", Name: a.Name + "-kind"}
+	mgmtCluster := ClusterKey{Namespace: "dockyard-test", Name: a.Name + "-kind"}
 	mgmtNode := mgmtCluster.Name + "-control-plane"
 	t.Cleanup(func() {
 		_ = rt.RemoveContainer(context.Background(), mgmtNode)
@@ -504,63 +505,63 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: mgmtCluster.Name}); err != nil {
 		t.Fatal(err)
 	}
-	sleeper(mgmtNode, mgmtCluster.Name, map[string]string{docker.KindClusterLabel: mgmtCluster.Name, docker.KindRoleLabel: "control-plane"})
+	sleeper(mgmtNode, mgmtCluster.Name, map[string]string{kindClusterLabel: mgmtCluster.Name, kindRoleLabel: "control-plane"})
 
 	// Workload cluster a's load balancer, and a node of workload cluster b.
-	if _, err := m.EnsureNetwork(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: a, Image: dockerenv.LoadBalancerImage(), Network: docker.DefaultNetworkName(a)})
+	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: a, Image: dockerenv.LoadBalancerImage(), Network: DefaultNetworkName(a)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoint := docker.NodeAddress(lb, docker.DefaultNetworkName(a))
-	if _, err := m.UpdateLoadBalancer(ctx, a, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
+	endpoint := nodeAddress(lb, DefaultNetworkName(a))
+	if _, err := m.updateLoadBalancer(ctx, a, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.EnsureNetwork(ctx, b, docker.DefaultNetworkName(b)); err != nil {
+	if _, err := m.EnsureNetwork(ctx, b, DefaultNetworkName(b)); err != nil {
 		t.Fatal(err)
 	}
 	otherNode := b.Name + "-node"
-	sleeper(otherNode, docker.DefaultNetworkName(b), b.MachineLabels("node"))
+	sleeper(otherNode, DefaultNetworkName(b), b.MachineLabels("node"))
 
 	reaches := func(from string) bool {
-		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", endpoint, docker.APIServerPort)
+		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", endpoint, APIServerPort)
 		_, code := execOut(t, rt, from, "timeout", "3", "bash", "-c", probe)
 		return code == 0
 	}
 	eventually(t, 30*time.Second, "the load balancer answering its own network", func() error {
 		if !reaches(lb.Name) {
-			return fmt.Errorf("%s:%d does not answer", endpoint, docker.APIServerPort)
+			return errors.Errorf("%s:%d does not answer", endpoint, APIServerPort)
 		}
 		return nil
 	})
 	if reaches(mgmtNode) {
 		t.Fatalf("%s reached %s before joining its network: the engine does not isolate networks, the test proves nothing\n%s",
-			mgmtNode, endpoint, isolationReport(t, rt, mgmtNode, []string{mgmtCluster.Name, docker.DefaultNetworkName(a), docker.DefaultNetworkName(b)}))
+			mgmtNode, endpoint, isolationReport(t, rt, mgmtNode, []string{mgmtCluster.Name, DefaultNetworkName(a), DefaultNetworkName(b)}))
 	}
 
-	selector, err := docker.ManagementSelector(ctx, rt, mgmtNode)
+	selector, err := ManagementSelector(ctx, rt, mgmtNode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr := docker.NewManager(rt, docker.ManagerOptions{ManagementNodes: selector})
-	if _, err := mgr.EnsureNetwork(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+	mgr := NewManager(rt, ManagerOptions{ManagementNodes: selector})
+	if _, err := mgr.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
 		t.Fatal(err)
 	}
 	if !reaches(mgmtNode) {
-		t.Errorf("management node %s cannot reach workload endpoint %s:%d after joining the cluster network", mgmtNode, endpoint, docker.APIServerPort)
+		t.Errorf("management node %s cannot reach workload endpoint %s:%d after joining the cluster network", mgmtNode, endpoint, APIServerPort)
 	}
 	if reaches(otherNode) {
 		t.Errorf("a node of workload cluster %s reaches cluster %s's endpoint: clusters must stay isolated", b, a)
 	}
 
 	// Deleting the workload cluster takes the management node off its network, then removes it.
-	if err := mgr.DeleteCluster(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+	if err := mgr.DeleteCluster(ctx, a, DefaultNetworkName(a)); err != nil {
 		t.Fatalf("deleting a cluster whose network the management node joined: %v", err)
 	}
-	if _, err := rt.InspectNetwork(ctx, docker.DefaultNetworkName(a)); !container.IsNotFound(err) {
-		t.Errorf("network %s: %v, want it removed", docker.DefaultNetworkName(a), err)
+	if _, err := rt.InspectNetwork(ctx, DefaultNetworkName(a)); !container.IsNotFound(err) {
+		t.Errorf("network %s: %v, want it removed", DefaultNetworkName(a), err)
 	}
 	if c, err := rt.InspectContainer(ctx, mgmtNode); err != nil || !c.Running {
 		t.Errorf("management node after the delete: %+v, %v; want it running, untouched", c, err)
@@ -576,7 +577,7 @@ func TestAFixedAPIServerPortSurvivesJoiningANetwork(t *testing.T) {
 	m, rt, key := engineCluster(t)
 	ctx := context.Background()
 	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
-	network := docker.DefaultNetworkName(key)
+	network := DefaultNetworkName(key)
 	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
 		t.Fatal(err)
 	}
@@ -586,8 +587,8 @@ func TestAFixedAPIServerPortSurvivesJoiningANetwork(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: key, Machine: "cp", Image: dockerenv.NodeImage(),
-		Role: docker.RoleControlPlane, Network: network, APIServerHostPort: port})
+	node, err := m.createNode(ctx, NodeSpec{Cluster: key, Machine: "cp", Image: dockerenv.NodeImage(),
+		Role: RoleControlPlane, Network: network, APIServerHostPort: port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,7 +599,7 @@ func TestAFixedAPIServerPortSurvivesJoiningANetwork(t *testing.T) {
 		}
 		return c.Ports
 	}
-	want := []container.PortMapping{{ContainerPort: docker.APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: port}}
+	want := []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: port}}
 	if got := published(); !slices.Equal(got, want) {
 		t.Fatalf("published %+v, want %+v", got, want)
 	}
@@ -644,7 +645,7 @@ func isolationReport(t *testing.T, rt container.Runtime, node string, networks [
 
 func TestNodeLogsOnTheEngine(t *testing.T) {
 	m, _, key := engineCluster(t)
-	bootNode(t, m, key, "cp-0", docker.RoleControlPlane)
+	bootNode(t, m, key, "cp-0", RoleControlPlane)
 	ctx := context.Background()
 	const token = "abcdef.0123456789abcdef"
 	node, err := m.FindNode(ctx, key, "cp-0")
@@ -655,7 +656,7 @@ func TestNodeLogsOnTheEngine(t *testing.T) {
 	if err := node.StartBootstrap(ctx, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitBootstrap(t, m, node.Name, time.Minute, docker.BootstrapSucceeded)
+	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
 
 	dir := t.TempDir()
 	if err := node.CollectLogs(ctx, dir); err != nil {
@@ -683,15 +684,7 @@ func TestNodeLogsOnTheEngine(t *testing.T) {
 			t.Errorf("%s carries the bootstrap token", file)
 		}
 	}
-	if err := m.CollectLoadBalancerLogs(ctx, key, filepath.Join(dir, "lb")); err != nil {
-		t.Errorf("a cluster without a load balancer: %v", err)
+	if lb, err := m.FindLoadBalancer(ctx, key); err != nil || lb != nil {
+		t.Errorf("a cluster without a load balancer: %v %v", lb, err)
 	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

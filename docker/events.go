@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,20 +11,73 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
-// ResyncAction is the Action of the event EngineEvents sends after its stream broke (the engine
-// restarted, or could not be reached): events were missed, so everything must be looked at.
-const ResyncAction = "resync"
+// EventKind says what an Event is about.
+type EventKind string
 
-// EngineEvents watches the engine for what happens to Dockyard's containers (any carrying
-// ClusterLabel) and to networks, and hands each event to every subscriber, so reconcilers learn
-// of a killed load balancer or a stopped node in seconds instead of at their next resync.
-// It runs as a manager runnable; after the stream breaks it subscribes again, backing off up to
-// maxBackoff, and sends a ResyncAction event once it is back.
+// Event kinds.
+const (
+	// NodeEvent: a node container started, stopped, died or was removed.
+	NodeEvent EventKind = "node"
+	// LoadBalancerEvent: a load balancer container did.
+	LoadBalancerEvent EventKind = "load-balancer"
+	// NetworkEvent: a network changed (a container was connected or disconnected, or it went).
+	NetworkEvent EventKind = "network"
+	// ResyncEvent: the engine's event stream broke and is back; events were missed, so
+	// everything must be looked at.
+	ResyncEvent EventKind = "resync"
+)
+
+// Event is something that happened on the engine, in the node layer's words.
+type Event struct {
+	Kind EventKind
+	// Cluster the node or load balancer belongs to; a management cluster's has no namespace.
+	Cluster ClusterKey
+	// Machine is a node's DockyardMachine.
+	Machine string
+	// Role of a node: control plane or worker.
+	Role Role
+	// Action is what the engine did, in Docker's words: "start", "die" (stopped, killed or
+	// crashed), "destroy" (removed), "connect", "disconnect".
+	Action string
+}
+
+// eventOf translates an engine event about Dockyard's containers or a network; ok is false for
+// one the node layer does not know.
+func eventOf(e container.Event) (Event, bool) {
+	if e.Type == container.EventNetwork {
+		return Event{Kind: NetworkEvent, Action: e.Action}, true
+	}
+	cluster, ok := parseKey(e.Labels[clusterLabel])
+	if e.Type != container.EventContainer || !ok {
+		return Event{}, false
+	}
+	role := Role(e.Labels[kindRoleLabel])
+	if role == RoleLoadBalancer {
+		return Event{Kind: LoadBalancerEvent, Cluster: cluster, Role: role, Action: e.Action}, true
+	}
+	machine, ok := parseKey(e.Labels[machineLabel])
+	if !ok {
+		return Event{}, false
+	}
+	return Event{Kind: NodeEvent, Cluster: cluster, Machine: machine.Name, Role: role, Action: e.Action}, true
+}
+
+// parseKey splits a "<namespace>/<name>" label value; a management cluster's namespace is empty.
+func parseKey(value string) (ClusterKey, bool) {
+	ns, name, ok := strings.Cut(value, "/")
+	return ClusterKey{Namespace: ns, Name: name}, ok && name != ""
+}
+
+// EngineEvents watches the engine for what happens to Dockyard's containers and to networks,
+// and hands each event to every subscriber, so reconcilers learn of a killed load balancer or a
+// stopped node in seconds instead of at their next resync. It runs as a manager runnable; after
+// the stream breaks it subscribes again, backing off up to maxBackoff, and sends a ResyncEvent
+// once it is back.
 type EngineEvents struct {
 	rt container.Runtime
 
 	mu          sync.Mutex
-	subscribers []chan container.Event
+	subscribers []chan Event
 }
 
 const (
@@ -40,10 +94,10 @@ func NewEngineEvents(rt container.Runtime) *EngineEvents {
 }
 
 // Subscribe returns a channel that receives every event from now on.
-func (w *EngineEvents) Subscribe() <-chan container.Event {
+func (w *EngineEvents) Subscribe() <-chan Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ch := make(chan container.Event, subscriberBuffer)
+	ch := make(chan Event, subscriberBuffer)
 	w.subscribers = append(w.subscribers, ch)
 	return ch
 }
@@ -57,13 +111,15 @@ func (w *EngineEvents) Start(ctx context.Context) error {
 	backoff, broken := minBackoff, false
 	for ctx.Err() == nil {
 		subscribed := time.Now()
-		events, errs := w.rt.Events(ctx, map[string]string{ClusterLabel: ""})
+		events, errs := w.rt.Events(ctx, map[string]string{clusterLabel: ""})
 		if broken {
 			log.Info("Watching the engine's events again; looking at every cluster and machine")
-			w.broadcast(ctx, container.Event{Action: ResyncAction})
+			w.broadcast(ctx, Event{Kind: ResyncEvent})
 		}
 		for e := range events {
-			w.broadcast(ctx, e)
+			if ev, ok := eventOf(e); ok {
+				w.broadcast(ctx, ev)
+			}
 		}
 		err := <-errs
 		if ctx.Err() != nil {
@@ -86,14 +142,14 @@ func (w *EngineEvents) Start(ctx context.Context) error {
 	return nil
 }
 
-func (w *EngineEvents) broadcast(ctx context.Context, e container.Event) {
+func (w *EngineEvents) broadcast(ctx context.Context, e Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, ch := range w.subscribers {
 		select {
 		case ch <- e:
 		default:
-			ctrl.LoggerFrom(ctx).Info("A subscriber is behind on the engine's events; dropping one", "event", e.Action, "name", e.Name)
+			ctrl.LoggerFrom(ctx).Info("A subscriber is behind on the engine's events; dropping one", "kind", e.Kind, "action", e.Action, "cluster", e.Cluster.String(), "machine", e.Machine)
 		}
 	}
 }

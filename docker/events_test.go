@@ -1,15 +1,14 @@
-package docker_test
+package docker
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/pkg/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
@@ -21,11 +20,11 @@ func TestEngineEventsSurviveABrokenStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), testr.New(t)))
 	defer cancel()
 	rt := fake.New("img")
-	w := docker.NewEngineEvents(rt)
+	w := NewEngineEvents(rt)
 	a, b := w.Subscribe(), w.Subscribe()
 	done := make(chan error)
 	go func() { done <- w.Start(ctx) }()
-	next := func(ch <-chan container.Event) container.Event {
+	next := func(ch <-chan Event) Event {
 		t.Helper()
 		select {
 		case e := <-ch:
@@ -33,7 +32,7 @@ func TestEngineEventsSurviveABrokenStream(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no event")
 		}
-		return container.Event{}
+		return Event{}
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
@@ -45,23 +44,23 @@ func TestEngineEventsSurviveABrokenStream(t *testing.T) {
 	}
 	waitFor("watching", func() bool { return rt.CallCount("Events") == 1 })
 
-	key := docker.ClusterKey{Namespace: "ns", Name: "c"}
+	key := ClusterKey{Namespace: "ns", Name: "c"}
 	startFake(t, rt, "stranger", "net", nil)
 	startFake(t, rt, "c-node.ns", "net", key.MachineLabels("node"))
-	for _, ch := range []<-chan container.Event{a, b} {
-		if e := next(ch); e.Action != "start" || e.Name != "c-node.ns" {
-			t.Errorf("event %+v, want the start of c-node.ns (and nothing of containers without Dockyard's label)", e)
+	for _, ch := range []<-chan Event{a, b} {
+		if e := next(ch); e.Action != "start" || e.Kind != NodeEvent || e.Cluster != key || e.Machine != "node" {
+			t.Errorf("event %+v, want the start of node ns/node of cluster ns/c (and nothing of containers without Dockyard's label)", e)
 		}
 	}
 
 	rt.BreakEvents(errors.New("engine restarted"))
-	for _, ch := range []<-chan container.Event{a, b} {
-		if e := next(ch); e.Action != docker.ResyncAction {
-			t.Errorf("event %+v after the stream broke, want %s", e, docker.ResyncAction)
+	for _, ch := range []<-chan Event{a, b} {
+		if e := next(ch); e.Kind != ResyncEvent {
+			t.Errorf("event %+v after the stream broke, want a resync", e)
 		}
 	}
 	rt.StopContainer("c-node.ns", 137)
-	if e := next(a); e.Action != "die" || e.Name != "c-node.ns" {
+	if e := next(a); e.Action != "die" || e.Machine != "node" {
 		t.Errorf("event %+v on the new stream, want die of c-node.ns", e)
 	}
 
@@ -73,5 +72,32 @@ func TestEngineEventsSurviveABrokenStream(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Start did not return when its context ended")
+	}
+}
+
+// The node layer's events say what changed in its own words: a node of a machine, a load
+// balancer, a network; the engine's labels stay inside the layer.
+func TestEventsInTheNodeLayersWords(t *testing.T) {
+	key := ClusterKey{Namespace: "ns", Name: "c"}
+	lb := key.labels(RoleLoadBalancer)
+	cp := key.labels(RoleControlPlane)
+	cp[machineLabel] = "ns/c-cp-0"
+	mgmt := ClusterKey{Name: "mgmt"}.labels(RoleControlPlane)
+	mgmt[machineLabel] = "/control-plane"
+	for _, tc := range []struct {
+		in   container.Event
+		want Event
+		ok   bool
+	}{
+		{container.Event{Type: container.EventContainer, Action: "die", Labels: lb}, Event{Kind: LoadBalancerEvent, Cluster: key, Role: RoleLoadBalancer, Action: "die"}, true},
+		{container.Event{Type: container.EventContainer, Action: "start", Labels: cp}, Event{Kind: NodeEvent, Cluster: key, Machine: "c-cp-0", Role: RoleControlPlane, Action: "start"}, true},
+		{container.Event{Type: container.EventContainer, Action: "destroy", Labels: mgmt}, Event{Kind: NodeEvent, Cluster: ClusterKey{Name: "mgmt"}, Machine: "control-plane", Role: RoleControlPlane, Action: "destroy"}, true},
+		{container.Event{Type: container.EventNetwork, Action: "disconnect", Name: "net"}, Event{Kind: NetworkEvent, Action: "disconnect"}, true},
+		{container.Event{Type: container.EventContainer, Action: "start", Labels: map[string]string{"other": "x"}}, Event{}, false},
+	} {
+		got, ok := eventOf(tc.in)
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("eventOf(%+v) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
 	}
 }

@@ -54,24 +54,69 @@ func (r execResult) err(name, what string) error {
 	return &ExecError{Container: name, What: what, ExitCode: r.Code, Output: r.Output}
 }
 
-// exec runs a command in a container, feeding it stdin when given, within its deadline, and
-// keeps the tails of its output. The error is the engine's (the container is gone, the call
-// timed out); a non-zero exit code is not one: see execResult.err.
+// exec runs a command in a container, feeding it stdin when given, and keeps the tails of its
+// output. The error is the engine's (the container is gone, the call timed out); a non-zero
+// exit code is not one: see execResult.err.
 func (m *Manager) exec(ctx context.Context, name string, stdin io.Reader, cmd ...string) (execResult, error) {
+	return m.run(ctx, name, stdin, nil, cmd...)
+}
+
+// run is the one place Dockyard runs a command in a container, and the one owner of its
+// deadline: commandTimeout, or streamTimeout when a stream goes in (stdin) or out (stdout
+// given: the command's standard output is written there, unbounded, and execResult.Stdout is
+// empty). The combined output's tail is kept in any case.
+func (m *Manager) run(ctx context.Context, name string, stdin io.Reader, stdout io.Writer, cmd ...string) (execResult, error) {
 	timeout := commandTimeout
-	if stdin != nil {
+	if stdin != nil || stdout != nil {
 		timeout = streamTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	stdout, combined := &tailBuffer{max: maxExecOutput}, &tailBuffer{max: maxExecOutput}
-	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{
-		Cmd: cmd, Stdin: stdin, Stdout: io.MultiWriter(stdout, combined), Stderr: combined,
-	})
+	combined := &tailBuffer{max: maxExecOutput}
+	var kept *tailBuffer
+	if stdout == nil {
+		kept = &tailBuffer{max: maxExecOutput}
+		stdout = io.MultiWriter(kept, combined)
+	}
+	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdin: stdin, Stdout: stdout, Stderr: combined})
 	if err != nil {
 		return execResult{}, errors.Wrapf(err, "running %s in %s", cmd[0], name)
 	}
-	return execResult{Code: code, Stdout: stdout.String(), Output: combined.String()}, nil
+	r := execResult{Code: code, Output: combined.String()}
+	if kept != nil {
+		r.Stdout = kept.String()
+	}
+	return r, nil
+}
+
+// Run runs a command in the node, feeding it stdin when given, and returns its standard
+// output; one that exits non-zero is an *ExecError with the end of its output. Its deadline is
+// the node layer's: a minute, ten with stdin. For tools that work inside a node, such as the
+// image builder; what reconcilers do in nodes has methods of its own.
+func (n *Node) Run(ctx context.Context, stdin io.Reader, cmd ...string) (string, error) {
+	r, err := n.m.exec(ctx, n.Name, stdin, cmd...)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(r.Stdout), r.err(n.Name, strings.Join(shortArgs(cmd), " "))
+}
+
+// RunTo runs a command in the node and streams its standard output to w (an archive, say),
+// within the node layer's deadline for streams (ten minutes).
+func (n *Node) RunTo(ctx context.Context, w io.Writer, cmd ...string) error {
+	r, err := n.m.run(ctx, n.Name, nil, w, cmd...)
+	if err != nil {
+		return err
+	}
+	return r.err(n.Name, strings.Join(shortArgs(cmd), " "))
+}
+
+// shortArgs keeps error messages readable: the first arguments of a long command line.
+func shortArgs(args []string) []string {
+	if len(args) > 8 {
+		return append(args[:8:8], "...")
+	}
+	return args
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -2,9 +2,10 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"

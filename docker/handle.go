@@ -30,23 +30,24 @@ type Node struct {
 
 // node makes the handle of a node container of a cluster's machine.
 func (m *Manager) node(cluster ClusterKey, machine string, c *container.Container) *Node {
-	return &Node{m: m, c: c, Name: c.Name, Cluster: cluster, Machine: machine, Role: Role(c.Labels[KindRoleLabel])}
+	return &Node{m: m, c: c, Name: c.Name, Cluster: cluster, Machine: machine, Role: Role(c.Labels[kindRoleLabel])}
 }
 
-// FindNode returns the handle of a machine's node container, or nil when it does not exist
-// (see GetNode, which returns the container itself).
+// FindNode returns the handle of a machine's node container, or nil when it does not exist. It
+// is found by its name or, for nodes made by earlier versions under other names, by its labels.
 func (m *Manager) FindNode(ctx context.Context, cluster ClusterKey, machine string) (*Node, error) {
-	c, err := m.GetNode(ctx, cluster, machine)
+	c, err := m.getNode(ctx, cluster, machine)
 	if err != nil || c == nil {
 		return nil, err
 	}
 	return m.node(cluster, machine, c), nil
 }
 
-// AddNode creates and starts the node container of a machine (see CreateNode) and returns its
-// handle.
+// AddNode creates and starts the node container of a machine with its /var volume and, on a
+// network Dockyard manages, fixed addresses, and returns its handle. The first node in auto
+// privilege mode tells whether the engine allows privileged containers.
 func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
-	c, err := m.CreateNode(ctx, spec)
+	c, err := m.createNode(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
 // or not. Listed containers carry no hostname.
 func (m *Manager) ControlPlaneNodes(ctx context.Context, cluster ClusterKey) ([]*Node, error) {
 	labels := cluster.ClusterLabels()
-	labels[KindRoleLabel] = string(RoleControlPlane)
+	labels[kindRoleLabel] = string(RoleControlPlane)
 	containers, err := m.runtime.ListContainers(ctx, labels)
 	if err != nil {
 		return nil, errors.Wrapf(err, "listing the control plane nodes of cluster %s", cluster)
@@ -65,7 +66,7 @@ func (m *Manager) ControlPlaneNodes(ctx context.Context, cluster ClusterKey) ([]
 	nodes := make([]*Node, 0, len(containers))
 	for i := range containers {
 		c := &containers[i]
-		machine := strings.TrimPrefix(c.Labels[MachineLabel], cluster.Namespace+"/")
+		machine := strings.TrimPrefix(c.Labels[machineLabel], cluster.Namespace+"/")
 		nodes = append(nodes, m.node(cluster, machine, c))
 	}
 	return nodes, nil
@@ -86,7 +87,7 @@ func (n *Node) ExitCode() int { return n.c.ExitCode }
 
 // Address returns the node's IPv4 address on a network (IPv6 when it has no IPv4), "" when it
 // is not attached to it.
-func (n *Node) Address(network string) string { return NodeAddress(n.c, network) }
+func (n *Node) Address(network string) string { return nodeAddress(n.c, network) }
 
 // Addresses returns the node's addresses on a network: IPv4, then IPv6 on a dual-stack one.
 func (n *Node) Addresses(network string) []string {
@@ -102,6 +103,9 @@ func (n *Node) Addresses(network string) []string {
 	}
 	return out
 }
+
+// StartedAt is when the node container last started; zero when it never did.
+func (n *Node) StartedAt() time.Time { return n.c.StartedAt }
 
 // NeverStarted reports whether the node container was created but has never run: it holds
 // nothing of the node yet (the node's /var is a volume of its own).
@@ -129,28 +133,42 @@ func (n *Node) LastOutput(ctx context.Context, lines int) (string, error) {
 }
 
 // Check tells whether systemd and containerd (with its CRI plugin) are up in the running node.
-func (n *Node) Check(ctx context.Context) (NodeState, error) { return n.m.CheckNode(ctx, n.Name) }
+func (n *Node) Check(ctx context.Context) (NodeState, error) { return n.m.checkNode(ctx, n.Name) }
 
 // PreloadImages copies images from the engine into the node's containerd unless it has them.
 func (n *Node) PreloadImages(ctx context.Context, images []string) error {
-	return n.m.PreloadImages(ctx, n.Name, images)
+	return n.m.preloadImages(ctx, n.Name, images)
 }
 
 // StartBootstrap copies a plan into the node and starts it in the background, unless it was
 // started before.
 func (n *Node) StartBootstrap(ctx context.Context, plan *bootstrap.Plan, timeout time.Duration) error {
-	return n.m.StartBootstrap(ctx, n.Name, plan, timeout)
+	return n.m.startBootstrap(ctx, n.Name, plan, timeout)
 }
 
-// BootstrapStatus reads the state of the node's bootstrap (see GetBootstrapStatus).
+// BootstrapStatus reads the state of the node's bootstrap. A plan that stopped running without
+// finishing timed out when it ran longer than its timeout (the one it was started with,
+// recorded in the node; timeout is used for plans that recorded none), else it was
+// interrupted (the node restarted).
 func (n *Node) BootstrapStatus(ctx context.Context, timeout time.Duration) (BootstrapStatus, error) {
-	return n.m.GetBootstrapStatus(ctx, n.Name, timeout)
+	return n.m.bootstrapStatus(ctx, n.Name, timeout)
 }
 
 // StopBootstrap stops the node's bootstrap while it runs.
-func (n *Node) StopBootstrap(ctx context.Context) error { return n.m.StopBootstrap(ctx, n.Name) }
+func (n *Node) StopBootstrap(ctx context.Context) error { return n.m.stopBootstrap(ctx, n.Name) }
+
+// PublishedPort returns where a port of the node is published on the engine's host; a zero
+// port when it is not.
+func (n *Node) PublishedPort(port int) (hostIP string, hostPort int) {
+	for _, p := range n.c.Ports {
+		if p.ContainerPort == port && p.HostPort != 0 {
+			return p.HostIP, p.HostPort
+		}
+	}
+	return "", 0
+}
 
 // ReadFile reads one file from the node; ErrNotFound when it has no such file.
 func (n *Node) ReadFile(ctx context.Context, file string) ([]byte, error) {
-	return n.m.ReadFile(ctx, n.Name, file)
+	return n.m.readFile(ctx, n.Name, file)
 }

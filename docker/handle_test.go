@@ -1,13 +1,13 @@
-package docker_test
+package docker
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/pkg/errors"
+
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -19,8 +19,8 @@ import (
 func TestNodeHandlesOfACluster(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("node")
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	key := docker.ClusterKey{Namespace: "ns", Name: "dev"}
+	m := NewManager(rt, ManagerOptions{})
+	key := ClusterKey{Namespace: "ns", Name: "dev"}
 	network, err := m.ClusterNetwork(ctx, key, "")
 	if err != nil {
 		t.Fatal(err)
@@ -28,20 +28,20 @@ func TestNodeHandlesOfACluster(t *testing.T) {
 	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := m.AddNode(ctx, docker.NodeSpec{Cluster: key, Machine: "dev-cp-1", Image: "node", Role: docker.RoleControlPlane, Network: network})
+	cp, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-cp-1", Image: "node", Role: RoleControlPlane, Network: network})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.AddNode(ctx, docker.NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: docker.RoleWorker, Network: network}); err != nil {
+	if _, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker, Network: network}); err != nil {
 		t.Fatal(err)
 	}
-	if cp.Name != docker.NodeName(key, "dev-cp-1") || cp.Machine != "dev-cp-1" || cp.Cluster != key || cp.Role != docker.RoleControlPlane ||
-		!cp.Running() || cp.Hostname() != docker.NodeHostname(key.Name, "dev-cp-1") || cp.Address(network) == "" {
+	if cp.Name != NodeName(key, "dev-cp-1") || cp.Machine != "dev-cp-1" || cp.Cluster != key || cp.Role != RoleControlPlane ||
+		!cp.Running() || cp.Hostname() != NodeHostname(key.Name, "dev-cp-1") || cp.Address(network) == "" {
 		t.Errorf("created node %+v: running %v, hostname %q, address %q", cp, cp.Running(), cp.Hostname(), cp.Address(network))
 	}
 
 	found, err := m.FindNode(ctx, key, "dev-md-1")
-	if err != nil || found == nil || found.Role != docker.RoleWorker || found.Machine != "dev-md-1" {
+	if err != nil || found == nil || found.Role != RoleWorker || found.Machine != "dev-md-1" {
 		t.Errorf("found %+v (%v), want the worker", found, err)
 	}
 	if missing, err := m.FindNode(ctx, key, "dev-md-2"); err != nil || missing != nil {
@@ -63,9 +63,9 @@ func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("node")
 	dockertest.New(rt)
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	key := docker.ClusterKey{Namespace: "ns", Name: "dev"}
-	node, err := m.AddNode(ctx, docker.NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: docker.RoleWorker, Network: "none"})
+	m := NewManager(rt, ManagerOptions{})
+	key := ClusterKey{Namespace: "ns", Name: "dev"}
+	node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker, Network: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
 	if err := node.StartBootstrap(ctx, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := node.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != docker.BootstrapSucceeded {
+	if st, err := node.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != BootstrapSucceeded {
 		t.Errorf("bootstrap %+v (%v), want succeeded", st, err)
 	}
 	if err := node.StopBootstrap(ctx); err != nil {
@@ -116,14 +116,14 @@ func TestANodeThatNeverStartedIsRemovedWhenItCannotStart(t *testing.T) {
 		}
 		return nil
 	}
-	key := docker.ClusterKey{Namespace: "ns", Name: "dev"}
-	spec := docker.NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: docker.RoleWorker}
+	key := ClusterKey{Namespace: "ns", Name: "dev"}
+	spec := NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker}
 	// The container the stopped manager left: created privileged, refused, never started.
-	if _, err := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeAlways}).CreateNode(ctx, spec); err == nil {
+	if _, err := NewManager(rt, ManagerOptions{Privilege: PrivilegeAlways}).createNode(ctx, spec); err == nil {
 		t.Fatal("a privileged node started on an engine that refuses privileged containers")
 	}
 
-	m := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeAuto})
+	m := NewManager(rt, ManagerOptions{Privilege: PrivilegeAuto})
 	left, err := m.FindNode(ctx, key, "dev-md-1")
 	if err != nil || left == nil || !left.NeverStarted() {
 		t.Fatalf("the left container: %+v (%v), want one that never started", left, err)

@@ -44,15 +44,72 @@ func frontendPort(lb *container.Container) int {
 	return APIServerPort
 }
 
+// LoadBalancer is a handle on a cluster's load balancer container, as Node is on a node: what
+// the engine said of it when the handle was made, and what controllers do with it. Look it up
+// again (FindLoadBalancer) to see its state change.
+type LoadBalancer struct {
+	m *Manager
+	c *container.Container
+
+	// Name is the load balancer container's name.
+	Name    string
+	Cluster ClusterKey
+}
+
+func (m *Manager) loadBalancer(cluster ClusterKey, c *container.Container) *LoadBalancer {
+	if c == nil {
+		return nil
+	}
+	return &LoadBalancer{m: m, c: c, Name: c.Name, Cluster: cluster}
+}
+
+// Running reports whether the load balancer container runs.
+func (lb *LoadBalancer) Running() bool { return lb.c.Running }
+
+// State is the engine's state word of the container: "created", "running", "exited", ...
+func (lb *LoadBalancer) State() string { return lb.c.State }
+
+// Address returns the load balancer's IPv4 address on a network (IPv6 when it has no IPv4), ""
+// when it is not attached to it.
+func (lb *LoadBalancer) Address(network string) string { return nodeAddress(lb.c, network) }
+
+// PublishedPort returns where a port of the load balancer is published on the engine's host;
+// a zero port when it is not.
+func (lb *LoadBalancer) PublishedPort(port int) (hostIP string, hostPort int) {
+	for _, p := range lb.c.Ports {
+		if p.ContainerPort == port && p.HostPort != 0 {
+			return p.HostIP, p.HostPort
+		}
+	}
+	return "", 0
+}
+
+// Update renders the load balancer's configuration with the backends the function returns,
+// and when it changed: writes it next to the live one, has haproxy check it, puts it in place
+// and reloads haproxy without dropping established connections. The backends are computed
+// under a per-cluster lock, so concurrent updates never write an older view last. It reports
+// whether it reloaded haproxy.
+func (lb *LoadBalancer) Update(ctx context.Context, tmpl string, backends BackendsFunc) (bool, error) {
+	return lb.m.updateLoadBalancer(ctx, lb.Cluster, tmpl, backends)
+}
+
 // EnsureLoadBalancer returns the running load balancer of a cluster: one that stopped is
 // started again (it keeps its configuration), one that is missing or will not start is created
 // anew, on the network's fixed load balancer address when it has one, so the cluster's
-// endpoint stays valid. Its configuration is rendered by UpdateLoadBalancer.
-func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*container.Container, error) {
+// endpoint stays valid. Its configuration is rendered by Update.
+func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error) {
+	c, err := m.ensureLoadBalancer(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return m.loadBalancer(spec.Cluster, c), nil
+}
+
+func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*container.Container, error) {
 	if spec.Port == 0 {
 		spec.Port = APIServerPort
 	}
-	c, err := m.GetLoadBalancer(ctx, spec.Cluster)
+	c, err := m.getLoadBalancer(ctx, spec.Cluster)
 	switch {
 	case err != nil:
 		return nil, err
@@ -86,11 +143,11 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 	labels := spec.Cluster.labels(RoleLoadBalancer)
 	address := withIPv6(n, spec.Cluster, loadBalancerAddress(n, spec.Cluster))
 	if address.IPv4 != "" {
-		labels[AddressLabel] = address.IPv4
+		labels[addressLabel] = address.IPv4
 	}
 	cs := container.ContainerSpec{
 		Name:          name,
-		Hostname:      name,
+		Hostname:      loadBalancerHostname(spec.Cluster),
 		Image:         spec.Image,
 		Labels:        labels,
 		Network:       spec.Network,
@@ -105,16 +162,25 @@ func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 	return m.runtime.InspectContainer(ctx, name)
 }
 
-// GetLoadBalancer returns a cluster's load balancer container, or nil when it does not exist.
-func (m *Manager) GetLoadBalancer(ctx context.Context, cluster ClusterKey) (*container.Container, error) {
+// FindLoadBalancer returns the handle of a cluster's load balancer, nil when it does not exist.
+func (m *Manager) FindLoadBalancer(ctx context.Context, cluster ClusterKey) (*LoadBalancer, error) {
+	c, err := m.getLoadBalancer(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	return m.loadBalancer(cluster, c), nil
+}
+
+// getLoadBalancer returns a cluster's load balancer container, or nil when it does not exist.
+func (m *Manager) getLoadBalancer(ctx context.Context, cluster ClusterKey) (*container.Container, error) {
 	labels := cluster.ClusterLabels()
-	labels[KindRoleLabel] = string(RoleLoadBalancer)
+	labels[kindRoleLabel] = string(RoleLoadBalancer)
 	return m.findContainer(ctx, LoadBalancerName(cluster), labels)
 }
 
 // DeleteLoadBalancer removes a cluster's load balancer; one that is gone is not an error.
 func (m *Manager) DeleteLoadBalancer(ctx context.Context, cluster ClusterKey) error {
-	c, err := m.GetLoadBalancer(ctx, cluster)
+	c, err := m.getLoadBalancer(ctx, cluster)
 	if err != nil || c == nil {
 		return err
 	}
@@ -134,15 +200,12 @@ func hasIPv6Address(c *container.Container) bool {
 // BackendsFunc returns the control plane nodes that should receive traffic now.
 type BackendsFunc func(ctx context.Context) ([]haproxy.Backend, error)
 
-// UpdateLoadBalancer renders the load balancer's configuration with the backends the function
-// returns, and when it changed: writes it next to the live one, has haproxy check it, puts it
-// in place and reloads haproxy without dropping established connections. The backends are
-// computed under a per-cluster lock, so concurrent updates never write an older view last.
-func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tmpl string, backends BackendsFunc) (bool, error) {
+// updateLoadBalancer is LoadBalancer.Update; it looks the container up again under the lock.
+func (m *Manager) updateLoadBalancer(ctx context.Context, cluster ClusterKey, tmpl string, backends BackendsFunc) (bool, error) {
 	unlock := m.lockCluster(cluster)
 	defer unlock()
 
-	lb, err := m.GetLoadBalancer(ctx, cluster)
+	lb, err := m.getLoadBalancer(ctx, cluster)
 	if err != nil {
 		return false, err
 	}
@@ -163,7 +226,7 @@ func (m *Manager) UpdateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	// may be lost (the manager stopped, haproxy did not confirm in time).
 	sum := sha256.Sum256(cfg)
 	want := hex.EncodeToString(sum[:])
-	loaded, err := m.ReadFile(ctx, name, loadedConfigMarker)
+	loaded, err := m.readFile(ctx, name, loadedConfigMarker)
 	if err == nil && string(loaded) == want {
 		return false, nil
 	}
@@ -216,7 +279,7 @@ func (m *Manager) countReloads(ctx context.Context, name string) (int, error) {
 const loadBalancerLogLines = 5000
 
 // waitForReload waits until haproxy confirms it loaded the new configuration, so a backend
-// removed from it gets no new connections once UpdateLoadBalancer returns: its node may be
+// removed from it gets no new connections once Update returns: its node may be
 // deleted right after. Images that never log confirmations get a short grace period.
 func (m *Manager) waitForReload(ctx context.Context, name string, before int) error {
 	if before == 0 {
@@ -268,9 +331,9 @@ func (m *Manager) writeFile(ctx context.Context, name, file string, content []by
 	return m.runtime.CopyToContainer(ctx, name, path.Dir(file), &buf)
 }
 
-// ReadFile reads one file from a container through the engine's archive API; ErrNotFound
+// readFile reads one file from a container through the engine's archive API; ErrNotFound
 // when the container has no such file.
-func (m *Manager) ReadFile(ctx context.Context, name, file string) ([]byte, error) {
+func (m *Manager) readFile(ctx context.Context, name, file string) ([]byte, error) {
 	rc, err := m.runtime.CopyFromContainer(ctx, name, file)
 	if err != nil {
 		return nil, err

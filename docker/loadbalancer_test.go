@@ -1,4 +1,4 @@
-package docker_test
+package docker
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
@@ -19,19 +18,19 @@ func TestALostReloadIsRetried(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("lb")
 	dockertest.New(rt) // haproxy confirms each load in its log
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	key := docker.ClusterKey{Namespace: "ns", Name: "c"}
-	network := docker.DefaultNetworkName(key)
+	m := NewManager(rt, ManagerOptions{})
+	key := ClusterKey{Namespace: "ns", Name: "c"}
+	network := DefaultNetworkName(key)
 	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: "lb", Network: network})
+	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "lb", Network: network})
 	if err != nil {
 		t.Fatal(err)
 	}
 	backends := []haproxy.Backend{{Name: "cp-1", Address: "192.0.2.3", Port: 6443}}
 	list := func(context.Context) ([]haproxy.Backend, error) { return backends, nil }
-	if _, err := m.UpdateLoadBalancer(ctx, key, "", list); err != nil {
+	if _, err := m.updateLoadBalancer(ctx, key, "", list); err != nil {
 		t.Fatal(err)
 	}
 
@@ -42,20 +41,20 @@ func TestALostReloadIsRetried(t *testing.T) {
 	rt.OnSignal = nil
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := m.UpdateLoadBalancer(short, key, "", list); err == nil {
+	if _, err := m.updateLoadBalancer(short, key, "", list); err == nil {
 		t.Fatal("a reload haproxy never confirmed counted as done")
 	}
-	cfg, err := m.ReadFile(ctx, lb.Name, docker.LoadBalancerConfigPath)
+	cfg, err := m.readFile(ctx, lb.Name, LoadBalancerConfigPath)
 	if err != nil || !strings.Contains(string(cfg), "server cp-2 ") {
 		t.Fatalf("the new configuration was not written before the reload: %v\n%s", err, cfg)
 	}
 
 	rt.OnSignal = confirm
-	changed, err := m.UpdateLoadBalancer(ctx, key, "", list)
+	changed, err := m.updateLoadBalancer(ctx, key, "", list)
 	if err != nil || !changed {
 		t.Errorf("the lost reload was not done again: changed %v, %v", changed, err)
 	}
-	changed, err = m.UpdateLoadBalancer(ctx, key, "", list)
+	changed, err = m.updateLoadBalancer(ctx, key, "", list)
 	if err != nil || changed {
 		t.Errorf("a confirmed configuration was loaded again: changed %v, %v", changed, err)
 	}

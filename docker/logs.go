@@ -15,7 +15,6 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 // maxLogFile bounds each file a log collection writes: a node's whole journal after a long
@@ -68,23 +67,18 @@ func (n *Node) CollectLogs(ctx context.Context, dir string) error {
 	return kerrors.NewAggregate(errs)
 }
 
-// CollectLoadBalancerLogs writes the cluster's load balancer's haproxy configuration, console
-// output (haproxy's log) and the engine's inspect data into dir (created). A cluster without a
-// load balancer writes nothing.
-func (m *Manager) CollectLoadBalancerLogs(ctx context.Context, cluster ClusterKey, dir string) error {
-	lb, err := m.GetLoadBalancer(ctx, cluster)
-	if err != nil || lb == nil {
-		return err
-	}
+// CollectLogs writes the load balancer's haproxy configuration, console output (haproxy's log)
+// and the engine's inspect data into dir (created).
+func (lb *LoadBalancer) CollectLogs(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return errors.Wrapf(err, "collecting the logs of load balancer %s", lb.Name)
 	}
 	errs := []error{
-		writeJSON(filepath.Join(dir, "inspect.json"), lb),
-		m.writeConsole(ctx, lb.Name, filepath.Join(dir, "console.log")),
+		writeJSON(filepath.Join(dir, "inspect.json"), lb.c),
+		lb.m.writeConsole(ctx, lb.Name, filepath.Join(dir, "console.log")),
 	}
-	if lb.Running {
-		errs = append(errs, m.execToFile(ctx, lb.Name, filepath.Join(dir, "haproxy.cfg"), false, "cat", LoadBalancerConfigPath))
+	if lb.Running() {
+		errs = append(errs, lb.m.execToFile(ctx, lb.Name, filepath.Join(dir, "haproxy.cfg"), false, "cat", LoadBalancerConfigPath))
 	}
 	return kerrors.NewAggregate(errs)
 }
@@ -108,14 +102,11 @@ func (m *Manager) writeConsole(ctx context.Context, name, path string) error {
 // execToFile runs a command in a container and writes its standard output to path, at most
 // maxLogFile bytes of it; a command that fails leaves its output and a last line saying so.
 func (m *Manager) execToFile(ctx context.Context, name, path string, redact bool, cmd ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
-	defer cancel()
 	var out bytes.Buffer
 	limited := &limitWriter{w: &out, left: maxLogFile}
-	stderr := &tailBuffer{max: 4 << 10}
-	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdout: limited, Stderr: stderr})
+	r, err := m.run(ctx, name, nil, limited, cmd...)
 	if err != nil {
-		return errors.Wrapf(err, "running %s in %s", strings.Join(cmd, " "), name)
+		return err
 	}
 	text := out.String()
 	if redact {
@@ -124,8 +115,8 @@ func (m *Manager) execToFile(ctx context.Context, name, path string, redact bool
 	if limited.dropped {
 		text += fmt.Sprintf("\n[dockyard: output cut at %d bytes]\n", maxLogFile)
 	}
-	if code != 0 {
-		text += fmt.Sprintf("\n[dockyard: %s exited %d: %s]\n", cmd[0], code, strings.TrimSpace(stderr.String()))
+	if r.Code != 0 {
+		text += fmt.Sprintf("\n[dockyard: %s exited %d: %s]\n", cmd[0], r.Code, lastLines(strings.TrimSpace(r.Output), 5))
 	}
 	return errors.Wrapf(os.WriteFile(path, []byte(text), 0o644), "writing %s", path)
 }
@@ -133,21 +124,16 @@ func (m *Manager) execToFile(ctx context.Context, name, path string, redact bool
 // copyOut copies a directory of a running container into dir on the host, through tar in the
 // container; at most maxLogFile bytes of it.
 func (m *Manager) copyOut(ctx context.Context, name, from, dir string) error {
-	ctx, cancel := context.WithTimeout(ctx, streamTimeout)
-	defer cancel()
 	var archive bytes.Buffer
 	limited := &limitWriter{w: &archive, left: maxLogFile}
-	stderr := &tailBuffer{max: 4 << 10}
 	// A directory that does not exist (a node that never ran a pod) copies nothing.
 	script := `[ -d "$1" ] || exit 0; cd "$(dirname "$1")" && tar -c "$(basename "$1")"`
-	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{
-		Cmd: []string{"sh", "-c", script, "sh", from}, Stdout: limited, Stderr: stderr,
-	})
+	r, err := m.run(ctx, name, nil, limited, "sh", "-c", script, "sh", from)
 	if err != nil {
 		return errors.Wrapf(err, "copying %s out of %s", from, name)
 	}
-	if code != 0 {
-		return errors.Errorf("copying %s out of %s: tar exited %d: %s", from, name, code, strings.TrimSpace(stderr.String()))
+	if err := r.err(name, "copying "+from+" out"); err != nil {
+		return err
 	}
 	return untar(&archive, dir, filepath.Base(from))
 }

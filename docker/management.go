@@ -37,13 +37,13 @@ func ManagementSelector(ctx context.Context, rt container.Runtime, node string) 
 	if err != nil {
 		return nil, errors.Wrapf(err, "finding the management cluster's node %s on the engine", node)
 	}
-	for _, key := range []string{ClusterLabel, KindClusterLabel} {
+	for _, key := range []string{clusterLabel, kindClusterLabel} {
 		if v, ok := c.Labels[key]; ok {
 			return map[string]string{key: v}, nil
 		}
 	}
 	return nil, errors.Errorf("container %s is not a node of a Dockyard or kind cluster (it has neither %s nor %s); "+
-		"start the manager with --management-node= to connect nothing", node, ClusterLabel, KindClusterLabel)
+		"start the manager with --management-node= to connect nothing", node, clusterLabel, kindClusterLabel)
 }
 
 // HasManagementNodes reports whether the Manager connects management nodes to cluster networks.
@@ -60,7 +60,7 @@ func (m *Manager) managementNodes(ctx context.Context) ([]container.Container, e
 	}
 	nodes := all[:0]
 	for _, c := range all {
-		if c.Labels[KindRoleLabel] != string(RoleLoadBalancer) {
+		if c.Labels[kindRoleLabel] != string(RoleLoadBalancer) {
 			nodes = append(nodes, c)
 		}
 	}

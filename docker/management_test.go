@@ -1,11 +1,10 @@
-package docker_test
+package docker
 
 import (
 	"context"
 	"slices"
 	"testing"
 
-	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
@@ -30,9 +29,9 @@ func startFake(t *testing.T, rt *fake.Runtime, name, network string, labels map[
 func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("img")
-	startFake(t, rt, "kind-control-plane", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "control-plane"})
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
 	startFake(t, rt, "mgmt-md-0-abc", "dockyard-default-mgmt", map[string]string{
-		docker.ClusterLabel: "default/mgmt", docker.KindClusterLabel: "mgmt", docker.KindRoleLabel: "worker",
+		clusterLabel: "default/mgmt", kindClusterLabel: "mgmt", kindRoleLabel: "worker",
 	})
 	startFake(t, rt, "stranger", "bridge", nil)
 
@@ -43,17 +42,17 @@ func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 	}{
 		{node: "", want: nil},
 		{node: "not-a-container", want: nil},
-		{node: "kind-control-plane", want: map[string]string{docker.KindClusterLabel: "kind"}},
+		{node: "kind-control-plane", want: map[string]string{kindClusterLabel: "kind"}},
 		// Dockyard's label is exact (namespace and name); kind's holds only the name.
-		{node: "mgmt-md-0-abc", want: map[string]string{docker.ClusterLabel: "default/mgmt"}},
+		{node: "mgmt-md-0-abc", want: map[string]string{clusterLabel: "default/mgmt"}},
 		{node: "stranger", wantErr: true},
 	} {
-		got, err := docker.ManagementSelector(ctx, rt, tc.node)
+		got, err := ManagementSelector(ctx, rt, tc.node)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%q: error %v, want error %v", tc.node, err, tc.wantErr)
 		}
-		if len(got) != len(tc.want) || (len(got) > 0 && got[docker.ClusterLabel] != tc.want[docker.ClusterLabel]) ||
-			(len(got) > 0 && got[docker.KindClusterLabel] != tc.want[docker.KindClusterLabel]) {
+		if len(got) != len(tc.want) || (len(got) > 0 && got[clusterLabel] != tc.want[clusterLabel]) ||
+			(len(got) > 0 && got[kindClusterLabel] != tc.want[kindClusterLabel]) {
 			t.Errorf("%q: selector %v, want %v", tc.node, got, tc.want)
 		}
 	}
@@ -62,19 +61,19 @@ func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("img")
-	kind := map[string]string{docker.KindClusterLabel: "kind"}
-	startFake(t, rt, "kind-control-plane", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "control-plane"})
-	startFake(t, rt, "kind-worker", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "worker"})
-	startFake(t, rt, "kind-external-load-balancer", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "external-load-balancer"})
-	m := docker.NewManager(rt, docker.ManagerOptions{ManagementNodes: kind})
+	kind := map[string]string{kindClusterLabel: "kind"}
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
+	startFake(t, rt, "kind-worker", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "worker"})
+	startFake(t, rt, "kind-external-load-balancer", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "external-load-balancer"})
+	m := NewManager(rt, ManagerOptions{ManagementNodes: kind})
 	if !m.HasManagementNodes() {
 		t.Fatal("HasManagementNodes: false with a selector")
 	}
 
-	a := docker.ClusterKey{Namespace: "ns", Name: "a"}
-	b := docker.ClusterKey{Namespace: "ns", Name: "b"}
-	for _, k := range []docker.ClusterKey{a, b} {
-		n, err := m.EnsureNetwork(ctx, k, docker.DefaultNetworkName(k))
+	a := ClusterKey{Namespace: "ns", Name: "a"}
+	b := ClusterKey{Namespace: "ns", Name: "b"}
+	for _, k := range []ClusterKey{a, b} {
+		n, err := m.ensureClusterNetwork(ctx, k, NetworkSpec{Name: DefaultNetworkName(k)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +84,7 @@ func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) 
 	}
 	// A second pass changes nothing.
 	calls := rt.Calls["ConnectNetwork"]
-	if _, err := m.EnsureNetwork(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
 		t.Fatal(err)
 	}
 	if rt.Calls["ConnectNetwork"] != calls {
@@ -93,19 +92,19 @@ func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) 
 	}
 
 	// A workload node of cluster a is on a's network only: clusters stay isolated.
-	startFake(t, rt, "a-node", docker.DefaultNetworkName(a), a.MachineLabels("node"))
+	startFake(t, rt, "a-node", DefaultNetworkName(a), a.MachineLabels("node"))
 	c, _ := rt.InspectContainer(ctx, "a-node")
-	if _, ok := c.Networks[docker.DefaultNetworkName(b)]; ok {
+	if _, ok := c.Networks[DefaultNetworkName(b)]; ok {
 		t.Errorf("a workload node joined another cluster's network: %v", c.Networks)
 	}
 
-	if err := m.DeleteCluster(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+	if err := m.DeleteCluster(ctx, a, DefaultNetworkName(a)); err != nil {
 		t.Fatalf("deleting a cluster whose network management nodes joined: %v", err)
 	}
-	if _, err := rt.InspectNetwork(ctx, docker.DefaultNetworkName(a)); !container.IsNotFound(err) {
+	if _, err := rt.InspectNetwork(ctx, DefaultNetworkName(a)); !container.IsNotFound(err) {
 		t.Errorf("network of the deleted cluster: %v, want it removed", err)
 	}
-	nb, _ := rt.InspectNetwork(ctx, docker.DefaultNetworkName(b))
+	nb, _ := rt.InspectNetwork(ctx, DefaultNetworkName(b))
 	if !slices.Contains(nb.Containers, "kind-worker") {
 		t.Errorf("deleting cluster a took the management nodes off b's network: %v", nb.Containers)
 	}
@@ -114,10 +113,10 @@ func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) 
 func TestWithoutManagementNodesNetworksAreLeftAlone(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("img")
-	startFake(t, rt, "kind-control-plane", "kind", map[string]string{docker.KindClusterLabel: "kind"})
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	k := docker.ClusterKey{Namespace: "ns", Name: "a"}
-	n, err := m.EnsureNetwork(ctx, k, docker.DefaultNetworkName(k))
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind"})
+	m := NewManager(rt, ManagerOptions{})
+	k := ClusterKey{Namespace: "ns", Name: "a"}
+	n, err := m.ensureClusterNetwork(ctx, k, NetworkSpec{Name: DefaultNetworkName(k)})
 	if err != nil {
 		t.Fatal(err)
 	}

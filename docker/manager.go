@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/pkg/errors"
@@ -77,10 +78,6 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy}
 }
 
-// Runtime returns the engine the Manager drives, for the tools that work with the engine
-// itself (cmd/, pkg/mgmt); controllers go through the Manager and its Node handles.
-func (m *Manager) Runtime() container.Runtime { return m.runtime }
-
 func (m *Manager) lockCluster(k ClusterKey) func() {
 	mu, _ := m.clusterLocks.LoadOrStore(k.String(), &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
@@ -124,9 +121,9 @@ func IsImageError(err error) bool {
 	return errors.As(err, &ie)
 }
 
-// Allowed checks a node's or load balancer's image and bind-mount sources against the policy
-// (nil allows everything); a refusal is a *policy.RefusedError naming the flag.
-func (m *Manager) Allowed(image string, mounts []container.Mount) error {
+// Allowed checks a node's or load balancer's image and host mounts against the policy (nil
+// allows everything); a refusal is a *policy.RefusedError naming the flag.
+func (m *Manager) Allowed(image string, mounts []Mount) error {
 	if m.policy == nil {
 		return nil
 	}
@@ -134,11 +131,40 @@ func (m *Manager) Allowed(image string, mounts []container.Mount) error {
 		return err
 	}
 	for _, mt := range mounts {
-		if mt.Type == container.MountBind {
-			if err := m.policy.CheckHostPath(mt.Source); err != nil {
-				return err
-			}
+		if err := m.policy.CheckHostPath(mt.HostPath); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// ImageExists reports whether the engine has an image.
+func (m *Manager) ImageExists(ctx context.Context, ref string) (bool, error) {
+	return m.runtime.ImageExists(ctx, ref)
+}
+
+// HostInfo describes the engine's host, where nodes run: what a node without limits (and its
+// kubelet) sees.
+type HostInfo struct {
+	// Engine names the engine and its version, e.g. "docker 20.10.24".
+	Engine string
+	// CPUs and MemoryBytes of the host.
+	CPUs        int
+	MemoryBytes int64
+	// Arch is the host's architecture in Go's words (amd64, arm64, ...), that of its node
+	// images.
+	Arch string
+}
+
+// HostInfo asks the engine about its host; it is also how a health check knows the engine
+// answers.
+func (m *Manager) HostInfo(ctx context.Context) (HostInfo, error) {
+	info, err := m.runtime.Info(ctx)
+	if err != nil {
+		return HostInfo{}, errors.Wrap(err, "asking the container engine about its host")
+	}
+	return HostInfo{
+		Engine: strings.TrimSpace(info.Name + " " + info.Version), CPUs: info.CPUs, MemoryBytes: info.MemoryBytes,
+		Arch: container.GoArch(info.Architecture),
+	}, nil
 }

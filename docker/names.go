@@ -11,14 +11,14 @@ import (
 // Labels Dockyard puts on every container, volume and network it creates. kind's labels make
 // kind's tooling (kind get nodes, kind export logs) recognise Dockyard's nodes.
 const (
-	// ClusterLabel holds "<namespace>/<cluster name>" of the owning Cluster.
-	ClusterLabel = "dockyard.x-k8s.io/cluster"
-	// MachineLabel holds "<namespace>/<DockyardMachine name>" on node containers and volumes.
-	MachineLabel = "dockyard.x-k8s.io/machine"
-	// KindClusterLabel is kind's cluster label; it holds the cluster name.
-	KindClusterLabel = "io.x-k8s.kind.cluster"
-	// KindRoleLabel is kind's node role label.
-	KindRoleLabel = "io.x-k8s.kind.role"
+	// clusterLabel holds "<namespace>/<cluster name>" of the owning Cluster.
+	clusterLabel = "dockyard.x-k8s.io/cluster"
+	// machineLabel holds "<namespace>/<DockyardMachine name>" on node containers and volumes.
+	machineLabel = "dockyard.x-k8s.io/machine"
+	// kindClusterLabel is kind's cluster label; it holds the cluster name.
+	kindClusterLabel = "io.x-k8s.kind.cluster"
+	// kindRoleLabel is kind's node role label.
+	kindRoleLabel = "io.x-k8s.kind.role"
 )
 
 // Role is what a container does in a cluster, in kind's words.
@@ -41,12 +41,12 @@ func (k ClusterKey) String() string { return k.Namespace + "/" + k.Name }
 
 // ClusterLabels select everything Dockyard created for a cluster.
 func (k ClusterKey) ClusterLabels() map[string]string {
-	return map[string]string{ClusterLabel: k.String()}
+	return map[string]string{clusterLabel: k.String()}
 }
 
 // MachineLabels select the container and volumes of one machine.
 func (k ClusterKey) MachineLabels(machine string) map[string]string {
-	return map[string]string{ClusterLabel: k.String(), MachineLabel: k.Namespace + "/" + machine}
+	return map[string]string{clusterLabel: k.String(), machineLabel: k.Namespace + "/" + machine}
 }
 
 // labels are the labels of a container of the cluster with a role. kind's cluster label holds
@@ -54,9 +54,9 @@ func (k ClusterKey) MachineLabels(machine string) map[string]string {
 // cluster's nodes even when another namespace has a cluster of the same name.
 func (k ClusterKey) labels(role Role) map[string]string {
 	return map[string]string{
-		ClusterLabel:     k.String(),
-		KindClusterLabel: k.qualify(k.Name),
-		KindRoleLabel:    string(role),
+		clusterLabel:     k.String(),
+		kindClusterLabel: k.qualify(k.Name),
+		kindRoleLabel:    string(role),
 	}
 }
 
@@ -87,12 +87,24 @@ func NodeHostname(cluster, machine string) string {
 	if !strings.HasPrefix(machine, cluster) {
 		name = cluster + "-" + machine
 	}
+	return hostname(name)
+}
+
+// hostname is name when it is short enough for a hostname, else its start with a hash of the
+// whole, so it stays unique.
+func hostname(name string) string {
 	if len(name) <= maxHostnameLength {
 		return name
 	}
 	sum := sha256.Sum256([]byte(name))
 	suffix := "-" + hex.EncodeToString(sum[:])[:8]
 	return strings.TrimRight(name[:maxHostnameLength-len(suffix)], "-.") + suffix
+}
+
+// loadBalancerHostname is the hostname of a cluster's load balancer: "<cluster>-lb" (its
+// container name also carries the namespace, which can make it too long for a hostname).
+func loadBalancerHostname(k ClusterKey) string {
+	return hostname(k.Name + "-lb")
 }
 
 // NodeName is the container name of a machine's node: its hostname with the namespace.

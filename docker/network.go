@@ -45,10 +45,21 @@ func IsNetworkError(err error) (*NetworkError, bool) {
 	return ne, ok
 }
 
+// Network is a cluster's network as the node layer reports it.
+type Network struct {
+	Name string
+	// Subnets of the network, IPv4 first on a dual-stack one.
+	Subnets []string
+}
+
+func networkOf(n *container.Network) *Network {
+	return &Network{Name: n.Name, Subnets: n.Subnets}
+}
+
 // EnsureNetwork returns a cluster's network, creating it (labelled as the cluster's own, with
 // room for fixed addresses: addresses.go) when it does not exist, with the management nodes
 // connected to it. An existing network is used as it is.
-func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name string) (*container.Network, error) {
+func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name string) (*Network, error) {
 	return m.EnsureClusterNetwork(ctx, cluster, NetworkSpec{Name: name})
 }
 
@@ -57,7 +68,15 @@ func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name st
 // subnet or the one the engine picks, with room for fixed addresses (addresses.go). A network
 // that exists already must not be one Dockyard created for another cluster (it goes away with
 // that cluster); an existing network the spec names as such must exist.
-func (m *Manager) EnsureClusterNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) (*container.Network, error) {
+func (m *Manager) EnsureClusterNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) (*Network, error) {
+	n, err := m.ensureClusterNetwork(ctx, cluster, spec)
+	if err != nil {
+		return nil, err
+	}
+	return networkOf(n), nil
+}
+
+func (m *Manager) ensureClusterNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) (*container.Network, error) {
 	name := spec.Name
 	n, err := m.runtime.InspectNetwork(ctx, name)
 	switch {
@@ -91,7 +110,7 @@ func (m *Manager) EnsureClusterNetwork(ctx context.Context, cluster ClusterKey, 
 // Dockyard created for another cluster, or one that is not the cluster's own while the spec
 // asks for subnets only a network Dockyard creates can have.
 func checkNetworkOwner(n *container.Network, cluster ClusterKey, spec NetworkSpec) error {
-	owner, labelled := n.Labels[ClusterLabel]
+	owner, labelled := n.Labels[clusterLabel]
 	switch {
 	case labelled && owner != cluster.String():
 		return &NetworkError{Network: n.Name,
@@ -157,7 +176,7 @@ func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network
 	if err != nil {
 		return err
 	}
-	if n.Labels[ClusterLabel] != cluster.String() {
+	if n.Labels[clusterLabel] != cluster.String() {
 		// Not ours: the user's network stays, and so do the management nodes on it, which
 		// other clusters on that network may still need.
 		return nil
@@ -174,8 +193,8 @@ func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network
 	return m.runtime.RemoveNetwork(ctx, network)
 }
 
-// NodeAddress returns a container's IPv4 address on a network (IPv6 when it has no IPv4).
-func NodeAddress(c *container.Container, network string) string {
+// nodeAddress returns a container's IPv4 address on a network (IPv6 when it has no IPv4).
+func nodeAddress(c *container.Container, network string) string {
 	ep, ok := c.Networks[network]
 	if !ok {
 		return ""

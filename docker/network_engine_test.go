@@ -1,4 +1,4 @@
-package docker_test
+package docker
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/pkg/errors"
+
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
@@ -40,12 +41,12 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 	mb, _, b := engineCluster(t)
 	bin := buildBackend(t)
 
-	spec := docker.NetworkSpec{Name: shared, Existing: true}
-	urls := map[docker.ClusterKey]string{}
-	backend := map[docker.ClusterKey]string{}
+	spec := NetworkSpec{Name: shared, Existing: true}
+	urls := map[ClusterKey]string{}
+	backend := map[ClusterKey]string{}
 	for _, c := range []struct {
-		m   *docker.Manager
-		key docker.ClusterKey
+		m   *Manager
+		key ClusterKey
 	}{{ma, a}, {mb, b}} {
 		if _, err := c.m.EnsureClusterNetwork(ctx, c.key, spec); err != nil {
 			t.Fatalf("cluster %s on the shared network: %v", c.key, err)
@@ -53,19 +54,19 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 		name := c.key.Name + "-backend"
 		addr := startBackendOn(t, rt, c.key, shared, name, bin)
 		backend[c.key] = name
-		lb, err := c.m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: c.key, Image: dockerenv.LoadBalancerImage(), Network: shared})
+		lb, err := c.m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: c.key, Image: dockerenv.LoadBalancerImage(), Network: shared})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lb.Labels[docker.AddressLabel] != "" || docker.NodeAddress(lb, shared) == "" {
-			t.Fatalf("load balancer %s on the shared network: fixed address %q, address %q", lb.Name, lb.Labels[docker.AddressLabel], docker.NodeAddress(lb, shared))
+		if lb.Labels[addressLabel] != "" || nodeAddress(lb, shared) == "" {
+			t.Fatalf("load balancer %s on the shared network: fixed address %q, address %q", lb.Name, lb.Labels[addressLabel], nodeAddress(lb, shared))
 		}
-		if _, err := c.m.UpdateLoadBalancer(ctx, c.key, "", func(context.Context) ([]haproxy.Backend, error) {
-			return []haproxy.Backend{{Name: name, Address: addr, Port: docker.APIServerPort}}, nil
+		if _, err := c.m.updateLoadBalancer(ctx, c.key, "", func(context.Context) ([]haproxy.Backend, error) {
+			return []haproxy.Backend{{Name: name, Address: addr, Port: APIServerPort}}, nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		urls[c.key] = fmt.Sprintf("https://%s:%d/name", docker.NodeAddress(lb, shared), docker.APIServerPort)
+		urls[c.key] = fmt.Sprintf("https://%s:%d/name", nodeAddress(lb, shared), APIServerPort)
 	}
 	if urls[a] == urls[b] {
 		t.Fatalf("both load balancers answer on %s", urls[a])
@@ -73,7 +74,7 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 
 	insecure := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the test backend's throwaway certificate
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: insecure, DisableKeepAlives: true}}
-	serves := func(k docker.ClusterKey) error {
+	serves := func(k ClusterKey) error {
 		resp, err := client.Get(urls[k])
 		if err != nil {
 			return err
@@ -84,11 +85,11 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 			return err
 		}
 		if string(body) != backend[k] {
-			return fmt.Errorf("load balancer of %s answered from %q, want its own backend %s", k, body, backend[k])
+			return errors.Errorf("load balancer of %s answered from %q, want its own backend %s", k, body, backend[k])
 		}
 		return nil
 	}
-	for _, k := range []docker.ClusterKey{a, b} {
+	for _, k := range []ClusterKey{a, b} {
 		eventually(t, time.Minute, "load balancer of "+k.String()+" serving its own backend", func() error { return serves(k) })
 	}
 
@@ -102,7 +103,7 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the shared network went with cluster %s: %v", a, err)
 	}
-	lbB, _ := mb.GetLoadBalancer(ctx, b)
+	lbB, _ := mb.getLoadBalancer(ctx, b)
 	if lbB == nil || !lbB.Running {
 		t.Fatalf("the other cluster's load balancer after the delete: %v", lbB)
 	}
@@ -121,7 +122,7 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 // A cluster with IPv6 gets a dual-stack network on the engine: its load balancer has fixed
 // addresses of both families, and listens on both; a container of another dual-stack cluster
 // reaches it over neither family (Docker before 27 isolates IPv6 networks only with
-// ip6tables enabled, which hack/ensure-docker.sh does: docs/security.md).
+// ip6tables enabled, which hack/ensure-sh does: docs/security.md).
 func TestDualStackClusterOnTheEngine(t *testing.T) {
 	if dockerenv.EngineName() == "containerd" {
 		t.Skip("the containerd runtime has no IPv6 networks (the conformance suite checks it refuses them)")
@@ -129,30 +130,30 @@ func TestDualStackClusterOnTheEngine(t *testing.T) {
 	m, rt, key := engineCluster(t)
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
 	ctx := context.Background()
-	network := docker.DefaultNetworkName(key)
-	n, err := m.EnsureClusterNetwork(ctx, key, docker.NetworkSpec{Name: network, IPv6: true})
+	network := DefaultNetworkName(key)
+	n, err := m.ensureClusterNetwork(ctx, key, NetworkSpec{Name: network, IPv6: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network})
+	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ep := lb.Networks[network]
-	if ep.IPv4 == "" || ep.IPv6 == "" || lb.Labels[docker.AddressLabel] != ep.IPv4 {
+	if ep.IPv4 == "" || ep.IPv6 == "" || lb.Labels[addressLabel] != ep.IPv4 {
 		t.Fatalf("load balancer on %v has %+v (labels %v), want fixed addresses of both families", n.Subnets, ep, lb.Labels)
 	}
-	if _, err := m.UpdateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
+	if _, err := m.updateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
 	reaches := func(from, address string) (string, int) {
-		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", address, docker.APIServerPort)
+		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", address, APIServerPort)
 		return execOut(t, rt, from, "timeout", "3", "bash", "-c", probe)
 	}
 	for _, address := range []string{ep.IPv4, ep.IPv6} {
 		eventually(t, 30*time.Second, "the load balancer answering on "+address, func() error {
 			if out, code := reaches(lb.Name, address); code != 0 {
-				return fmt.Errorf("exit %d: %s", code, out)
+				return errors.Errorf("exit %d: %s", code, out)
 			}
 			return nil
 		})
@@ -162,12 +163,12 @@ func TestDualStackClusterOnTheEngine(t *testing.T) {
 		t.Skip("the load balancer serves both families; isolation is not checked: netavark 1.4 does not keep networks isolated (an upstream bug, docs/runtimes.md)")
 	}
 	_, _, other := engineCluster(t)
-	if _, err := m.EnsureClusterNetwork(ctx, other, docker.NetworkSpec{Name: docker.DefaultNetworkName(other), IPv6: true}); err != nil {
+	if _, err := m.EnsureClusterNetwork(ctx, other, NetworkSpec{Name: DefaultNetworkName(other), IPv6: true}); err != nil {
 		t.Fatal(err)
 	}
 	stranger := other.Name + "-node"
 	spec := container.ContainerSpec{Name: stranger, Image: dockerenv.LoadBalancerImage(), Labels: other.MachineLabels("node"),
-		Network: docker.DefaultNetworkName(other), Entrypoint: []string{"sleep"}, Cmd: []string{"600"}}
+		Network: DefaultNetworkName(other), Entrypoint: []string{"sleep"}, Cmd: []string{"600"}}
 	if err := rt.CreateContainer(ctx, spec); err != nil {
 		t.Fatal(err)
 	}

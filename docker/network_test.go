@@ -1,4 +1,4 @@
-package docker_test
+package docker
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
@@ -18,55 +17,55 @@ import (
 func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("node", "lb", "img")
-	startFake(t, rt, "kind-control-plane", "kind", map[string]string{docker.KindClusterLabel: "kind", docker.KindRoleLabel: "control-plane"})
-	m := docker.NewManager(rt, docker.ManagerOptions{ManagementNodes: map[string]string{docker.KindClusterLabel: "kind"}})
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
+	m := NewManager(rt, ManagerOptions{ManagementNodes: map[string]string{kindClusterLabel: "kind"}})
 
 	// The user's network, even labelled as if it had a static range: Dockyard must not use it.
 	const shared = "shared"
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: shared, Subnet: "10.50.0.0/24",
-		Labels: map[string]string{docker.StaticRangeLabel: "10.50.0.0/25", "owner": "me"}}); err != nil {
+		Labels: map[string]string{staticRangeLabel: "10.50.0.0/25", "owner": "me"}}); err != nil {
 		t.Fatal(err)
 	}
-	a := docker.ClusterKey{Namespace: "team-a", Name: "c"}
-	b := docker.ClusterKey{Namespace: "team-b", Name: "c"}
-	spec := docker.NetworkSpec{Name: shared, Existing: true}
-	lbs := map[docker.ClusterKey]*container.Container{}
+	a := ClusterKey{Namespace: "team-a", Name: "c"}
+	b := ClusterKey{Namespace: "team-b", Name: "c"}
+	spec := NetworkSpec{Name: shared, Existing: true}
+	lbs := map[ClusterKey]*container.Container{}
 	addresses := map[string]string{}
-	for _, k := range []docker.ClusterKey{a, b} {
-		n, err := m.EnsureClusterNetwork(ctx, k, spec)
+	for _, k := range []ClusterKey{a, b} {
+		n, err := m.ensureClusterNetwork(ctx, k, spec)
 		if err != nil {
 			t.Fatalf("cluster %s on the existing network: %v", k, err)
 		}
 		if !slices.Contains(n.Containers, "kind-control-plane") {
 			t.Errorf("management node not connected to the shared network: %v", n.Containers)
 		}
-		lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: k, Image: "lb", Network: shared})
+		lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: k, Image: "lb", Network: shared})
 		if err != nil {
 			t.Fatal(err)
 		}
 		lbs[k] = lb
 		for _, machine := range []string{"cp-0", "md-0"} {
-			role := docker.RoleControlPlane
+			role := RoleControlPlane
 			if machine == "md-0" {
-				role = docker.RoleWorker
+				role = RoleWorker
 			}
-			node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: k, Machine: machine, Image: "node", Role: role, Network: shared})
+			node, err := m.createNode(ctx, NodeSpec{Cluster: k, Machine: machine, Image: "node", Role: role, Network: shared})
 			if err != nil {
 				t.Fatalf("node %s of %s: %v", machine, k, err)
 			}
-			if node.Labels[docker.AddressLabel] != "" {
-				t.Errorf("node %s got a fixed address %s on a shared network", node.Name, node.Labels[docker.AddressLabel])
+			if node.Labels[addressLabel] != "" {
+				t.Errorf("node %s got a fixed address %s on a shared network", node.Name, node.Labels[addressLabel])
 			}
-			addr := docker.NodeAddress(node, shared)
+			addr := nodeAddress(node, shared)
 			if other, taken := addresses[addr]; taken || addr == "" {
 				t.Errorf("node %s at %q, which %s has too", node.Name, addr, other)
 			}
 			addresses[addr] = node.Name
 		}
-		if lb.Labels[docker.AddressLabel] != "" {
+		if lb.Labels[addressLabel] != "" {
 			t.Errorf("load balancer %s got a fixed address on a shared network", lb.Name)
 		}
-		addr := docker.NodeAddress(lb, shared)
+		addr := nodeAddress(lb, shared)
 		if other, taken := addresses[addr]; taken || addr == "" {
 			t.Errorf("load balancer %s at %q, which %s has too", lb.Name, addr, other)
 		}
@@ -75,8 +74,8 @@ func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testin
 	if lbs[a].Name == lbs[b].Name {
 		t.Fatalf("both clusters' load balancers are named %s", lbs[a].Name)
 	}
-	for _, k := range []docker.ClusterKey{a, b} {
-		lb, err := m.GetLoadBalancer(ctx, k)
+	for _, k := range []ClusterKey{a, b} {
+		lb, err := m.getLoadBalancer(ctx, k)
 		if err != nil || lb == nil || lb.Name != lbs[k].Name {
 			t.Errorf("load balancer of %s: %v %v, want %s", k, lb, err, lbs[k].Name)
 		}
@@ -84,12 +83,12 @@ func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testin
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cps) != 1 || cps[0].Name != docker.NodeName(k, "cp-0") {
+		if len(cps) != 1 || cps[0].Name != NodeName(k, "cp-0") {
 			var names []string
 			for _, n := range cps {
 				names = append(names, n.Name)
 			}
-			t.Errorf("control plane of %s: %v, want only %s", k, names, docker.NodeName(k, "cp-0"))
+			t.Errorf("control plane of %s: %v, want only %s", k, names, NodeName(k, "cp-0"))
 		}
 	}
 
@@ -104,7 +103,7 @@ func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testin
 	if err != nil {
 		t.Fatalf("the shared network is gone: %v", err)
 	}
-	want := []string{"kind-control-plane", lbs[b].Name, docker.NodeName(b, "cp-0"), docker.NodeName(b, "md-0")}
+	want := []string{"kind-control-plane", lbs[b].Name, NodeName(b, "cp-0"), NodeName(b, "md-0")}
 	slices.Sort(want)
 	got := slices.Clone(n.Containers)
 	slices.Sort(got)
@@ -114,7 +113,7 @@ func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testin
 	if cs, _ := rt.ListContainers(ctx, a.ClusterLabels()); len(cs) != 0 {
 		t.Errorf("containers of the deleted cluster remain: %v", cs)
 	}
-	if lb, err := m.GetLoadBalancer(ctx, b); err != nil || lb == nil || !lb.Running {
+	if lb, err := m.getLoadBalancer(ctx, b); err != nil || lb == nil || !lb.Running {
 		t.Errorf("the other cluster's load balancer: %v %v", lb, err)
 	}
 
@@ -131,10 +130,10 @@ func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testin
 func TestMissingExistingNetworkIsNotCreated(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("lb")
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	k := docker.ClusterKey{Namespace: "ns", Name: "c"}
-	_, err := m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "nope", Existing: true})
-	ne, ok := docker.IsNetworkError(err)
+	m := NewManager(rt, ManagerOptions{})
+	k := ClusterKey{Namespace: "ns", Name: "c"}
+	_, err := m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "nope", Existing: true})
+	ne, ok := IsNetworkError(err)
 	if !ok || !ne.NotFound || !strings.Contains(err.Error(), "docker network create nope") {
 		t.Fatalf("EnsureClusterNetwork on a missing existing network: %v, want a NetworkError saying to create it", err)
 	}
@@ -152,34 +151,34 @@ func TestMissingExistingNetworkIsNotCreated(t *testing.T) {
 func TestCreatedNetworkOnAUserSubnet(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("node", "lb")
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	k := docker.ClusterKey{Namespace: "ns", Name: "c"}
-	n, err := m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "custom", Subnets: []string{"10.60.0.0/24"}})
+	m := NewManager(rt, ManagerOptions{})
+	k := ClusterKey{Namespace: "ns", Name: "c"}
+	n, err := m.ensureClusterNetwork(ctx, k, NetworkSpec{Name: "custom", Subnets: []string{"10.60.0.0/24"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(n.Subnets, []string{"10.60.0.0/24"}) || n.Labels[docker.StaticRangeLabel] != "10.60.0.0/25" || n.Labels[docker.ClusterLabel] != k.String() {
+	if !slices.Equal(n.Subnets, []string{"10.60.0.0/24"}) || n.Labels[staticRangeLabel] != "10.60.0.0/25" || n.Labels[clusterLabel] != k.String() {
 		t.Errorf("network %s: subnets %v labels %v", n.Name, n.Subnets, n.Labels)
 	}
 	if rt.CallCount("CreateNetwork") != 1 {
 		t.Errorf("%d networks created (a probe for a subnet the user gave?)", rt.CallCount("CreateNetwork"))
 	}
-	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: k, Image: "lb", Network: "custom"})
+	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: k, Image: "lb", Network: "custom"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: k, Machine: "m1", Image: "node", Role: docker.RoleWorker, Network: "custom"})
+	node, err := m.createNode(ctx, NodeSpec{Cluster: k, Machine: "m1", Image: "node", Role: RoleWorker, Network: "custom"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := docker.NodeAddress(lb, "custom"); got != "10.60.0.2" {
+	if got := nodeAddress(lb, "custom"); got != "10.60.0.2" {
 		t.Errorf("load balancer at %s, want 10.60.0.2", got)
 	}
-	if got := docker.NodeAddress(node, "custom"); got != "10.60.0.3" || node.Labels[docker.AddressLabel] != got {
-		t.Errorf("node at %s (label %q), want 10.60.0.3", got, node.Labels[docker.AddressLabel])
+	if got := nodeAddress(node, "custom"); got != "10.60.0.3" || node.Labels[addressLabel] != got {
+		t.Errorf("node at %s (label %q), want 10.60.0.3", got, node.Labels[addressLabel])
 	}
 	// A second pass finds the cluster's own network and keeps it.
-	if _, err := m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "custom", Subnets: []string{"10.60.0.0/24"}}); err != nil {
+	if _, err := m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "custom", Subnets: []string{"10.60.0.0/24"}}); err != nil {
 		t.Errorf("ensuring the cluster's own network again: %v", err)
 	}
 	if err := m.DeleteCluster(ctx, k, "custom"); err != nil {
@@ -196,21 +195,21 @@ func TestCreatedNetworkOnAUserSubnet(t *testing.T) {
 func TestDualStackNetworks(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("lb", "node")
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	k := docker.ClusterKey{Namespace: "ns", Name: "six"}
+	m := NewManager(rt, ManagerOptions{})
+	k := ClusterKey{Namespace: "ns", Name: "six"}
 
-	n, err := m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "dual", Subnets: []string{"10.61.0.0/24", "fd00:61::/64"}, IPv6: true})
+	n, err := m.ensureClusterNetwork(ctx, k, NetworkSpec{Name: "dual", Subnets: []string{"10.61.0.0/24", "fd00:61::/64"}, IPv6: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(n.Subnets, []string{"10.61.0.0/24", "fd00:61::/64"}) || n.Labels[docker.StaticRangeIPv6Label] != "fd00:61::/65" {
+	if !slices.Equal(n.Subnets, []string{"10.61.0.0/24", "fd00:61::/64"}) || n.Labels[staticRangeIPv6Label] != "fd00:61::/65" {
 		t.Errorf("network %s: subnets %v labels %v", n.Name, n.Subnets, n.Labels)
 	}
-	lb, err := m.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: k, Image: "lb", Network: "dual"})
+	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: k, Image: "lb", Network: "dual"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.CreateNode(ctx, docker.NodeSpec{Cluster: k, Machine: "m1", Image: "node", Role: docker.RoleWorker, Network: "dual"})
+	node, err := m.createNode(ctx, NodeSpec{Cluster: k, Machine: "m1", Image: "node", Role: RoleWorker, Network: "dual"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +222,8 @@ func TestDualStackNetworks(t *testing.T) {
 		}
 	}
 	// An IPv6 subnet too small for the twins is refused before anything is created.
-	_, err = m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "tiny", Subnets: []string{"10.62.0.0/24", "fd00:62::/120"}, IPv6: true})
-	if _, ok := docker.IsNetworkError(err); !ok || !strings.Contains(err.Error(), "too small") {
+	_, err = m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "tiny", Subnets: []string{"10.62.0.0/24", "fd00:62::/120"}, IPv6: true})
+	if _, ok := IsNetworkError(err); !ok || !strings.Contains(err.Error(), "too small") {
 		t.Errorf("a /120 IPv6 subnet: %v", err)
 	}
 	if err := m.DeleteCluster(ctx, k, "dual"); err != nil {
@@ -232,14 +231,14 @@ func TestDualStackNetworks(t *testing.T) {
 	}
 
 	// Without subnets: the engine's IPv4 subnet and the cluster's own unique local /64.
-	n, err = m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: docker.DefaultNetworkName(k), IPv6: true})
+	n, err = m.ensureClusterNetwork(ctx, k, NetworkSpec{Name: DefaultNetworkName(k), IPv6: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(n.Subnets) != 2 || !strings.HasPrefix(n.Subnets[1], "fd") || !strings.HasSuffix(n.Subnets[1], "::/64") {
 		t.Errorf("network %s: subnets %v, want an IPv4 subnet and a unique local /64", n.Name, n.Subnets)
 	}
-	other, err := m.EnsureClusterNetwork(ctx, docker.ClusterKey{Namespace: "ns", Name: "seven"}, docker.NetworkSpec{Name: "seven", IPv6: true})
+	other, err := m.ensureClusterNetwork(ctx, ClusterKey{Namespace: "ns", Name: "seven"}, NetworkSpec{Name: "seven", IPv6: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +250,8 @@ func TestDualStackNetworks(t *testing.T) {
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: "v4only"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.EnsureClusterNetwork(ctx, k, docker.NetworkSpec{Name: "v4only", Existing: true, IPv6: true})
-	if ne, ok := docker.IsNetworkError(err); !ok || ne.NotFound || !strings.Contains(err.Error(), "--ipv6") {
+	_, err = m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "v4only", Existing: true, IPv6: true})
+	if ne, ok := IsNetworkError(err); !ok || ne.NotFound || !strings.Contains(err.Error(), "--ipv6") {
 		t.Errorf("an existing IPv4-only network for an IPv6 cluster: %v", err)
 	}
 }
@@ -262,31 +261,31 @@ func TestDualStackNetworks(t *testing.T) {
 func TestNetworksThatCannotBeUsedAreRefused(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("lb")
-	m := docker.NewManager(rt, docker.ManagerOptions{})
-	a := docker.ClusterKey{Namespace: "ns", Name: "a"}
-	b := docker.ClusterKey{Namespace: "ns", Name: "b"}
-	if _, err := m.EnsureNetwork(ctx, a, docker.DefaultNetworkName(a)); err != nil {
+	m := NewManager(rt, ManagerOptions{})
+	a := ClusterKey{Namespace: "ns", Name: "a"}
+	b := ClusterKey{Namespace: "ns", Name: "b"}
+	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
 		t.Fatal(err)
 	}
-	for _, spec := range []docker.NetworkSpec{
-		{Name: docker.DefaultNetworkName(a), Existing: true},
-		{Name: docker.DefaultNetworkName(a)},
+	for _, spec := range []NetworkSpec{
+		{Name: DefaultNetworkName(a), Existing: true},
+		{Name: DefaultNetworkName(a)},
 	} {
 		_, err := m.EnsureClusterNetwork(ctx, b, spec)
-		if ne, ok := docker.IsNetworkError(err); !ok || ne.NotFound || !strings.Contains(err.Error(), "for cluster ns/a") {
+		if ne, ok := IsNetworkError(err); !ok || ne.NotFound || !strings.Contains(err.Error(), "for cluster ns/a") {
 			t.Errorf("cluster b joining a's network (%+v): %v", spec, err)
 		}
 	}
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: "users"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := m.EnsureClusterNetwork(ctx, b, docker.NetworkSpec{Name: "users", Subnets: []string{"10.70.0.0/24"}})
-	if _, ok := docker.IsNetworkError(err); !ok || !strings.Contains(err.Error(), "exists already") {
+	_, err := m.EnsureClusterNetwork(ctx, b, NetworkSpec{Name: "users", Subnets: []string{"10.70.0.0/24"}})
+	if _, ok := IsNetworkError(err); !ok || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("creating a network whose name is taken on the user's subnet: %v", err)
 	}
 	// Named without subnets, a user's network is still used as it is (clusters of earlier
 	// versions), and never removed.
-	if _, err := m.EnsureClusterNetwork(ctx, b, docker.NetworkSpec{Name: "users"}); err != nil {
+	if _, err := m.EnsureClusterNetwork(ctx, b, NetworkSpec{Name: "users"}); err != nil {
 		t.Errorf("a user's network named in spec.network.name: %v", err)
 	}
 	if err := m.DeleteCluster(ctx, b, "users"); err != nil {

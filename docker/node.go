@@ -25,9 +25,9 @@ type NodeSpec struct {
 	Image   string
 	Role    Role
 	Network string
-	// ExtraMounts are bind mounts from the host.
-	ExtraMounts []container.Mount
-	Resources   container.Resources
+	// ExtraMounts are bind mounts from the engine's host.
+	ExtraMounts []Mount
+	Resources   Resources
 	// APIServerHostPort publishes a control plane node's API server on this port of the host's
 	// 127.0.0.1; 0 lets the engine choose one, which it may change when the node joins
 	// another network or restarts. Only a caller on the engine's host can pick a free port.
@@ -35,6 +35,21 @@ type NodeSpec struct {
 
 	// address is the node's fixed addresses on Network, picked by CreateNode.
 	address fixedAddresses
+}
+
+// Mount bind-mounts a path of the engine's host into a node.
+type Mount struct {
+	HostPath      string
+	ContainerPath string
+	ReadOnly      bool
+}
+
+// Resources bound a node's CPU and memory; zero is unbounded.
+type Resources struct {
+	// NanoCPUs is CPU time in billionths of a CPU.
+	NanoCPUs int64
+	// MemoryBytes is the memory limit.
+	MemoryBytes int64
 }
 
 // predefinedNetworks are the networks every Docker engine has.
@@ -47,7 +62,7 @@ func (s NodeSpec) Name() string { return NodeName(s.Cluster, s.Machine) }
 func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 	name := s.Name()
 	labels := s.Cluster.labels(s.Role)
-	labels[MachineLabel] = s.Cluster.Namespace + "/" + s.Machine
+	labels[machineLabel] = s.Cluster.Namespace + "/" + s.Machine
 
 	mounts := []container.Mount{
 		// containerd's overlayfs snapshots only work on a real filesystem, and the node's
@@ -59,11 +74,13 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		// monolithic kernel) have none, and the node does without.
 		{Type: container.MountBind, Source: "/lib/modules", Target: "/lib/modules", ReadOnly: true, Optional: true},
 	}
-	mounts = append(mounts, s.ExtraMounts...)
+	for _, m := range s.ExtraMounts {
+		mounts = append(mounts, container.Mount{Type: container.MountBind, Source: m.HostPath, Target: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
 
 	hostname := NodeHostname(s.Cluster.Name, s.Machine)
 	if s.address.IPv4 != "" {
-		labels[AddressLabel] = s.address.IPv4
+		labels[addressLabel] = s.address.IPv4
 	}
 	var aliases []string
 	if !predefinedNetworks.Has(s.Network) { // the engine's own networks take no aliases
@@ -82,7 +99,7 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		Tty:            true,
 		StopSignal:     "SIGRTMIN+3", // systemd's clean shutdown
 		RestartPolicy:  "unless-stopped",
-		Resources:      s.Resources,
+		Resources:      container.Resources{NanoCPUs: s.Resources.NanoCPUs, MemoryBytes: s.Resources.MemoryBytes},
 		Security:       nodeSecurity(privileged),
 	}
 	if s.Role == RoleControlPlane {
@@ -107,10 +124,10 @@ func nodeSecurity(privileged bool) container.SecuritySpec {
 	return sec
 }
 
-// CreateNode creates and starts the node container of a machine with its /var volume and, on a
+// createNode creates and starts the node container of a machine with its /var volume and, on a
 // network Dockyard manages, a fixed address. The first node in auto mode tells whether the
 // engine allows privileged containers.
-func (m *Manager) CreateNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
+func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
 	name := spec.Name()
 	if err := m.Allowed(spec.Image, spec.ExtraMounts); err != nil {
 		return nil, err
@@ -183,9 +200,9 @@ func (m *Manager) rememberPrivilege(privileged bool) {
 	m.privileged = &privileged
 }
 
-// GetNode returns the node container of a machine, or nil when it does not exist. It is found
+// getNode returns the node container of a machine, or nil when it does not exist. It is found
 // by its name or, for nodes made by earlier versions under other names, by its labels.
-func (m *Manager) GetNode(ctx context.Context, cluster ClusterKey, machine string) (*container.Container, error) {
+func (m *Manager) getNode(ctx context.Context, cluster ClusterKey, machine string) (*container.Container, error) {
 	return m.findContainer(ctx, NodeName(cluster, machine), cluster.MachineLabels(machine))
 }
 
@@ -193,7 +210,7 @@ func (m *Manager) GetNode(ctx context.Context, cluster ClusterKey, machine strin
 // container carrying the labels; nil when there is none.
 func (m *Manager) findContainer(ctx context.Context, name string, labels map[string]string) (*container.Container, error) {
 	c, err := m.runtime.InspectContainer(ctx, name)
-	if err == nil && hasLabels(c.Labels, labels) {
+	if err == nil && container.MatchLabels(c.Labels, labels) {
 		return c, nil
 	}
 	if err != nil && !container.IsNotFound(err) {
@@ -214,15 +231,6 @@ func (m *Manager) findContainer(ctx context.Context, name string, labels map[str
 		names = append(names, f.Name)
 	}
 	return nil, errors.Errorf("containers %v all carry the labels %v, which only one may", names, labels)
-}
-
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // DeleteNode removes the node container of a machine and its volumes. Deleting a node that is
@@ -274,9 +282,9 @@ type NodeState struct {
 // without it when it fails to load, so "containerd is active" alone does not mean pods can run.
 const criPlugin = "io.containerd.grpc.v1.cri"
 
-// CheckNode tells whether systemd and containerd (with its CRI plugin) are up in a running
+// checkNode tells whether systemd and containerd (with its CRI plugin) are up in a running
 // node container.
-func (m *Manager) CheckNode(ctx context.Context, name string) (NodeState, error) {
+func (m *Manager) checkNode(ctx context.Context, name string) (NodeState, error) {
 	// is-system-running exits non-zero unless "running"; "degraded" (a unit failed, common in
 	// containers) is good enough for kubelet. The third line is the CRI plugin's status ("ok"
 	// or "error"), empty while containerd does not answer yet.
@@ -320,9 +328,9 @@ func (m *Manager) criFailure(ctx context.Context, name string) string {
 	return msg
 }
 
-// PreloadImages copies images from the engine into the node's containerd (namespace k8s.io)
+// preloadImages copies images from the engine into the node's containerd (namespace k8s.io)
 // unless the node has them already.
-func (m *Manager) PreloadImages(ctx context.Context, node string, images []string) error {
+func (m *Manager) preloadImages(ctx context.Context, node string, images []string) error {
 	for _, img := range images {
 		named, err := reference.ParseNormalizedNamed(img)
 		if err != nil {

@@ -7,9 +7,8 @@ import (
 
 	"github.com/pkg/errors"
 
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
 
 // runLoad copies images the builder made in Docker into another engine.
@@ -30,7 +29,7 @@ func runLoad(ctx context.Context, args []string) error {
 	if target.Name == runtimes.Docker {
 		return nil // the builder's own engine has them
 	}
-	from, err := dockerruntime.New()
+	from, err := runtimes.New(runtimes.Config{Name: runtimes.Docker})
 	if err != nil {
 		return err
 	}
@@ -40,5 +39,7 @@ func runLoad(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = to.Close() }()
-	return imagebuild.Transfer(ctx, from, to, fs.Args(), os.Stderr)
+	dst := docker.NewManager(to, docker.ManagerOptions{})
+	return errors.Wrap(dst.CopyImagesFrom(ctx, docker.NewManager(from, docker.ManagerOptions{}), fs.Args(), os.Stderr),
+		"copying the images from Docker, where make images builds them")
 }

@@ -11,11 +11,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
-	podmanruntime "github.com/dockyard-dev/dockyard/pkg/container/podman"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 )
 
@@ -49,10 +45,8 @@ func (m *managementFlags) engineSocket() (string, error) {
 			"or run Dockyard's manager as a host process with --container-runtime containerd (docs/runtimes.md)")
 	case m.runtime.Endpoint != "":
 		return strings.TrimPrefix(m.runtime.Endpoint, "unix://"), nil
-	case m.runtime.Name == runtimes.Podman:
-		return strings.TrimPrefix(podmanruntime.DefaultEndpoint, "unix://"), nil
 	}
-	return mgmt.DefaultEngineSocket, nil
+	return runtimes.DefaultSocket(m.runtime.Name), nil
 }
 
 func (m *managementFlags) kubeconfigPath(cluster string) string {
@@ -70,8 +64,9 @@ func (m *managementFlags) nodeImages() (node, lb string, err error) {
 	return "", "", errors.Errorf(`--images=%q: want "local" or "kind"`, m.images)
 }
 
-// engine connects to the container engine --container-runtime names.
-func engine(ctx context.Context, m *managementFlags) (runtimes.Runtime, *docker.Manager, error) {
+// engine connects to the container engine --container-runtime names, through the node layer;
+// close it after use.
+func engine(ctx context.Context, m *managementFlags) (*docker.Manager, func(), error) {
 	name, err := runtimes.Parse(m.runtime.Name)
 	if err != nil {
 		return nil, nil, err
@@ -81,25 +76,27 @@ func engine(ctx context.Context, m *managementFlags) (runtimes.Runtime, *docker.
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := rt.Info(ctx); err != nil {
+	nodes := docker.NewManager(rt, docker.ManagerOptions{})
+	if _, err := nodes.HostInfo(ctx); err != nil {
 		_ = rt.Close()
 		return nil, nil, errors.Wrapf(err, "no container engine answers (%s; make quickstart starts one)", m.runtime)
 	}
-	return rt, docker.NewManager(rt, docker.ManagerOptions{}), nil
+	return nodes, func() { _ = rt.Close() }, nil
 }
 
 // loadImages copies images from Docker, where `make images` builds them, into the engine when
 // it is another one.
-func loadImages(ctx context.Context, m *managementFlags, to container.Runtime, refs []string) error {
+func loadImages(ctx context.Context, m *managementFlags, to *docker.Manager, refs []string) error {
 	if m.runtime.Name == runtimes.Docker || m.images != "local" {
 		return nil
 	}
-	from, err := dockerruntime.New()
+	from, err := runtimes.New(runtimes.Config{Name: runtimes.Docker})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = from.Close() }()
-	return imagebuild.Transfer(ctx, from, to, refs, os.Stderr)
+	return errors.Wrap(to.CopyImagesFrom(ctx, docker.NewManager(from, docker.ManagerOptions{}), refs, os.Stderr),
+		"copying the images from Docker, where make images builds them")
 }
 
 // createManagement makes (or finishes) the management cluster with the images of every
@@ -117,7 +114,7 @@ func createManagement(ctx context.Context, nodes *docker.Manager, m *managementF
 	if err != nil {
 		return nil, err
 	}
-	if err := loadImages(ctx, m, nodes.Runtime(), append([]string{nodeImage}, images...)); err != nil {
+	if err := loadImages(ctx, m, nodes, append([]string{nodeImage}, images...)); err != nil {
 		return nil, err
 	}
 	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
@@ -144,11 +141,11 @@ func managementCommand(do func(ctx context.Context, nodes *docker.Manager, m *ma
 		var m managementFlags
 		m.register(fs)
 		_ = fs.Parse(args)
-		rt, nodes, err := engine(ctx, &m)
+		nodes, done, err := engine(ctx, &m)
 		if err != nil {
 			return err
 		}
-		defer func() { _ = rt.Close() }()
+		defer done()
 		return do(ctx, nodes, &m)
 	}
 }

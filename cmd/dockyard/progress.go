@@ -17,7 +17,6 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 // waitReady prints what changes until every Machine runs and its Node is Ready.
@@ -102,17 +101,17 @@ func conditionSummary(c *metav1.Condition) string {
 }
 
 // deleteCluster deletes the Cluster and waits until nothing of it is left on the engine.
-func deleteCluster(ctx context.Context, c client.Client, engine container.Runtime, o workloadFlags) error {
+func deleteCluster(ctx context.Context, c client.Client, nodes *docker.Manager, o workloadFlags) error {
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.name}}
 	say("deleting cluster %s/%s", o.namespace, o.name)
 	if err := c.Delete(ctx, cluster); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	labels := docker.ClusterKey{Namespace: o.namespace, Name: o.name}.ClusterLabels()
+	key := docker.ClusterKey{Namespace: o.namespace, Name: o.name}
 	for {
 		err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
-		cs, lerr := engine.ListContainers(ctx, labels)
-		if apierrors.IsNotFound(err) && lerr == nil && len(cs) == 0 {
+		left, lerr := nodes.Leftovers(ctx, key)
+		if apierrors.IsNotFound(err) && lerr == nil && left == nil {
 			say("cluster deleted; no container, volume or network of it is left")
 			return nil
 		}

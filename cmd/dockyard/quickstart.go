@@ -53,12 +53,12 @@ func quickstartCommand(ctx context.Context, fs *flag.FlagSet, args []string) err
 	if err != nil {
 		return err
 	}
-	rt, nodes, err := engine(ctx, &w.managementFlags)
+	nodes, done, err := engine(ctx, &w.managementFlags)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = rt.Close() }()
-	if err := loadImages(ctx, &w.managementFlags, rt, []string{lbImage}); err != nil {
+	defer done()
+	if err := loadImages(ctx, &w.managementFlags, nodes, []string{lbImage}); err != nil {
 		return err
 	}
 	clusterctl, err := clusterctlBinary(ctx, w.clusterctl)
@@ -134,18 +134,18 @@ func deleteCommand(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	var w workloadFlags
 	w.register(fs)
 	_ = fs.Parse(args)
-	rt, nodes, err := engine(ctx, &w.managementFlags)
+	nodes, done, err := engine(ctx, &w.managementFlags)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = rt.Close() }()
+	defer done()
 	mc, err := mgmt.Get(ctx, nodes, w.managementName)
 	if err == nil {
 		c, err := managementClient(mc.Kubeconfig)
 		if err != nil {
 			return err
 		}
-		if err := deleteCluster(ctx, c, rt, w); err != nil {
+		if err := deleteCluster(ctx, c, nodes, w); err != nil {
 			return err
 		}
 	} else {

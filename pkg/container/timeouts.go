@@ -12,19 +12,18 @@ type Timeouts struct {
 	// Call bounds the calls that only read or change the engine's records: create, start,
 	// inspect, list, signal, remove, networks, volumes, logs, copies.
 	Call time.Duration
-	// Exec bounds a command run in a container (callers that expect longer give a deadline of
-	// their own, which wins when shorter).
-	Exec time.Duration
 	// Transfer bounds moving images: pulls, saves and loads, including reading the stream.
 	Transfer time.Duration
 }
 
 // DefaultTimeouts are generous for two slow cores: an image of a gigabyte moves in a minute or
 // two, commands in nodes finish in seconds.
-var DefaultTimeouts = Timeouts{Call: time.Minute, Exec: 5 * time.Minute, Transfer: 15 * time.Minute}
+var DefaultTimeouts = Timeouts{Call: time.Minute, Transfer: 15 * time.Minute}
 
 // WithTimeouts returns rt with every call bounded by t. Events streams are not bounded: they end
-// with their context or when the engine goes away.
+// with their context or when the engine goes away. Neither are commands run in containers: how
+// long one may take depends on what it is for, which only its caller knows, and Dockyard's one
+// exec helper (docker/exec.go) gives each its deadline.
 func WithTimeouts(rt Runtime, t Timeouts) Runtime {
 	return &bounded{rt: rt, t: t}
 }
@@ -92,9 +91,8 @@ func (b *bounded) RemoveContainer(ctx context.Context, name string) error {
 	return b.call(ctx, b.t.Call, func(ctx context.Context) error { return b.rt.RemoveContainer(ctx, name) })
 }
 
-func (b *bounded) Exec(ctx context.Context, name string, opts ExecOptions) (code int, err error) {
-	err = b.call(ctx, b.t.Exec, func(ctx context.Context) error { code, err = b.rt.Exec(ctx, name, opts); return err })
-	return code, err
+func (b *bounded) Exec(ctx context.Context, name string, opts ExecOptions) (int, error) {
+	return b.rt.Exec(ctx, name, opts)
 }
 
 func (b *bounded) CopyToContainer(ctx context.Context, name, dir string, tarStream io.Reader) error {

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -301,7 +300,7 @@ func kubeadmImages(ctx context.Context, kubeadm, version string) ([]KubeadmImage
 	cmd := exec.CommandContext(ctx, kubeadm, "config", "images", "list", "--kubernetes-version", version)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("kubeadm config images list: %w: %s", err, stderr.String())
+		return nil, errors.Errorf("kubeadm config images list: %v: %s", err, stderr.String())
 	}
 	return ParseImageList(stdout.String())
 }
@@ -353,7 +352,7 @@ var flannelImageRef = regexp.MustCompile(`localhost/dockyard/flannel:[^\s"']+`)
 func defaultCNIManifest(flannelRef string) ([]byte, error) {
 	manifest := mustEmbedded("cni/flannel.yaml")
 	if !flannelImageRef.Match(manifest) {
-		return nil, fmt.Errorf("images/cni/flannel.yaml names no %s image", flannelImageRef)
+		return nil, errors.Errorf("images/cni/flannel.yaml names no %s image", flannelImageRef)
 	}
 	return flannelImageRef.ReplaceAllLiteral(manifest, []byte(flannelRef)), nil
 }
@@ -467,7 +466,7 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 		removeBuildNode(c)
 		b.dropImage(c, stageRef, "the preload build image")
 	}()
-	node, err := nodes.CreateNode(ctx, docker.NodeSpec{
+	node, err := nodes.AddNode(ctx, docker.NodeSpec{
 		Cluster: cluster,
 		Machine: "preload",
 		Image:   stageRef,
@@ -477,8 +476,7 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	if err != nil {
 		return nil, err
 	}
-	name := node.Name
-	if err := b.waitForContainerd(ctx, name); err != nil {
+	if err := waitForContainerd(ctx, node); err != nil {
 		return nil, err
 	}
 
@@ -489,34 +487,34 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	b.logf("[preload] importing %d images into the build container's containerd", len(preloaded))
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(tarball.MultiRefWrite(bundle, pw)) }()
-	_, err = b.exec(ctx, name, pr, "ctr", "--namespace", "k8s.io", "images", "import", "-")
+	_, err = node.Run(ctx, pr, "ctr", "--namespace", "k8s.io", "images", "import", "-")
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
 		return nil, err
 	}
 	if SupportsImagePinning(containerdVersion) {
 		for _, img := range preloaded {
-			if _, err := b.exec(ctx, name, nil, "ctr", "--namespace", "k8s.io", "images", "label", img.Ref, "io.cri-containerd.pinned=pinned"); err != nil {
+			if _, err := node.Run(ctx, nil, "ctr", "--namespace", "k8s.io", "images", "label", img.Ref, "io.cri-containerd.pinned=pinned"); err != nil {
 				return nil, err
 			}
 		}
 	}
-	listed, err := b.exec(ctx, name, nil, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
+	listed, err := node.Run(ctx, nil, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
 	if err != nil {
 		return nil, err
 	}
 	for _, img := range preloaded {
 		if !containsLine(listed, img.Ref) {
-			return nil, fmt.Errorf("preloading: %s missing from the node's containerd after import:\n%s", img.Ref, listed)
+			return nil, errors.Errorf("preloading: %s missing from the node's containerd after import:\n%s", img.Ref, listed)
 		}
 	}
 	// A clean stop closes containerd's metadata database before it is copied.
-	if _, err := b.exec(ctx, name, nil, "systemctl", "stop", "containerd"); err != nil {
+	if _, err := node.Run(ctx, nil, "systemctl", "stop", "containerd"); err != nil {
 		return nil, err
 	}
 	b.logf("[preload] capturing /var/lib/containerd")
 	layer, err := writeLayer(file, func(w io.Writer) error {
-		return b.execTo(ctx, name, w, "tar", "--numeric-owner", "--sort=name",
+		return node.RunTo(ctx, w, "tar", "--numeric-owner", "--sort=name",
 			"--exclude=var/lib/containerd/tmpmounts/*", "-C", "/", "-cf", "-", "var/lib/containerd")
 	})
 	if err != nil {
@@ -544,61 +542,17 @@ var NodeContainerFlags = []string{
 	"--tty",
 }
 
-// exec runs a command in a container with stdin (nil for none) and returns its standard
-// output; a non-zero exit is an error carrying the end of its output.
-func (b *Builder) exec(ctx context.Context, name string, stdin io.Reader, cmd ...string) (string, error) {
-	var out strings.Builder
-	err := b.execWith(ctx, name, stdin, &out, cmd...)
-	return strings.TrimSpace(out.String()), err
-}
-
-// execTo runs a command in a container, streaming its standard output to w.
-func (b *Builder) execTo(ctx context.Context, name string, w io.Writer, cmd ...string) error {
-	return b.execWith(ctx, name, nil, w, cmd...)
-}
-
-func (b *Builder) execWith(ctx context.Context, name string, stdin io.Reader, stdout io.Writer, cmd ...string) error {
-	var stderr tailBuffer
-	code, err := b.Runtime.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdin: stdin, Stdout: stdout, Stderr: &stderr})
-	if err != nil {
-		return fmt.Errorf("%s in %s: %w", strings.Join(shortArgs(cmd), " "), name, err)
-	}
-	if code != 0 {
-		return fmt.Errorf("%s in %s: exit %d: %s", strings.Join(shortArgs(cmd), " "), name, code, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
-func shortArgs(args []string) []string {
-	if len(args) > 8 {
-		return append(args[:8:8], "...")
-	}
-	return args
-}
-
-// tailBuffer keeps the last 4 KiB written to it.
-type tailBuffer struct{ b []byte }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.b = append(t.b, p...)
-	if len(t.b) > 4096 {
-		t.b = t.b[len(t.b)-4096:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string { return string(t.b) }
-
-func (b *Builder) waitForContainerd(ctx context.Context, name string) error {
+// waitForContainerd waits until containerd answers in the build node.
+func waitForContainerd(ctx context.Context, node *docker.Node) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		_, err := b.exec(ctx, name, nil, "ctr", "--namespace", "k8s.io", "version")
+		_, err := node.Run(ctx, nil, "ctr", "--namespace", "k8s.io", "version")
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			logs, _ := b.Runtime.ContainerLogs(ctx, name, 40)
-			return fmt.Errorf("containerd did not start in the build container: %w\n%s", err, logs)
+			logs, _ := node.LastOutput(ctx, 40)
+			return errors.Errorf("containerd did not start in the build container: %v\n%s", err, logs)
 		}
 		select {
 		case <-ctx.Done():

@@ -35,8 +35,8 @@ const evictionHard = "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available
 
 // bootstrapNode runs kubeadm init in the node, once: a plan that started before (this command
 // was interrupted) is waited for, not started again.
-func bootstrapNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Options) error {
-	st, err := nodes.GetBootstrapStatus(ctx, c.Node, bootstrapTimeout)
+func bootstrapNode(ctx context.Context, node *docker.Node, c *Cluster, opts Options) error {
+	st, err := node.BootstrapStatus(ctx, bootstrapTimeout)
 	if err != nil {
 		return err
 	}
@@ -50,12 +50,12 @@ func bootstrapNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts 
 			return errors.Wrapf(err, "management cluster %s: translating the bootstrap data", c.Name)
 		}
 		opts.Logf("Running kubeadm init in %s", c.Node)
-		if err := nodes.StartBootstrap(ctx, c.Node, plan, bootstrapTimeout); err != nil {
+		if err := node.StartBootstrap(ctx, plan, bootstrapTimeout); err != nil {
 			return err
 		}
 	}
 	return poll(ctx, bootstrapTimeout+time.Minute, func() (bool, string, error) {
-		st, err := nodes.GetBootstrapStatus(ctx, c.Node, bootstrapTimeout)
+		st, err := node.BootstrapStatus(ctx, bootstrapTimeout)
 		if err != nil {
 			return false, "", err
 		}
@@ -131,27 +131,18 @@ func initData(c *Cluster, opts Options) ([]byte, error) {
 
 // readKubeconfig reads the administrator's kubeconfig from the node and points it at the API
 // server's port published on the host's loopback.
-func readKubeconfig(ctx context.Context, nodes *docker.Manager, node string) ([]byte, error) {
-	c, err := nodes.Runtime().InspectContainer(ctx, node)
+func readKubeconfig(ctx context.Context, node *docker.Node) ([]byte, error) {
+	_, port := node.PublishedPort(docker.APIServerPort)
+	if port == 0 || !node.Running() {
+		return nil, errors.Errorf("management cluster node %s is %s and publishes no API server port", node.Name, node.State())
+	}
+	raw, err := node.ReadFile(ctx, adminKubeconfig)
 	if err != nil {
-		return nil, errors.Wrapf(err, "management cluster node %s", node)
-	}
-	port := 0
-	for _, p := range c.Ports {
-		if p.ContainerPort == docker.APIServerPort && p.HostPort != 0 {
-			port = p.HostPort
-		}
-	}
-	if port == 0 || !c.Running {
-		return nil, errors.Errorf("management cluster node %s is %s and publishes no API server port", node, c.State)
-	}
-	raw, err := nodes.ReadFile(ctx, node, adminKubeconfig)
-	if err != nil {
-		return nil, errors.Wrapf(err, "reading %s in %s (was kubeadm init run?)", adminKubeconfig, node)
+		return nil, errors.Wrapf(err, "reading %s in %s (was kubeadm init run?)", adminKubeconfig, node.Name)
 	}
 	cfg, err := clientcmd.Load(raw)
 	if err != nil {
-		return nil, errors.Wrapf(err, "parsing %s of %s", adminKubeconfig, node)
+		return nil, errors.Wrapf(err, "parsing %s of %s", adminKubeconfig, node.Name)
 	}
 	for _, cluster := range cfg.Clusters {
 		u := url.URL{Scheme: "https", Host: "127.0.0.1:" + strconv.Itoa(port)}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 const (
@@ -106,17 +105,21 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 	if _, err := nodes.EnsureNetwork(ctx, key(c.Name), c.Network); err != nil {
 		return nil, errors.Wrapf(err, "management cluster %s: network", c.Name)
 	}
-	if err := ensureNode(ctx, nodes, c, opts); err != nil {
+	node, err := ensureNode(ctx, nodes, c, opts)
+	if err != nil {
 		return nil, err
 	}
 	opts.Logf("Copying %d images into %s", len(opts.Images), c.Node)
-	if err := nodes.PreloadImages(ctx, c.Node, opts.Images); err != nil {
+	if err := node.PreloadImages(ctx, opts.Images); err != nil {
 		return nil, errors.Wrapf(err, "management cluster %s: preloading images (build them with `make component-images`)", c.Name)
 	}
-	if err := bootstrapNode(ctx, nodes, c, opts); err != nil {
+	if err := bootstrapNode(ctx, node, c, opts); err != nil {
 		return nil, err
 	}
-	kubeconfig, err := readKubeconfig(ctx, nodes, c.Node)
+	if node, err = FindNode(ctx, nodes, c.Name); err != nil || node == nil {
+		return nil, errors.Wrapf(err, "management cluster %s: its node is gone", c.Name)
+	}
+	kubeconfig, err := readKubeconfig(ctx, node)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +145,14 @@ func Get(ctx context.Context, nodes *docker.Manager, name string) (*Cluster, err
 		name = DefaultName
 	}
 	c := &Cluster{Name: name, Node: NodeName(name), Network: name}
-	kubeconfig, err := readKubeconfig(ctx, nodes, c.Node)
+	node, err := FindNode(ctx, nodes, name)
+	if err != nil {
+		return nil, err
+	}
+	if node == nil {
+		return nil, errors.Errorf("management cluster %s has no node on the engine", name)
+	}
+	kubeconfig, err := readKubeconfig(ctx, node)
 	if err != nil {
 		return nil, err
 	}
@@ -161,31 +171,29 @@ func Delete(ctx context.Context, nodes *docker.Manager, name string) error {
 
 // ensureNode creates the node container unless it exists, starts it when it stopped, and
 // waits for systemd and containerd in it.
-func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Options) error {
-	existing, err := nodes.GetNode(ctx, key(c.Name), nodeMachine)
+func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Options) (*docker.Node, error) {
+	node, err := FindNode(ctx, nodes, c.Name)
 	switch {
-	case err == nil && existing == nil:
+	case err == nil && node == nil:
 		opts.Logf("Creating node %s from %s", c.Node, opts.NodeImage)
 		var port int
 		if port, err = freePort(); err != nil {
-			return err
+			return nil, err
 		}
-		_, err = nodes.CreateNode(ctx, docker.NodeSpec{
+		node, err = nodes.AddNode(ctx, docker.NodeSpec{
 			Cluster: key(c.Name), Machine: nodeMachine, Image: opts.NodeImage, Role: docker.RoleControlPlane,
 			Network: c.Network, APIServerHostPort: port,
-			ExtraMounts: []container.Mount{
-				{Type: container.MountBind, Source: opts.EngineSocket, Target: DefaultEngineSocket},
-			},
+			ExtraMounts: []docker.Mount{{HostPath: opts.EngineSocket, ContainerPath: DefaultEngineSocket}},
 		})
-	case err == nil && !existing.Running:
+	case err == nil && !node.Running():
 		opts.Logf("Starting node %s", c.Node)
-		err = nodes.Runtime().StartContainer(ctx, c.Node)
+		err = node.Start(ctx)
 	}
 	if err != nil {
-		return errors.Wrapf(err, "management cluster %s: node", c.Name)
+		return nil, errors.Wrapf(err, "management cluster %s: node", c.Name)
 	}
-	return poll(ctx, nodeBootTimeout, func() (bool, string, error) {
-		st, err := nodes.CheckNode(ctx, c.Node)
+	return node, poll(ctx, nodeBootTimeout, func() (bool, string, error) {
+		st, err := node.Check(ctx)
 		if err == nil && st.Failed {
 			err = errors.Errorf("management cluster %s: %s", c.Name, st.Detail)
 		}

@@ -63,7 +63,7 @@ func NewClusterProvider(in ClusterProviderInput) *ClusterProvider {
 func (p *ClusterProvider) nodes(ctx context.Context) (*docker.Manager, func()) {
 	nodes, done, err := connect(p.in.Engine)
 	gomega.Expect(err).ToNot(gomega.HaveOccurred())
-	_, err = nodes.Runtime().Info(ctx)
+	_, err = nodes.HostInfo(ctx)
 	gomega.Expect(err).ToNot(gomega.HaveOccurred(), "no container engine answers at %s", p.in.Engine)
 	return nodes, done
 }
@@ -75,7 +75,7 @@ func (p *ClusterProvider) Create(ctx context.Context) {
 	defer done()
 	var images []string
 	for _, img := range p.in.Images {
-		ok, err := nodes.Runtime().ImageExists(ctx, img.Name)
+		ok, err := nodes.ImageExists(ctx, img.Name)
 		gomega.Expect(err).ToNot(gomega.HaveOccurred())
 		switch {
 		case ok:

@@ -72,8 +72,11 @@ func (l LogCollector) CollectInfrastructureLogs(ctx context.Context, _ client.Cl
 		return err
 	}
 	defer done()
-	key := docker.ClusterKey{Namespace: c.Namespace, Name: c.Name}
-	return nodes.CollectLoadBalancerLogs(ctx, key, filepath.Join(outputPath, "load-balancer"))
+	lb, err := nodes.FindLoadBalancer(ctx, docker.ClusterKey{Namespace: c.Namespace, Name: c.Name})
+	if err != nil || lb == nil {
+		return err
+	}
+	return lb.CollectLogs(ctx, filepath.Join(outputPath, "load-balancer"))
 }
 
 // collectNode writes the logs of a machine's node, or a note saying it has none.

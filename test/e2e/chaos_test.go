@@ -72,7 +72,7 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 			now, err := engine.InspectContainer(ctx, lb)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(now.Running).To(BeTrue())
-			g.Expect(docker.NodeAddress(now, docker.DefaultNetworkName(c.key()))).To(Equal(endpoint))
+			g.Expect(now.Networks[docker.DefaultNetworkName(c.key())].IPv4).To(Equal(endpoint))
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		timings.add("chaos: load balancer killed → running again on the endpoint's address", time.Since(killed))
 		Eventually(func() error {
@@ -118,7 +118,8 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 			for name, ct := range clusterContainers(ctx, c) {
 				full, err := engine.InspectContainer(ctx, name)
 				Expect(err).NotTo(HaveOccurred())
-				out[name] = docker.NodeAddress(full, docker.DefaultNetworkName(c.key())) + " " + ct.Labels[docker.AddressLabel]
+				// The fixed address the node layer gave it, and the one it has.
+				out[name] = full.Networks[docker.DefaultNetworkName(c.key())].IPv4 + " " + ct.Labels["dockyard.x-k8s.io/ipv4"]
 			}
 			return out
 		}

@@ -36,8 +36,11 @@ var (
 )
 
 var (
-	plane   *framework.ManagementPlane
+	plane *framework.ManagementPlane
+	// engine is the engine, for what the tests check or break beneath the node layer; nodes is
+	// the node layer on it.
 	engine  container.Runtime
+	nodes   *docker.Manager
 	timings = &timingReport{}
 )
 
@@ -62,6 +65,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	_, err = rt.Info(ctx)
 	Expect(err).NotTo(HaveOccurred(), "the end-to-end suite needs its engine, %s (make test-e2e and make test-e2e-engines start it)", engineConfig)
 	engine = rt
+	nodes = docker.NewManager(rt, docker.ManagerOptions{})
 	fmt.Fprintf(GinkgoWriter, "container engine: %s\n", engineConfig)
 	for _, img := range []string{nodeImageRepo + ":" + kubernetesVersion, lbImage} {
 		ok, err := engine.ImageExists(ctx, img)
@@ -118,35 +122,22 @@ var _ = ReportAfterEach(func(ctx SpecContext, report SpecReport) {
 	fmt.Fprintf(GinkgoWriter, "\n===== failure dump (also in %s) =====\n%s\n", path, b.String())
 })
 
-// sweepEngine removes what an earlier, interrupted run left on the engine: every container,
-// volume and network whose Dockyard cluster label starts with one of prefixes (the suite's
-// namespaces).
+// sweepEngine removes what an earlier, interrupted run left on the engine: everything of the
+// clusters whose namespace starts with one of prefixes (the suite's namespaces).
 func sweepEngine(ctx context.Context, prefixes ...string) {
-	ours := func(labels map[string]string) bool {
+	clusters, err := nodes.ListClusters(ctx)
+	if err != nil {
+		fmt.Fprintf(GinkgoWriter, "listing Dockyard's clusters on the engine: %v\n", err)
+		return
+	}
+	for _, c := range clusters {
 		for _, p := range prefixes {
-			if strings.HasPrefix(labels[docker.ClusterLabel], p) {
-				return true
+			if strings.HasPrefix(c.Cluster.Namespace, p) {
+				if err := nodes.RemoveCluster(ctx, c); err != nil {
+					fmt.Fprintf(GinkgoWriter, "%v\n", err)
+				}
+				break
 			}
-		}
-		return false
-	}
-	any := map[string]string{docker.ClusterLabel: ""}
-	cs, _ := engine.ListContainers(ctx, any)
-	for _, c := range cs {
-		if ours(c.Labels) {
-			_ = engine.RemoveContainer(ctx, c.Name)
-		}
-	}
-	vs, _ := engine.ListVolumes(ctx, any)
-	for _, v := range vs {
-		if ours(v.Labels) {
-			_ = engine.RemoveVolume(ctx, v.Name)
-		}
-	}
-	ns, _ := engine.ListNetworks(ctx, any)
-	for _, n := range ns {
-		if ours(n.Labels) {
-			_ = engine.RemoveNetwork(ctx, n.Name)
 		}
 	}
 }

@@ -153,9 +153,9 @@ func waitMachinesRunning(ctx context.Context, c clusterSpec, controlPlanes, work
 			g.Expect(node.Spec.ProviderID).To(Equal(dm.Spec.ProviderID), "node %s providerID", node.Name)
 			g.Expect(nodeReady(node)).To(BeTrue(), "node %s is not Ready", node.Name)
 		}
-		nodes := &corev1.NodeList{}
-		g.Expect(wl.List(ctx, nodes)).To(Succeed())
-		g.Expect(nodes.Items).To(HaveLen(controlPlanes+workers), "nodes in the workload cluster")
+		wlNodes := &corev1.NodeList{}
+		g.Expect(wl.List(ctx, wlNodes)).To(Succeed())
+		g.Expect(wlNodes.Items).To(HaveLen(controlPlanes+workers), "nodes in the workload cluster")
 	}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
 }
 
@@ -278,27 +278,36 @@ func (p *apiPoller) finish() (int, []string) {
 // dumpEngine writes the engine's Dockyard containers and, for nodes, the tails of the
 // kubelet journal and of the bootstrap output.
 func dumpEngine(ctx context.Context, w io.Writer) {
-	cs, err := engine.ListContainers(ctx, map[string]string{docker.ClusterLabel: ""})
+	clusters, err := nodes.ListClusters(ctx)
 	if err != nil {
-		fmt.Fprintf(w, "listing containers: %v\n", err)
+		fmt.Fprintf(w, "listing Dockyard's clusters on the engine: %v\n", err)
 		return
 	}
 	fmt.Fprintf(w, "\n===== Dockyard containers on the engine =====\n")
-	for _, c := range cs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", c.Name, c.State, c.Labels[docker.KindRoleLabel], c.Networks)
-	}
-	for _, c := range cs {
-		if !c.Running || c.Labels[docker.KindRoleLabel] == string(docker.RoleLoadBalancer) {
-			continue
+	var running []string
+	for _, cl := range clusters {
+		for _, name := range cl.Containers {
+			c, err := engine.InspectContainer(ctx, name)
+			if err != nil {
+				fmt.Fprintf(w, "%s\t%v\n", name, err)
+				continue
+			}
+			role := c.Labels["io.x-k8s.kind.role"]
+			fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", c.Name, c.State, role, c.Networks)
+			if c.Running && role != string(docker.RoleLoadBalancer) {
+				running = append(running, c.Name)
+			}
 		}
+	}
+	for _, name := range running {
 		for _, cmd := range [][]string{
 			{"tail", "-n", "40", "/var/lib/dockyard/bootstrap/output.log"},
 			{"journalctl", "--no-pager", "-n", "40", "-u", "kubelet"},
 			{"journalctl", "--no-pager", "-n", "20", "-u", "containerd"},
 		} {
 			var out bytes.Buffer
-			_, _ = engine.Exec(ctx, c.Name, container.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
-			fmt.Fprintf(w, "\n----- %s: %s -----\n%s", c.Name, strings.Join(cmd, " "), bootstrap.Redact(out.String()))
+			_, _ = engine.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdout: &out, Stderr: &out})
+			fmt.Fprintf(w, "\n----- %s: %s -----\n%s", name, strings.Join(cmd, " "), bootstrap.Redact(out.String()))
 		}
 	}
 }

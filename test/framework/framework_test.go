@@ -293,7 +293,7 @@ func testClusterLifecycle(ctx context.Context, t *testing.T, plane *ManagementPl
 		}
 		t.Skip(msg)
 	}
-	labels := map[string]string{docker.ClusterLabel: testNamespace + "/" + testCluster}
+	labels := docker.ClusterKey{Namespace: testNamespace, Name: testCluster}.ClusterLabels()
 	removeLeftovers(ctx, t, rt, labels)
 	t.Cleanup(func() { removeLeftovers(context.Background(), t, rt, labels) })
 

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/dockyard-dev/dockyard/docker"
@@ -79,8 +80,8 @@ func TestNodeImage(t *testing.T) {
 	p.sweep("before")
 	t.Cleanup(func() {
 		if t.Failed() && os.Getenv("DOCKYARD_IMAGES_KEEP") != "" {
-			t.Logf("DOCKYARD_IMAGES_KEEP is set: leaving the containers of %s (remove them with this test or by label %s=%s)",
-				cluster, docker.ClusterLabel, cluster)
+			t.Logf("DOCKYARD_IMAGES_KEEP is set: leaving the containers of %s (remove them with this test or by labels %v)",
+				cluster, cluster.ClusterLabels())
 			return
 		}
 		p.sweep("after")
@@ -109,7 +110,7 @@ func TestNodeImage(t *testing.T) {
 			t.Errorf("%s is not in the node image: %v %s", tool, err, out)
 		}
 	}
-	cpAddress := docker.NodeAddress(cp.container, p.network)
+	cpAddress := cp.handle.Address(p.network)
 	endpoint := cpAddress + ":6443"
 
 	// 2. Bootstrap data as CABPK renders it for the first control plane, run like the
@@ -131,9 +132,9 @@ func TestNodeImage(t *testing.T) {
 	// 4. The node is Ready, CoreDNS runs, kubectl answers from the host.
 	kc.waitNodeReady(ctx, t, cp.hostname, 6*time.Minute)
 	p.timings.add("control-plane: `kubeadm init` finished to node Ready (the node's CNI applied by install-cni.sh)", time.Since(cp.bootstrapped))
-	p.timings.add("control-plane: CreateNode called to node Ready", time.Since(cp.created))
+	p.timings.add("control-plane: AddNode called to node Ready", time.Since(cp.created))
 	kc.waitCoreDNS(ctx, t, 6*time.Minute)
-	p.timings.add("control-plane: CreateNode called to CoreDNS pods Ready", time.Since(cp.created))
+	p.timings.add("control-plane: AddNode called to CoreDNS pods Ready", time.Since(cp.created))
 	// The CNI is the node image's /kind/manifests/default-cni.yaml, rendered for the cluster's
 	// pod subnet, running the flannel image the node preloads.
 	netConf := kc.kubectl(ctx, t, "-n", "kube-flannel", "get", "configmap", "kube-flannel-cfg", "-o", `jsonpath={.data.net-conf\.json}`)
@@ -161,7 +162,7 @@ func TestNodeImage(t *testing.T) {
 	}
 	p.bootstrap(ctx, w, joinData, "kubeadm join")
 	kc.waitNodeReady(ctx, t, w.hostname, 6*time.Minute)
-	p.timings.add("worker: CreateNode called to node Ready", time.Since(w.created))
+	p.timings.add("worker: AddNode called to node Ready", time.Since(w.created))
 	// Cluster API's Machine controller lifts the uninitialized taint CABPK puts on joining
 	// nodes once it matched the Node; here the test does.
 	kc.removeTaint(ctx, t, w.hostname, clusterv1.NodeUninitializedTaint.Key)
@@ -211,8 +212,8 @@ type node struct {
 	// hostname is the Kubernetes node name.
 	hostname     string
 	role         string
-	container    *container.Container
-	created      time.Time // when CreateNode was called
+	handle       *docker.Node
+	created      time.Time // when AddNode was called
 	bootstrapped time.Time // when kubeadm finished in the node
 }
 
@@ -239,20 +240,20 @@ func (p *proof) sweep(when string) {
 func (p *proof) startNode(ctx context.Context, machine string, role docker.Role) *node {
 	t := p.t
 	n := &node{role: string(role), created: time.Now()}
-	c, err := p.nodes.CreateNode(ctx, docker.NodeSpec{
+	h, err := p.nodes.AddNode(ctx, docker.NodeSpec{
 		Cluster: cluster, Machine: machine, Image: nodeImage, Role: role, Network: p.network,
 	})
 	if err != nil {
 		t.Fatalf("creating the %s node: %v", role, err)
 	}
-	n.name, n.hostname, n.container = c.Name, c.Hostname, c
+	n.name, n.hostname, n.handle = h.Name, h.Hostname(), h
 	p.started = append(p.started, n)
-	p.timings.add(fmt.Sprintf("%s: CreateNode (volume, create, start; the image's /var copied into the volume)", role), time.Since(n.created))
+	p.timings.add(fmt.Sprintf("%s: AddNode (volume, create, start; the image's /var copied into the volume)", role), time.Since(n.created))
 
 	deadline := time.Now().Add(4 * time.Minute)
 	var last string
 	for {
-		st, err := p.nodes.CheckNode(ctx, n.name)
+		st, err := n.handle.Check(ctx)
 		if err == nil && st.Ready {
 			break
 		}
@@ -266,13 +267,12 @@ func (p *proof) startNode(ctx context.Context, machine string, role docker.Role)
 		time.Sleep(100 * time.Millisecond)
 	}
 	ready := time.Now()
-	c, err = p.rt.InspectContainer(ctx, n.name)
-	if err != nil {
-		t.Fatal(err)
+	if h, err = p.nodes.FindNode(ctx, cluster, machine); err != nil || h == nil {
+		t.Fatalf("node %s: %v", n.name, err)
 	}
-	n.container = c
-	p.timings.add(fmt.Sprintf("%s: container start to systemd running and containerd active", role), ready.Sub(c.StartedAt))
-	t.Logf("node %s (%s) is up at %s", n.name, role, docker.NodeAddress(c, p.network))
+	n.handle = h
+	p.timings.add(fmt.Sprintf("%s: container start to systemd running and containerd active", role), ready.Sub(h.StartedAt()))
+	t.Logf("node %s (%s) is up at %s", n.name, role, h.Address(p.network))
 	return n
 }
 
@@ -280,7 +280,7 @@ func (p *proof) startNode(ctx context.Context, machine string, role docker.Role)
 const bootstrapPoll = 2 * time.Second
 
 // bootstrap translates CABPK bootstrap data with pkg/bootstrap and runs it in the node with
-// the node layer's runner, following it with GetBootstrapStatus at the reconciler's pace,
+// the node layer's runner, following it with BootstrapStatus at the reconciler's pace,
 // until it succeeded. Durations come from the timestamps the data writes around kubeadm in
 // the node (the node's clock is the host's).
 func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string) {
@@ -293,11 +293,11 @@ func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string
 		t.Logf("bootstrap data of %s: ignored %v", n.name, plan.Ignored)
 	}
 	start := time.Now()
-	if err := p.nodes.StartBootstrap(ctx, n.name, plan, bootstrapTimeout); err != nil {
+	if err := n.handle.StartBootstrap(ctx, plan, bootstrapTimeout); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		st, err := p.nodes.GetBootstrapStatus(ctx, n.name, bootstrapTimeout)
+		st, err := n.handle.BootstrapStatus(ctx, bootstrapTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,8 +316,8 @@ func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string
 			// A status read while the plan finishes can see the state file before the plan
 			// wrote its final state and the unit after it ended; a second read tells.
 			time.Sleep(time.Second)
-			if again, err := p.nodes.GetBootstrapStatus(ctx, n.name, bootstrapTimeout); err == nil && again.Phase == docker.BootstrapSucceeded {
-				t.Errorf("GetBootstrapStatus reported the finishing bootstrap of %s as %s, then %s: it reads the plan's state file "+
+			if again, err := n.handle.BootstrapStatus(ctx, bootstrapTimeout); err == nil && again.Phase == docker.BootstrapSucceeded {
+				t.Errorf("BootstrapStatus reported the finishing bootstrap of %s as %s, then %s: it reads the plan's state file "+
 					"before the unit's state (docker/bootstrap.go), and a reconciler would give up on this node", n.name, st.Phase, again.Phase)
 				continue
 			}
@@ -342,16 +342,16 @@ func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string
 func (p *proof) kubeadmTimes(ctx context.Context, name string) (start, end time.Time, err error) {
 	out, code, err := p.exec(ctx, name, "cat", kubeadmStartFile, kubeadmEndFile)
 	if err != nil || code != 0 {
-		return start, end, fmt.Errorf("reading the kubeadm timestamps: exit %d, %w: %s", code, err, out)
+		return start, end, errors.Errorf("reading the kubeadm timestamps: exit %d, %v: %s", code, err, out)
 	}
 	f := strings.Fields(out)
 	if len(f) != 2 {
-		return start, end, fmt.Errorf("kubeadm timestamps: %q", out)
+		return start, end, errors.Errorf("kubeadm timestamps: %q", out)
 	}
 	var ts [2]float64
 	for i := range ts {
 		if _, err := fmt.Sscan(f[i], &ts[i]); err != nil {
-			return start, end, fmt.Errorf("kubeadm timestamp %q: %w", f[i], err)
+			return start, end, errors.Wrapf(err, "kubeadm timestamp %q", f[i])
 		}
 	}
 	unix := func(s float64) time.Time { return time.Unix(0, int64(s*float64(time.Second))) }
@@ -398,11 +398,11 @@ else
 fi`
 	out, code, err := p.exec(ctx, name, "sh", "-c", script)
 	if err != nil || code != 0 {
-		return 0, fmt.Errorf("exit %d, %w: %s", code, err, out)
+		return 0, errors.Errorf("exit %d, %v: %s", code, err, out)
 	}
 	var usage, inactive int64
 	if _, err := fmt.Sscan(strings.TrimSpace(out), &usage, &inactive); err != nil {
-		return 0, fmt.Errorf("parsing %q: %w", out, err)
+		return 0, errors.Wrapf(err, "parsing %q", out)
 	}
 	if inactive < usage {
 		usage -= inactive

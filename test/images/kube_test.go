@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,14 +43,9 @@ type kubeClient struct {
 // the published port and waits until the API server answers.
 func (p *proof) kubeClient(ctx context.Context, cp *node) *kubeClient {
 	t := p.t
-	port := 0
-	for _, m := range cp.container.Ports {
-		if m.ContainerPort == docker.APIServerPort && m.HostPort != 0 {
-			port = m.HostPort
-		}
-	}
+	_, port := cp.handle.PublishedPort(docker.APIServerPort)
 	if port == 0 {
-		t.Fatalf("node %s publishes no port for %d: %+v", cp.name, docker.APIServerPort, cp.container.Ports)
+		t.Fatalf("node %s publishes no port for %d", cp.name, docker.APIServerPort)
 	}
 	raw, err := p.readFile(ctx, cp.name, "/etc/kubernetes/admin.conf")
 	if err != nil {
@@ -107,7 +103,7 @@ func (p *proof) readFile(ctx context.Context, name, path string) ([]byte, error)
 	for {
 		h, err := tr.Next()
 		if err != nil {
-			return nil, fmt.Errorf("reading %s from %s: %w", path, name, err)
+			return nil, errors.Wrapf(err, "reading %s from %s", path, name)
 		}
 		if h.Typeflag == tar.TypeReg {
 			return io.ReadAll(tr)
@@ -226,7 +222,7 @@ func (kc *kubeClient) createBootstrapToken(ctx context.Context, ttl time.Duratio
 		},
 	}
 	if _, err := kc.cs.CoreV1().Secrets(metav1.NamespaceSystem).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("creating the bootstrap token secret: %w", err)
+		return "", errors.Wrap(err, "creating the bootstrap token secret")
 	}
 	return id + "." + secretPart, nil
 }

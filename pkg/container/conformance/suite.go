@@ -214,7 +214,7 @@ func Lifecycle(t *testing.T, s Subject) {
 	if c.Name != name || c.Hostname != name+"-host" || c.Image == "" || c.ID == "" {
 		t.Errorf("inspect: name %q hostname %q image %q id %q", c.Name, c.Hostname, c.Image, c.ID)
 	}
-	if !hasLabels(c.Labels, labels) {
+	if !container.MatchLabels(c.Labels, labels) {
 		t.Errorf("labels %v, want %v", c.Labels, labels)
 	}
 	if c.Networks[network].IPv4 == "" {
@@ -486,7 +486,7 @@ func Volumes(t *testing.T, s Subject) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if i := slices.IndexFunc(vs, func(v container.Volume) bool { return v.Name == vol }); i < 0 || !hasLabels(vs[i].Labels, s.Labels) {
+	if i := slices.IndexFunc(vs, func(v container.Volume) bool { return v.Name == vol }); i < 0 || !container.MatchLabels(vs[i].Labels, s.Labels) {
 		t.Errorf("volumes with the labels %v: %+v, want %s with them", s.Labels, vs, vol)
 	}
 	create(ctx, t, s, container.ContainerSpec{Name: name, Mounts: []container.Mount{{Type: container.MountVolume, Source: vol, Target: "/data"}}})
@@ -584,15 +584,6 @@ func namesOf[T any](items []T, name func(T) string) []string {
 	return out
 }
 
-func hasLabels(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
 // Networks checks bridge networks: created with labels, inspected with a subnet and a gateway,
 // listed by label, removed idempotently, then ErrNotFound.
 func Networks(t *testing.T, s Subject) {
@@ -607,7 +598,7 @@ func Networks(t *testing.T, s Subject) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Name != name || n.ID == "" || len(n.Subnets) == 0 || len(n.Gateways) == 0 || !hasLabels(n.Labels, s.Labels) {
+	if n.Name != name || n.ID == "" || len(n.Subnets) == 0 || len(n.Gateways) == 0 || !container.MatchLabels(n.Labels, s.Labels) {
 		t.Errorf("inspected network: %+v", n)
 	}
 	ns, err := rt.ListNetworks(ctx, s.Labels)
@@ -707,7 +698,7 @@ func requireImage(ctx context.Context, t *testing.T, rt container.Runtime, ref, 
 	if got.ID != id {
 		t.Errorf("image %s has ID %s, want its configuration digest %s", ref, got.ID, id)
 	}
-	if !hasLabels(got.Labels, labels) {
+	if !container.MatchLabels(got.Labels, labels) {
 		t.Errorf("image %s has labels %v, want %v", ref, got.Labels, labels)
 	}
 }

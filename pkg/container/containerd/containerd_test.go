@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pkg/errors"
+
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
@@ -129,18 +131,18 @@ func TestNodeBootsOnContainerd(t *testing.T) {
 	if _, err := m.EnsureNetwork(ctx, cluster, network); err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.CreateNode(ctx, docker.NodeSpec{
+	node, err := m.AddNode(ctx, docker.NodeSpec{
 		Cluster: cluster, Machine: "cp-0", Image: dockerenv.NodeImage(), Role: docker.RoleControlPlane, Network: network,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !node.Running || node.Networks[network].IPv4 == "" {
-		t.Fatalf("node %+v", node)
+	if !node.Running() || node.Address(network) == "" {
+		t.Fatalf("node %s is %s at %q", node.Name, node.State(), node.Address(network))
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		st, err := m.CheckNode(ctx, node.Name)
+		st, err := node.Check(ctx)
 		if err == nil && st.Ready {
 			break
 		}
@@ -225,7 +227,7 @@ func TestNetworkingAndFilesOnContainerd(t *testing.T) {
 	probe := func(target string) string { return "timeout 3 bash -c 'exec 3<>/dev/tcp/" + target + "/8080'" }
 	dockerenv.WaitFor(t, 20*time.Second, "haproxy in "+name("a"), func() error {
 		if code, out := sh(name("a"), probe("127.0.0.1")); code != 0 {
-			return fmt.Errorf("127.0.0.1:8080 in the container: exit %d %s", code, out)
+			return errors.Errorf("127.0.0.1:8080 in the container: exit %d %s", code, out)
 		}
 		return nil
 	})

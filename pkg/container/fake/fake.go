@@ -219,6 +219,11 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 			return errors.Wrapf(err, "starting container %s", name)
 		}
 	}
+	// Like runc: Linux takes hostnames of at most 64 bytes.
+	if len(c.Spec.Hostname) > 64 {
+		c.State.State, c.State.Running, c.State.ExitCode = "created", false, 128
+		return errors.Errorf("starting container %s: error during container init: sethostname: invalid argument", name)
+	}
 	// Like Docker, a container gets its addresses when it starts: its fixed one, which must be
 	// free, or the next one of the network's range; the other networks it joined too.
 	for network, ep := range c.State.Networks {

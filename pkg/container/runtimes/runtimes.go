@@ -83,9 +83,26 @@ func Parse(name string) (string, error) {
 	return name, nil
 }
 
-// New connects to the engine the configuration names. Connecting does not talk to the engine:
-// call Info to learn whether it answers.
+// New connects to the engine the configuration names, every call bounded by
+// container.DefaultTimeouts (so a hung engine fails one call instead of holding its caller).
+// Connecting does not talk to the engine: call Info to learn whether it answers.
 func New(c Config) (Runtime, error) {
+	rt, err := connect(c)
+	if err != nil {
+		return nil, err
+	}
+	return bounded{Runtime: container.WithTimeouts(rt, container.DefaultTimeouts), closer: rt}, nil
+}
+
+// bounded is an engine with deadlines that still closes the connection underneath.
+type bounded struct {
+	container.Runtime
+	closer interface{ Close() error }
+}
+
+func (b bounded) Close() error { return b.closer.Close() }
+
+func connect(c Config) (Runtime, error) {
 	name, err := Parse(c.Name)
 	if err != nil {
 		return nil, err
@@ -100,4 +117,16 @@ func New(c Config) (Runtime, error) {
 		return dockerruntime.New()
 	}
 	return dockerruntime.NewWithHost(c.Endpoint)
+}
+
+// DefaultSocket is the unix socket an engine answers on when no endpoint is given, on the
+// engine's own host.
+func DefaultSocket(name string) string {
+	switch name {
+	case Podman:
+		return strings.TrimPrefix(podmanruntime.DefaultEndpoint, "unix://")
+	case Containerd:
+		return strings.TrimPrefix(containerdruntime.DefaultEndpoint, "unix://")
+	}
+	return "/var/run/docker.sock"
 }
