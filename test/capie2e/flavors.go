@@ -233,7 +233,8 @@ func kcpAdoption(t *template) error {
 
 	// Step 1: the Cluster without a control plane provider, and its first machine by hand: a
 	// DockyardMachine of the control plane's template, a KubeadmConfig of the control plane's
-	// kubeadmConfigSpec (so the KubeadmControlPlane finds it up to date), and their Machine.
+	// kubeadmConfigSpec for kubeadm init (so the KubeadmControlPlane finds it up to date), and
+	// their Machine.
 	c1, dc1 := step(cluster, "step1"), step(dc, "step1")
 	unset(c1, "spec.controlPlaneRef")
 	machine := &template{}
@@ -269,7 +270,12 @@ spec:
 	}
 	objects := machine.objectsInOrder()
 	objects[0].Content = append(objects[0].Content, scalar("spec"), cloneNode(get(cpTemplate, "spec", "template", "spec")))
-	objects[1].Content = append(objects[1].Content, scalar("spec"), cloneNode(get(kcp, "spec", "kubeadmConfigSpec")))
+	// What the KubeadmControlPlane itself gives its first machine: its kubeadmConfigSpec
+	// without the joinConfiguration, which it compares (an init machine with a join
+	// configuration differs from what it would make, and is rolled out).
+	config := cloneNode(get(kcp, "spec", "kubeadmConfigSpec"))
+	unset(config, "joinConfiguration")
+	objects[1].Content = append(objects[1].Content, scalar("spec"), config)
 
 	// Step 2: the KubeadmControlPlane of one replica, its template, and the Cluster naming it.
 	kcp2 := step(kcp, "step2")
