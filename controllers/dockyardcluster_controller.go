@@ -25,9 +25,7 @@ import (
 	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
-	"sigs.k8s.io/cluster-api/util/paused"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -77,11 +75,8 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	log := ctrl.LoggerFrom(ctx)
 
 	dc := &infrav1.DockyardCluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, dc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, errors.Wrapf(err, "getting DockyardCluster %s", req.NamespacedName)
+	if found, err := getTarget(ctx, r.Client, req.NamespacedName, dc); !found || err != nil {
+		return ctrl.Result{}, err
 	}
 
 	// The owner Cluster; it may be gone while the DockyardCluster is deleted.
@@ -100,19 +95,9 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, cluster, dc); err != nil || isPaused || requeue {
-		return ctrl.Result{}, err
-	}
-
 	// The finalizer goes on once a Cluster owns the object: until then nothing was created.
-	if cluster != nil {
-		if added, err := finalizers.EnsureFinalizer(ctx, r.Client, dc, infrav1.ClusterFinalizer); err != nil || added {
-			return ctrl.Result{}, err
-		}
-	}
-
-	helper, err := patch.NewHelper(dc, r.Client)
-	if err != nil {
+	helper, stop, err := begin(ctx, r.Client, cluster, dc, infrav1.ClusterFinalizer, cluster != nil)
+	if stop || err != nil {
 		return ctrl.Result{}, err
 	}
 	defer func() {
@@ -129,52 +114,99 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			"Waiting for a Cluster to reference this DockyardCluster in spec.infrastructureRef")
 		return ctrl.Result{}, nil
 	}
-	return r.reconcileNormal(ctx, cluster, dc)
+	return r.reconcileNormal(ctx, &clusterScope{dc: dc, cluster: cluster, key: docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}})
 }
 
 // networkRetry is how often a cluster whose network the user has to create or change looks
 // again.
 const networkRetry = 10 * time.Second
 
-func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster *clusterv1.Cluster, dc *infrav1.DockyardCluster) (ctrl.Result, error) {
-	key := docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}
-	network, err := clusterNetwork(ctx, r.Nodes, dc, key)
-	if err != nil {
-		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "%v", err)
-		return ctrl.Result{}, err
-	}
+// clusterScope is what one reconcile of a DockyardCluster works with; the phases fill it in.
+type clusterScope struct {
+	dc      *infrav1.DockyardCluster
+	cluster *clusterv1.Cluster
+	key     docker.ClusterKey
+	// network is the name of the cluster's network, subnets its address ranges.
+	network string
+	subnets []string
+	// lb is the running load balancer and address its address on the network.
+	lb      *docker.LoadBalancer
+	address string
+}
 
-	net, err := r.Nodes.EnsureClusterNetwork(ctx, key, networkSpec(cluster, dc, network))
+// clusterPhase is one step of a DockyardCluster's reconcileNormal; next is false when the
+// reconcile ends with it (LoadBalancerAvailable says why, the result when to look again).
+type clusterPhase func(ctx context.Context, s *clusterScope) (result ctrl.Result, next bool, err error)
+
+// reconcileNormal runs the phases of a cluster in order; they all report through
+// LoadBalancerAvailable:
+//
+//  1. network: the cluster's container network exists (created, or the user's, which must be
+//     usable);
+//  2. load balancer: a running haproxy on it serving the endpoint's port, its configuration
+//     rendered with the running control plane nodes as backends;
+//  3. endpoint: spec.controlPlaneEndpoint (a host the user set is kept; a load balancer that
+//     came back on another address is reported, since certificates name the old one), failure
+//     domains and initialization.provisioned.
+func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
+	for _, phase := range []clusterPhase{r.reconcileNetwork, r.reconcileLoadBalancer, r.reconcileEndpoint} {
+		result, next, err := phase(ctx, s)
+		if err != nil || !next {
+			return result, err
+		}
+	}
+	if r.Nodes.HasManagementNodes() {
+		// Nodes that join the management cluster later must join this network too.
+		return ctrl.Result{RequeueAfter: docker.ManagementResync}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// reconcileNetwork makes sure the cluster's network exists; one the user has to create or
+// change is looked at again every networkRetry.
+func (r *DockyardClusterReconciler) reconcileNetwork(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
+	dc := s.dc
+	var err error
+	if s.network, err = clusterNetwork(ctx, r.Nodes, dc, s.key); err != nil {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "%v", err)
+		return ctrl.Result{}, false, err
+	}
+	net, err := r.Nodes.EnsureClusterNetwork(ctx, s.key, networkSpec(s.cluster, dc, s.network))
 	if ne, ok := docker.IsNetworkError(err); ok {
-		// The user has to act (create the network, or choose another); look again later.
 		reason := infrav1.NetworkNotUsableReason
 		if ne.NotFound {
 			reason = infrav1.NetworkNotFoundReason
 		}
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, reason, "%v", err)
-		ctrl.LoggerFrom(ctx).Info("The cluster's network cannot be used", "network", network, "reason", reason, "detail", ne.Detail)
-		return ctrl.Result{RequeueAfter: networkRetry}, nil
+		ctrl.LoggerFrom(ctx).Info("The cluster's network cannot be used", "network", s.network, "reason", reason, "detail", ne.Detail)
+		return ctrl.Result{RequeueAfter: networkRetry}, false, nil
 	}
 	if err != nil {
-		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "Creating network %s failed: %v", network, err)
-		return ctrl.Result{}, err
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "Creating network %s failed: %v", s.network, err)
+		return ctrl.Result{}, false, err
 	}
+	s.subnets = net.Subnets
+	return ctrl.Result{}, true, nil
+}
 
+// reconcileLoadBalancer makes the load balancer run on the cluster's network, serving the
+// endpoint's port (defaulted like the webhook does), with the running control plane nodes as
+// its backends.
+func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
+	dc := s.dc
 	image := dc.Spec.LoadBalancer.Image
 	if image == "" {
 		image = docker.DefaultLoadBalancerImage
 	}
-	// The load balancer serves the endpoint's port (defaulted like the webhook does).
 	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
 		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
 	}
-	port := int(dc.Spec.ControlPlaneEndpoint.Port)
-	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: key, Image: image, Network: network, Port: port})
+	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: s.key, Image: image, Network: s.network, Port: int(dc.Spec.ControlPlaneEndpoint.Port)})
 	if policy.IsRefused(err) {
 		// Retrying cannot help; the manager reconciles everything again when it restarts with
 		// another policy.
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NotAllowedReason, "%v", err)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, false, nil
 	}
 	if err != nil {
 		reason := infrav1.LoadBalancerFailedReason
@@ -182,13 +214,12 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 			reason = infrav1.LoadBalancerImageFailedReason
 		}
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, reason, "%v", err)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
-	address := lb.Address(network)
-	if !lb.Running() || address == "" {
-		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason,
-			"Load balancer %s is %s", lb.Name, lb.State())
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+	s.lb, s.address = lb, lb.Address(s.network)
+	if !lb.Running() || s.address == "" {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason, "Load balancer %s is %s", lb.Name, lb.State())
+		return ctrl.Result{RequeueAfter: time.Second}, false, nil
 	}
 
 	tmpl, err := loadBalancerTemplate(ctx, r.Client, dc)
@@ -196,39 +227,38 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, cluster
 		err = moveWithCluster(ctx, r.Client, dc)
 	}
 	if err == nil {
-		_, err = lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, r.Nodes, key, network))
+		_, err = lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, r.Nodes, s.key, s.network))
 	}
 	if err != nil {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerConfigFailedReason, "%v", err)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
+	return ctrl.Result{}, true, nil
+}
 
-	// The endpoint: a host the user set is kept.
+// reconcileEndpoint publishes the load balancer's address as the control plane endpoint.
+func (r *DockyardClusterReconciler) reconcileEndpoint(_ context.Context, s *clusterScope) (ctrl.Result, bool, error) {
+	dc := s.dc
 	if dc.Spec.ControlPlaneEndpoint.Host == "" {
-		dc.Spec.ControlPlaneEndpoint.Host = address
+		dc.Spec.ControlPlaneEndpoint.Host = s.address
 	}
-	if host := dc.Spec.ControlPlaneEndpoint.Host; host != address && inSubnets(host, net.Subnets) {
+	if host := dc.Spec.ControlPlaneEndpoint.Host; host != s.address && inSubnets(host, s.subnets) {
 		// The endpoint is an address on the cluster network the load balancer no longer has:
 		// it was replaced (after it stopped) and the engine gave it another address.
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerAddressChangedReason,
 			"The load balancer was replaced and now answers on %s, but the cluster's endpoint is %s, which certificates and kubeconfigs name; recreate the cluster",
-			address, host)
-		return ctrl.Result{}, nil
+			s.address, host)
+		return ctrl.Result{}, false, nil
 	}
 	dc.Status.FailureDomains = dc.Spec.FailureDomains
-
 	if !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
-		r.Recorder.Event(dc, corev1.EventTypeNormal, "LoadBalancerReady", loadBalancerMessage(lb, address, port))
+		r.Recorder.Event(dc, corev1.EventTypeNormal, "LoadBalancerReady", loadBalancerMessage(s.lb, s.address, int(dc.Spec.ControlPlaneEndpoint.Port)))
 	}
 	dc.Status.Initialization.Provisioned = ptr.To(true)
 	// Where it answers is in spec.controlPlaneEndpoint and the LoadBalancerReady event: a True
 	// condition carries no message (conditions.go).
 	setLoadBalancerCondition(dc, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason, "")
-	if r.Nodes.HasManagementNodes() {
-		// Nodes that join the management cluster later must join this network too.
-		return ctrl.Result{RequeueAfter: docker.ManagementResync}, nil
-	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, true, nil
 }
 
 // loadBalancerMessage tells where the load balancer answers, on the network and on the host.

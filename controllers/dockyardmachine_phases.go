@@ -1,0 +1,317 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/labels"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+)
+
+// The phases of a DockyardMachine's reconcileNormal, in their order.
+
+// reconcilePrerequisites waits for what the machine needs from Cluster API before a node is
+// created: the source of its bootstrap data, the Cluster's infrastructure (network and load
+// balancer) and the bootstrap data itself. A Machine being deleted gets no new node; a control
+// plane one only leaves the load balancer.
+func (r *DockyardMachineReconciler) reconcilePrerequisites(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	dm, machine, cluster := s.dm, s.machine, s.cluster
+	if done, err := r.bootstrapSource(ctx, s); err != nil || done {
+		return ctrl.Result{}, false, err
+	}
+	if !ptr.Deref(cluster.Status.Initialization.InfrastructureProvisioned, false) {
+		setWaiting(dm, infrav1.WaitingForClusterInfrastructureReason,
+			fmt.Sprintf("Waiting for the infrastructure of Cluster %s (%s %s) to be provisioned",
+				cluster.Name, cluster.Spec.InfrastructureRef.Kind, cluster.Spec.InfrastructureRef.Name))
+		return ctrl.Result{}, false, nil
+	}
+	var err error
+	if s.dc, err = r.dockyardCluster(ctx, cluster); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if s.network, err = clusterNetwork(ctx, r.Nodes, s.dc, s.key); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if s.node, err = r.Nodes.FindNode(ctx, s.key, dm.Name); err != nil {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
+		return ctrl.Result{}, false, err
+	}
+	if !machine.DeletionTimestamp.IsZero() {
+		if s.node != nil && util.IsControlPlaneMachine(machine) {
+			return ctrl.Result{}, false, r.updateLoadBalancer(ctx, s)
+		}
+		return ctrl.Result{}, false, nil
+	}
+	if s.bootstrapData == nil {
+		if !util.IsControlPlaneMachine(machine) && !ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false) {
+			setWaiting(dm, infrav1.WaitingForControlPlaneInitializedReason,
+				"Waiting for the control plane to be initialized before the worker's bootstrap data can exist")
+		} else {
+			setWaiting(dm, infrav1.WaitingForBootstrapDataReason, "Waiting for the bootstrap provider to write the Machine's bootstrap data")
+		}
+		return ctrl.Result{}, false, nil
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// reconcileContainer makes the node container run with systemd and containerd up and its
+// images preloaded: created once (one removed before it was provisioned is recreated, and
+// mounts the old /var volume, whose bootstrap lock stops kubeadm from running twice), started
+// when it never ran; one that stopped or vanished outside Dockyard is reported, not restarted.
+func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	dm := s.dm
+	if s.node == nil {
+		if ptr.Deref(dm.Status.Initialization.Provisioned, false) {
+			r.reportVanished(ctx, s)
+			return ctrl.Result{}, false, nil
+		}
+		node, err := r.createNode(ctx, s)
+		if err != nil || node == nil {
+			return ctrl.Result{}, false, err
+		}
+		s.node = node
+	}
+	node := s.node
+	switch {
+	case node.NeverStarted():
+		// Created but never started (the manager stopped in between): start it now.
+		if err := node.Start(ctx); err != nil {
+			setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "Starting node container %s: %v", node.Name, err)
+			return ctrl.Result{}, false, err
+		}
+		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
+	case !node.Running():
+		r.reportStopped(ctx, s)
+		return ctrl.Result{}, false, nil
+	}
+
+	state, err := node.Check(ctx)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if state.Failed {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NodeRuntimeFailedReason, "%s", state.Detail)
+		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "The bootstrap data waits for a node container that can run pods")
+		r.Recorder.Event(dm, corev1.EventTypeWarning, infrav1.NodeRuntimeFailedReason, state.Detail)
+		return ctrl.Result{RequeueAfter: nodeRuntimeFailedPoll}, false, nil
+	}
+	if !state.Ready {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerStartingReason, "Node container %s is booting: %s", node.Name, state.Detail)
+		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for systemd and containerd in the node container")
+		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
+	}
+	if err := node.PreloadImages(ctx, dm.Spec.PreLoadImages); err != nil {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.PreloadFailedReason, "%v", err)
+		return ctrl.Result{}, false, err
+	}
+	setContainerCondition(dm, metav1.ConditionTrue, infrav1.ContainerProvisionedReason, "")
+	return ctrl.Result{}, true, nil
+}
+
+// reconcileLoadBalancer puts a control plane node behind its cluster's load balancer before its
+// bootstrap runs; workers have nothing to do here.
+func (r *DockyardMachineReconciler) reconcileLoadBalancer(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	if !util.IsControlPlaneMachine(s.machine) {
+		return ctrl.Result{}, true, nil
+	}
+	if err := r.updateLoadBalancer(ctx, s); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// reconcileProvisioned records what Cluster API reads of a provisioned machine: its providerID
+// (also on the workload cluster's Node: no cloud controller sets it for containers, and Cluster
+// API matches the Machine with its Node by it), addresses and failure domain.
+func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	dm, machine, node := s.dm, s.machine, s.node
+	dm.Spec.ProviderID = infrav1.ProviderIDPrefix + node.Name
+	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Hostname()}}
+	for _, address := range node.Addresses(s.network) {
+		dm.Status.Addresses = append(dm.Status.Addresses,
+			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: address},
+			clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: address})
+	}
+	dm.Status.FailureDomain = machine.Spec.FailureDomain
+	if !ptr.Deref(dm.Status.Initialization.Provisioned, false) {
+		ctrl.LoggerFrom(ctx).Info("Machine provisioned", "providerID", dm.Spec.ProviderID)
+	}
+	dm.Status.Initialization.Provisioned = ptr.To(true)
+	if !machine.Status.NodeRef.IsDefined() {
+		result, err := r.setNodeProviderID(ctx, s, node.Hostname())
+		return result, false, err
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// bootstrapSource sets the scope's bootstrap data secret and version: the Machine's, or for an
+// instance of a MachinePool (labelled with the pool's name) the MachinePool's, since Cluster API
+// makes MachinePool Machines without either. done is true when the MachinePool is gone: nothing
+// is created for it.
+func (r *DockyardMachineReconciler) bootstrapSource(ctx context.Context, s *machineScope) (done bool, err error) {
+	if !labels.IsMachinePoolOwned(s.dm) {
+		s.bootstrapData, s.version = s.machine.Spec.Bootstrap.DataSecretName, s.machine.Spec.Version
+		return false, nil
+	}
+	mp, err := util.GetMachinePoolByLabels(ctx, r.Client, s.dm.Namespace, s.dm.Labels)
+	if err != nil {
+		return false, errors.Wrapf(err, "getting the MachinePool of DockyardMachine %s", s.dm.Name)
+	}
+	if mp == nil {
+		setWaiting(s.dm, infrav1.WaitingForBootstrapDataReason, fmt.Sprintf("The MachinePool named by label %s does not exist", clusterv1.MachinePoolNameLabel))
+		return true, nil
+	}
+	s.bootstrapData, s.version = mp.Spec.Template.Spec.Bootstrap.DataSecretName, mp.Spec.Template.Spec.Version
+	return false, nil
+}
+
+// createNode creates the node container; it returns nil and sets conditions when it cannot.
+func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineScope) (*docker.Node, error) {
+	dm, machine := s.dm, s.machine
+	image, err := r.nodeImage(dm, s.version)
+	if err != nil {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
+		return nil, nil
+	}
+	role := docker.RoleWorker
+	if util.IsControlPlaneMachine(machine) {
+		role = docker.RoleControlPlane
+	}
+	spec := docker.NodeSpec{
+		Cluster: s.key, Machine: dm.Name, Image: image, Role: role, Network: s.network,
+	}
+	if q := dm.Spec.Resources.CPU; q != nil {
+		spec.Resources.NanoCPUs = q.MilliValue() * 1_000_000
+	}
+	if q := dm.Spec.Resources.Memory; q != nil {
+		spec.Resources.MemoryBytes = q.Value()
+	}
+	for _, m := range dm.Spec.ExtraMounts {
+		spec.ExtraMounts = append(spec.ExtraMounts, docker.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	if err := r.Nodes.Allowed(spec.Image, spec.ExtraMounts); err != nil {
+		// Retrying cannot help; the manager reconciles everything again when it restarts with
+		// another policy.
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NotAllowedReason, "%v", err)
+		return nil, nil
+	}
+	if err := r.Nodes.EnsureImage(ctx, image); err != nil {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
+		return nil, err
+	}
+	node, err := r.Nodes.AddNode(ctx, spec)
+	if err != nil {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "Creating node container %s: %v", spec.Name(), err)
+		return nil, err
+	}
+	ctrl.LoggerFrom(ctx).Info("Created node container", "container", node.Name, "image", image)
+	r.Recorder.Eventf(dm, corev1.EventTypeNormal, "NodeCreated", "Created node container %s from %s", node.Name, image)
+	return node, nil
+}
+
+func (r *DockyardMachineReconciler) nodeImage(dm *infrav1.DockyardMachine, version string) (string, error) {
+	if dm.Spec.Image != "" {
+		return dm.Spec.Image, nil
+	}
+	if version == "" {
+		return "", errors.New("the Machine (or its MachinePool) has no spec.version and the DockyardMachine no spec.image: Dockyard cannot pick a node image")
+	}
+	repo := r.NodeImageRepository
+	if repo == "" {
+		repo = docker.DefaultNodeImageRepository
+	}
+	if !strings.HasPrefix(version, "v") {
+		version = "v" + version
+	}
+	return repo + ":" + version, nil
+}
+
+// updateLoadBalancer puts the cluster's running, not leaving, control plane nodes behind the
+// load balancer.
+func (r *DockyardMachineReconciler) updateLoadBalancer(ctx context.Context, s *machineScope) error {
+	if s.dc == nil {
+		return nil
+	}
+	lb, err := r.Nodes.FindLoadBalancer(ctx, s.key)
+	if err != nil || lb == nil || !lb.Running() {
+		return err // no load balancer (being replaced or deleted): the cluster reconciler renders it
+	}
+	tmpl, err := loadBalancerTemplate(ctx, r.Client, s.dc)
+	if err != nil {
+		return err
+	}
+	changed, err := lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, r.Nodes, s.key, s.network))
+	if err != nil {
+		return errors.Wrap(err, "updating the cluster's load balancer")
+	}
+	if changed {
+		ctrl.LoggerFrom(ctx).Info("Updated the load balancer's control plane backends")
+	}
+	return nil
+}
+
+// setNodeProviderID sets the providerID on the workload cluster's Node named like the node's
+// hostname (kubelet registers it under that name).
+func (r *DockyardMachineReconciler) setNodeProviderID(ctx context.Context, s *machineScope, nodeName string) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	remote, err := r.ClusterCache.GetClient(ctx, client.ObjectKeyFromObject(s.cluster))
+	if err != nil {
+		if errors.Is(err, clustercache.ErrClusterNotConnected) {
+			log.V(4).Info("Waiting for the connection to the workload cluster to set the Node's providerID")
+			return ctrl.Result{RequeueAfter: workloadNodePoll}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	node := &corev1.Node{}
+	if err := remote.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.V(4).Info("Waiting for the kubelet to register the Node", "node", nodeName)
+			return ctrl.Result{RequeueAfter: workloadNodePoll}, nil
+		}
+		return ctrl.Result{}, errors.Wrapf(err, "getting Node %s in the workload cluster", nodeName)
+	}
+	switch node.Spec.ProviderID {
+	case s.dm.Spec.ProviderID:
+		return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
+	case "":
+		original := node.DeepCopy()
+		node.Spec.ProviderID = s.dm.Spec.ProviderID
+		if err := remote.Patch(ctx, node, client.MergeFrom(original)); err != nil {
+			return ctrl.Result{}, errors.Wrapf(err, "setting the providerID of Node %s", nodeName)
+		}
+		log.Info("Set the Node's providerID", "node", nodeName, "providerID", s.dm.Spec.ProviderID)
+		return ctrl.Result{RequeueAfter: nodeHealthPoll}, nil
+	default:
+		return ctrl.Result{}, errors.Errorf("Node %s already has providerID %s, not %s", nodeName, node.Spec.ProviderID, s.dm.Spec.ProviderID)
+	}
+}
+
+// dockyardCluster returns the DockyardCluster of a Cluster, or nil when it is not one (or gone).
+func (r *DockyardMachineReconciler) dockyardCluster(ctx context.Context, cluster *clusterv1.Cluster) (*infrav1.DockyardCluster, error) {
+	ref := cluster.Spec.InfrastructureRef
+	if ref.Kind != "DockyardCluster" || ref.APIGroup != infrav1.GroupVersion.Group {
+		return nil, nil
+	}
+	dc := &infrav1.DockyardCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: ref.Name}, dc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, errors.Wrapf(err, "getting DockyardCluster %s", ref.Name)
+	}
+	return dc, nil
+}
