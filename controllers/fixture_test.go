@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -273,11 +272,7 @@ func (f *fixture) registerNode(name string) {
 
 // backdateBootstrap moves the start of a node's bootstrap into the past.
 func (f *fixture) backdateBootstrap(node string, d time.Duration) {
-	f.rt.WithContainer(node, func(c *fake.Container) {
-		started, _ := c.Data["started"].(int64)
-		c.Data["started"] = started - int64(d.Seconds())
-		state := string(c.Files["/var/lib/dockyard/bootstrap/state"])
-		c.Files["/var/lib/dockyard/bootstrap/state"] = []byte(strings.Replace(state,
-			"started="+strconv.FormatInt(started, 10), "started="+strconv.FormatInt(started-int64(d.Seconds()), 10), 1))
-	})
+	if !f.sim.BackdateBootstrap(f.rt, node, d) {
+		f.t.Fatalf("no node %s", node)
+	}
 }

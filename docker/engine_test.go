@@ -22,6 +22,7 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
@@ -179,10 +180,10 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 	if out, _ := execOut(t, rt, node.Name, "cat", "/etc/dockyard-test/list.txt"); out != "a\nb" {
 		t.Errorf("appended file: %q", out)
 	}
-	if _, code := execOut(t, rt, node.Name, "test", "-e", "/var/lib/dockyard/bootstrap/files"); code == 0 {
+	if _, code := execOut(t, rt, node.Name, "test", "-e", m.bootstrap.Path(runner.FilesDir)); code == 0 {
 		t.Error("staged files (private keys) left in the node")
 	}
-	if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard/bootstrap/output.log"); !strings.Contains(out, "home is /root") {
+	if out, _ := execOut(t, rt, node.Name, "cat", m.bootstrap.Path(runner.OutputFile)); !strings.Contains(out, "home is /root") {
 		t.Errorf("bootstrap output: %q", out)
 	}
 
@@ -230,7 +231,7 @@ func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
 	if st.Step != 1 || !strings.Contains(st.Output, "waiting") {
 		t.Errorf("timed out at step %d with output %q", st.Step, st.Output)
 	}
-	if out, _ := execOut(t, rt, slow.Name, "ls", "-A", "/var/lib/dockyard/bootstrap"); strings.Contains(out, "steps") {
+	if out, _ := execOut(t, rt, slow.Name, "ls", "-A", m.bootstrap.Dir); strings.Contains(out, "steps") {
 		t.Errorf("a timed-out plan left its staged steps: %q", out)
 	}
 }
@@ -252,7 +253,7 @@ func TestBootstrapKilledOutrightLeavesNoStagedFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "the plan to reach its sleep", func() error {
-		if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard/bootstrap/output.log"); !strings.Contains(out, "waiting") {
+		if out, _ := execOut(t, rt, node.Name, "cat", m.bootstrap.Path(runner.OutputFile)); !strings.Contains(out, "waiting") {
 			return errors.Errorf("output %q", out)
 		}
 		return nil
@@ -265,7 +266,7 @@ func TestBootstrapKilledOutrightLeavesNoStagedFiles(t *testing.T) {
 		t.Errorf("interrupted at step %d, want 2", st.Step)
 	}
 	eventually(t, time.Minute, "the staged files to be removed", func() error {
-		if out, code := execOut(t, rt, node.Name, "ls", "-A", "/var/lib/dockyard/bootstrap"); code != 0 || strings.Contains(out, "files") {
+		if out, code := execOut(t, rt, node.Name, "ls", "-A", m.bootstrap.Dir); code != 0 || strings.Contains(out, "files") {
 			return errors.Errorf("bootstrap directory holds %q (exit %d)", out, code)
 		}
 		return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/pkg/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 )
 
@@ -24,23 +25,28 @@ const maxLogFile = 64 << 20
 // consoleLines is how much of a container's console output a log collection keeps.
 const consoleLines = 5000
 
-// nodeLogs are the files CollectLogs writes for a node, each the output of a command in it.
-// Output that may carry bootstrap secrets (kubeadm prints join tokens) is redacted.
-var nodeLogs = []struct {
+// nodeLog is a file CollectLogs writes for a node, the output of a command in it. Output that
+// may carry bootstrap secrets (kubeadm prints join tokens) is redacted.
+type nodeLog struct {
 	file   string
 	redact bool
 	cmd    []string
-}{
-	{"journal.log", true, []string{"journalctl", "--no-pager", "--output=short-precise"}},
-	{"kubelet.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=kubelet.service"}},
-	{"containerd.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=containerd.service"}},
-	{"bootstrap-unit.log", true, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=" + bootstrapUnit + ".service"}},
-	{"bootstrap-output.log", true, []string{"cat", bootstrapDir + "/output.log"}},
-	{"bootstrap-state", false, []string{"cat", bootstrapDir + "/state"}},
-	{"kubelet-version.txt", false, []string{"kubelet", "--version"}},
-	{"containers.txt", false, []string{"crictl", "ps", "--all"}},
-	{"images.txt", false, []string{"crictl", "images"}},
-	{"processes.txt", false, []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
+}
+
+// nodeLogs are the files CollectLogs writes for a node whose bootstrap runner follows p.
+func nodeLogs(p runner.Protocol) []nodeLog {
+	return []nodeLog{
+		{"journal.log", true, []string{"journalctl", "--no-pager", "--output=short-precise"}},
+		{"kubelet.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=kubelet.service"}},
+		{"containerd.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=containerd.service"}},
+		{"bootstrap-unit.log", true, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=" + p.Unit + ".service"}},
+		{"bootstrap-output.log", true, []string{"cat", p.Path(runner.OutputFile)}},
+		{"bootstrap-state", false, []string{"cat", p.Path(runner.StateFile)}},
+		{"kubelet-version.txt", false, []string{"kubelet", "--version"}},
+		{"containers.txt", false, []string{"crictl", "ps", "--all"}},
+		{"images.txt", false, []string{"crictl", "images"}},
+		{"processes.txt", false, []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
+	}
 }
 
 // CollectLogs writes what a person needs to debug the node into dir (created): its journal and
@@ -60,7 +66,7 @@ func (n *Node) CollectLogs(ctx context.Context, dir string) error {
 	if !n.Running() {
 		return kerrors.NewAggregate(errs)
 	}
-	for _, l := range nodeLogs {
+	for _, l := range nodeLogs(n.m.bootstrap) {
 		errs = append(errs, n.m.execToFile(ctx, n.Name, filepath.Join(dir, l.file), l.redact, l.cmd...))
 	}
 	errs = append(errs, n.m.copyOut(ctx, n.Name, "/var/log/pods", filepath.Join(dir, "pods")))

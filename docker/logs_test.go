@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
@@ -27,7 +28,7 @@ func TestCollectLogsWritesWhatTheEngineKnowsAndRedactsBootstrapSecrets(t *testin
 	}
 	const token = "abcdef.0123456789abcdef"
 	rt.WithContainer(node.Name, func(c *fake.Container) {
-		c.Files[bootstrapDir+"/output.log"] = []byte("kubeadm join 172.18.0.3:6443 --token " + token + "\n")
+		c.Files[m.bootstrap.Path(runner.OutputFile)] = []byte("kubeadm join 172.18.0.3:6443 --token " + token + "\n")
 		c.Logs = append(c.Logs, "systemd is up")
 	})
 	rt.SetExec(func(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
@@ -60,6 +61,8 @@ type Manager struct {
 	privilege  PrivilegeMode
 	management map[string]string
 	policy     *policy.Policy
+	// bootstrap is where the bootstrap runner lives in nodes and how it is driven.
+	bootstrap runner.Protocol
 
 	// privileged caches what the engine allowed the first node in auto mode; the engine does
 	// not change its mind while the manager runs, and a restart probes again.
@@ -75,7 +78,7 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	if opts.Privilege == "" {
 		opts.Privilege = PrivilegeAuto
 	}
-	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy}
+	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy, bootstrap: runner.Default()}
 }
 
 func (m *Manager) lockCluster(k ClusterKey) func() {

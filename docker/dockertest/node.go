@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,11 +17,10 @@ import (
 
 	"github.com/distribution/reference"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
-
-const bootstrapDir = "/var/lib/dockyard/bootstrap"
 
 // Nodes simulates the inside of node and load balancer containers.
 type Nodes struct {
@@ -40,11 +40,14 @@ type Nodes struct {
 	CRIFailure string
 	// Commands records the bootstrap commands run, per node.
 	Commands map[string][]string
+
+	// bootstrap is the runner's protocol, which the simulator plays.
+	bootstrap runner.Protocol
 }
 
 // New returns a simulator and installs it on the fake engine.
 func New(rt *fake.Runtime) *Nodes {
-	n := &Nodes{Commands: map[string][]string{}}
+	n := &Nodes{Commands: map[string][]string{}, bootstrap: runner.Default()}
 	rt.SetExec(n.Exec)
 	// haproxy's master confirms each configuration it loads in its log.
 	isLoadBalancer := func(c *fake.Container) bool { return c.Spec.Labels["io.x-k8s.kind.role"] == "external-load-balancer" }
@@ -72,7 +75,6 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 			return -1, err
 		}
 	}
-	joined := strings.Join(cmd, " ")
 	switch {
 	case len(cmd) == 3 && cmd[0] == "sh" && strings.Contains(cmd[2], "systemctl is-system-running"):
 		checks, _ := c.Data["bootChecks"].(int)
@@ -123,40 +125,35 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 		}
 		return 0, nil
 
-	case len(cmd) == 3 && cmd[0] == "sh" && strings.Contains(cmd[2], "tar -x -f - -C "+bootstrapDir):
-		if _, locked := c.Files[bootstrapDir+"/lock"]; locked {
+	case slices.Equal(cmd, n.bootstrap.UploadCommand()):
+		if _, locked := c.Files[n.bootstrap.Path(runner.LockDir)]; locked {
 			return 0, nil
 		}
-		for p := range c.Files {
-			if strings.HasPrefix(p, bootstrapDir+"/files/") || strings.HasPrefix(p, bootstrapDir+"/steps/") {
-				delete(c.Files, p)
-			}
-		}
-		if err := fake.ExtractTar(c.Files, bootstrapDir, bytes.NewReader(stdin)); err != nil {
+		n.cleanup(c)
+		if err := fake.ExtractTar(c.Files, n.bootstrap.Dir, bytes.NewReader(stdin)); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2, nil
 		}
 		return 0, nil
 
-	case cmd[0] == "systemd-run":
+	case slices.Equal(cmd, n.bootstrap.StartCommand(n.planTimeout(c))):
 		if c.Data["unit"] == "active" {
-			fmt.Fprintln(stderr, "Failed to start transient service unit: Unit dockyard-bootstrap.service already exists.")
+			fmt.Fprintf(stderr, "Failed to start transient service unit: Unit %s.service already exists.\n", n.bootstrap.Unit)
 			return 1, nil
 		}
 		n.startBootstrap(c)
 		return 0, nil
 
-	case len(cmd) == 3 && cmd[0] == "sh" && strings.Contains(cmd[2], bootstrapDir+"/state"):
-		stdout.Write(c.Files[bootstrapDir+"/state"])
-		if _, ok := c.Files[bootstrapDir+"/lock"]; ok {
-			fmt.Fprintln(stdout, "lock=1")
-		}
+	case slices.Equal(cmd, n.bootstrap.StatusCommand()):
+		st := runner.ParseStatus(string(c.Files[n.bootstrap.Path(runner.StateFile)]))
+		_, st.Locked = c.Files[n.bootstrap.Path(runner.LockDir)]
 		unit, _ := c.Data["unit"].(string)
-		fmt.Fprintf(stdout, "unit=%s\nnow=%d\n", orDefault(unit, "inactive"), time.Now().Unix())
+		st.Unit, st.Now = orDefault(unit, "inactive"), time.Now().Unix()
+		stdout.Write(st.Marshal())
 		return 0, nil
 
-	case cmd[0] == "tail":
-		stdout.Write(c.Files[bootstrapDir+"/output.log"])
+	case cmd[0] == "tail" && cmd[len(cmd)-1] == n.bootstrap.Path(runner.OutputFile):
+		stdout.Write(c.Files[n.bootstrap.Path(runner.OutputFile)])
 		return 0, nil
 
 	case cmd[0] == "cat" && len(cmd) == 2:
@@ -168,12 +165,12 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 		stdout.Write(content)
 		return 0, nil
 
-	case joined == "systemctl stop dockyard-bootstrap":
+	case slices.Equal(cmd, n.bootstrap.StopCommand()):
 		if c.Data["unit"] == "active" {
 			// As systemd does: the plan's processes die where they are (its state still says
 			// running) and the unit's ExecStopPost removes the staged files.
 			c.Data["unit"] = "inactive"
-			cleanup(c)
+			n.cleanup(c)
 		}
 		return 0, nil
 
@@ -210,20 +207,25 @@ func orDefault(s, def string) string {
 	return s
 }
 
-// startBootstrap begins interpreting run.sh (see finish).
-func (n *Nodes) startBootstrap(c *fake.Container) {
-	if _, locked := c.Files[bootstrapDir+"/lock"]; locked {
-		return
-	}
-	c.Files[bootstrapDir+"/lock"] = nil
-	c.Data["started"] = time.Now().Unix()
-	c.Data["unit"] = "active"
-	for _, l := range strings.Split(string(c.Files[bootstrapDir+"/run.sh"]), "\n") {
-		if v, ok := strings.CutPrefix(l, "__dockyard_timeout="); ok {
-			c.Data["timeout"], _ = strconv.Atoi(v)
+// planTimeout is the timeout of the plan uploaded into a node (its start command).
+func (n *Nodes) planTimeout(c *fake.Container) time.Duration {
+	for _, cmd := range runner.ParsePlan(c.Files[n.bootstrap.Path(runner.PlanFile)]) {
+		if cmd.Name == runner.CmdStart && len(cmd.Args) == 1 {
+			seconds, _ := strconv.Atoi(cmd.Args[0])
+			return time.Duration(seconds) * time.Second
 		}
 	}
-	setState(c, "running", 0, 0, "")
+	return 0
+}
+
+// startBootstrap begins playing the runner (see finish).
+func (n *Nodes) startBootstrap(c *fake.Container) {
+	if _, locked := c.Files[n.bootstrap.Path(runner.LockDir)]; locked {
+		return
+	}
+	c.Files[n.bootstrap.Path(runner.LockDir)] = nil
+	c.Data["unit"] = "active"
+	n.setState(c, runner.State{Phase: runner.PhaseRunning, Started: time.Now().Unix(), Timeout: runner.Seconds(n.planTimeout(c))})
 	n.mu.Lock()
 	hold := n.HoldBootstrap
 	n.mu.Unlock()
@@ -232,10 +234,10 @@ func (n *Nodes) startBootstrap(c *fake.Container) {
 	}
 }
 
-// finish interprets run.sh on the fake file tree: "run_file N path mode owner group append"
-// installs a staged file; "run_shell N script" runs the script's command blocks, recording
-// them (a block containing FailCommand fails, one writing the success sentinel writes it);
-// "finish [sentinel]" decides the outcome like the real runner.
+// finish plays the runner on the fake file tree, command by command of the plan: CmdFile
+// installs a staged file; CmdShell runs the step script's commands, recording them (one
+// containing FailCommand fails, one writing the success sentinel writes it); CmdFinish decides
+// the outcome like run.sh.
 func (n *Nodes) finish(c *fake.Container) {
 	c.Data["unit"] = "inactive"
 	var output strings.Builder
@@ -245,30 +247,26 @@ func (n *Nodes) finish(c *fake.Container) {
 			failStep, failRC = step, rc
 		}
 	}
-	for _, line := range strings.Split(string(c.Files[bootstrapDir+"/run.sh"]), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		switch f[0] {
-		case "run_file":
-			current, _ = strconv.Atoi(f[1])
-			target := unquote(f[2])
-			staged := c.Files[bootstrapDir+"/files/"+f[1]]
-			if f[6] == "1" {
+	for _, cmd := range runner.ParsePlan(c.Files[n.bootstrap.Path(runner.PlanFile)]) {
+		switch cmd.Name {
+		case runner.CmdFile:
+			current, _ = strconv.Atoi(cmd.Args[0])
+			target := cmd.Args[1]
+			staged := c.Files[n.bootstrap.Path(runner.FilesDir+"/"+cmd.Args[0])]
+			if cmd.Args[5] == "1" {
 				c.Files[target] = append(c.Files[target], staged...)
 			} else {
 				c.Files[target] = append([]byte(nil), staged...)
 			}
-			c.Files[target+".mode"] = []byte(f[3])
-		case "run_shell":
-			for _, b := range commandBlocks(string(c.Files[bootstrapDir+"/"+f[2]])) {
-				current = b.step
-				setState(c, "running", b.step, 0, "")
-				fmt.Fprintf(&output, "dockyard: step %d\n", b.step)
+			c.Files[target+".mode"] = []byte(cmd.Args[2])
+		case runner.CmdShell:
+			for _, b := range runner.StepCommands(string(c.Files[n.bootstrap.Path(cmd.Args[1])])) {
+				current = b.Step
+				n.updateState(c, func(s *runner.State) { s.Step = b.Step })
+				fmt.Fprintf(&output, "dockyard: step %d\n", b.Step)
 				n.mu.Lock()
-				n.Commands[c.Spec.Name] = append(n.Commands[c.Spec.Name], b.text)
-				failing := n.FailCommand != "" && strings.Contains(b.text, n.FailCommand)
+				n.Commands[c.Spec.Name] = append(n.Commands[c.Spec.Name], b.Text)
+				failing := n.FailCommand != "" && strings.Contains(b.Text, n.FailCommand)
 				n.mu.Unlock()
 				if failing {
 					failOutput := n.FailOutput
@@ -276,59 +274,35 @@ func (n *Nodes) finish(c *fake.Container) {
 						failOutput = "error execution phase preflight: simulated failure\n"
 					}
 					output.WriteString(failOutput)
-					fail(b.step, 1)
+					fail(b.Step, 1)
 					continue
 				}
-				if i := strings.Index(b.text, "> /run/cluster-api/"); i >= 0 {
-					c.Files[strings.Fields(b.text[i+2:])[0]] = []byte("success\n")
+				if i := strings.Index(b.Text, "> /run/cluster-api/"); i >= 0 {
+					c.Files[strings.Fields(b.Text[i+2:])[0]] = []byte("success\n")
 				}
 			}
-		case "finish":
+		case runner.CmdFinish:
 			missing := ""
-			if len(f) > 1 {
-				if _, ok := c.Files[f[1]]; ok {
+			if len(cmd.Args) > 0 {
+				if _, ok := c.Files[cmd.Args[0]]; ok {
 					failStep = 0
 				} else if failStep == 0 {
 					fail(current, 1)
-					missing = "missing=" + f[1] + "\n"
+					missing = cmd.Args[0]
 				}
 			}
 			if failStep != 0 {
-				c.Files[bootstrapDir+"/output.log"] = []byte(output.String())
-				setState(c, "failed", failStep, failRC, missing)
+				c.Files[n.bootstrap.Path(runner.OutputFile)] = []byte(output.String())
+				n.updateState(c, func(s *runner.State) {
+					s.Phase, s.Step, s.Exit, s.Missing = runner.PhaseFailed, failStep, failRC, missing
+				})
 			} else {
-				c.Files[bootstrapDir+"/output.log"] = []byte(output.String() + "dockyard: bootstrap succeeded\n")
-				setState(c, "succeeded", current, 0, "")
+				c.Files[n.bootstrap.Path(runner.OutputFile)] = []byte(output.String() + "dockyard: bootstrap succeeded\n")
+				n.updateState(c, func(s *runner.State) { s.Phase, s.Step = runner.PhaseSucceeded, current })
 			}
-			cleanup(c)
+			n.cleanup(c)
 		}
 	}
-}
-
-type commandBlock struct {
-	step int
-	text string
-}
-
-// commandBlocks splits a generated shell script into its command blocks.
-func commandBlocks(script string) []commandBlock {
-	var blocks []commandBlock
-	var cur *commandBlock
-	var body []string
-	for _, l := range strings.Split(script, "\n") {
-		switch {
-		case strings.HasPrefix(l, "__dockyard_step ") && !strings.Contains(l, "{"):
-			step, _ := strconv.Atoi(strings.TrimPrefix(l, "__dockyard_step "))
-			cur, body = &commandBlock{step: step}, nil
-		case strings.HasPrefix(l, "__dockyard_done ") && cur != nil:
-			cur.text = strings.TrimSpace(strings.Join(body, "\n"))
-			blocks = append(blocks, *cur)
-			cur = nil
-		case cur != nil:
-			body = append(body, l)
-		}
-	}
-	return blocks
 }
 
 // Complete finishes a held bootstrap of a node.
@@ -340,25 +314,29 @@ func (n *Nodes) Complete(rt *fake.Runtime, node string) bool {
 	})
 }
 
-func cleanup(c *fake.Container) {
+// BackdateBootstrap moves the start of a node's bootstrap d into the past.
+func (n *Nodes) BackdateBootstrap(rt *fake.Runtime, node string, d time.Duration) bool {
+	return rt.WithContainer(node, func(c *fake.Container) {
+		n.updateState(c, func(s *runner.State) { s.Started -= int64(d.Seconds()) })
+	})
+}
+
+// cleanup removes the staged files, as the runner and its unit's ExecStopPost do.
+func (n *Nodes) cleanup(c *fake.Container) {
 	for p := range c.Files {
-		if strings.HasPrefix(p, bootstrapDir+"/files/") || strings.HasPrefix(p, bootstrapDir+"/steps/") {
+		if strings.HasPrefix(p, n.bootstrap.Path(runner.FilesDir)+"/") || strings.HasPrefix(p, n.bootstrap.Path(runner.StepsDir)+"/") {
 			delete(c.Files, p)
 		}
 	}
 }
 
-func setState(c *fake.Container, phase string, step, exit int, extra string) {
-	started, _ := c.Data["started"].(int64)
-	timeout, _ := c.Data["timeout"].(int)
-	c.Data["step"] = step
-	c.Files[bootstrapDir+"/state"] = []byte(fmt.Sprintf("phase=%s\nstep=%d\nstarted=%d\nexit=%d\ntimeout=%d\n%s", phase, step, started, exit, timeout, extra))
+func (n *Nodes) setState(c *fake.Container, s runner.State) {
+	c.Files[n.bootstrap.Path(runner.StateFile)] = s.Marshal()
 }
 
-// unquote undoes bootstrap.ShellQuote for the simple paths the simulator sees.
-func unquote(s string) string {
-	if len(s) >= 2 && s[0] == '\'' && s[len(s)-1] == '\'' {
-		return strings.ReplaceAll(s[1:len(s)-1], `'"'"'`, "'")
-	}
-	return s
+// updateState changes the node's state file.
+func (n *Nodes) updateState(c *fake.Container, change func(*runner.State)) {
+	s := runner.ParseStatus(string(c.Files[n.bootstrap.Path(runner.StateFile)])).State
+	change(&s)
+	n.setState(c, s)
 }
