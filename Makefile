@@ -177,6 +177,9 @@ test-e2e: images component-images release-manifests mgmt-binaries ## End to end:
 CAPI_E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/capi-e2e-artifacts
 CAPI_E2E_FLAGS ?=
 KUBERNETES_VERSION_UPGRADE_FROM ?= v1.33.13
+# The full run's workload nodes: images of both versions, each preloading the other's add-ons
+# (kube-proxy, CoreDNS), which nodes of both versions run during an upgrade.
+UPGRADE_NODE_IMAGE_REPOSITORY ?= localhost/dockyard/node-upgrades
 CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)" \
 	go test -tags e2e . -count=1 -v -timeout 300m -ginkgo.v -ginkgo.no-color -ginkgo.timeout 295m
 
@@ -185,9 +188,12 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images release-manifests ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM included (builds that node image too).
-	$(MAKE) --no-print-directory node-image KUBERNETES_VERSION=$(KUBERNETES_VERSION_UPGRADE_FROM) NODE_IMAGE_UPGRADE_TO=$(KUBERNETES_VERSION)
-	$(CAPI_E2E_RUN) $(CAPI_E2E_FLAGS)
+test-e2e-full: images component-images release-manifests ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM included (on node images carrying both versions' add-ons).
+	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
+		KUBERNETES_VERSION=$(KUBERNETES_VERSION_UPGRADE_FROM) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION)
+	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
+		KUBERNETES_VERSION=$(KUBERNETES_VERSION) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION_UPGRADE_FROM)
+	DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_RUN) $(CAPI_E2E_FLAGS)
 
 ##@ Release
 

@@ -16,15 +16,17 @@ DOCKYARD_BUILD := go run ./cmd/dockyard-build
 
 ##@ Images
 
-# A Kubernetes version clusters of the node image may be upgraded to: its kube-proxy and CoreDNS
-# images are preloaded too (make test-e2e-full sets it for the upgrade specs' older image).
-NODE_IMAGE_UPGRADE_TO ?=
+# Kubernetes versions (comma-separated) clusters of the node image are upgraded from or to: their
+# kube-proxy and CoreDNS images are preloaded too (docs/images.md; make test-e2e-full sets it).
+NODE_IMAGE_ADDONS_OF ?=
+NODE_IMAGE_REPOSITORY ?= localhost/dockyard/node
 
 .PHONY: node-image
-node-image: ## Build the node image localhost/dockyard/node:$(KUBERNETES_VERSION) (cached); NODE_IMAGE_UPGRADE_TO=<version> also preloads that version's add-ons.
+node-image: ## Build the node image $(NODE_IMAGE_REPOSITORY):$(KUBERNETES_VERSION) (cached); NODE_IMAGE_ADDONS_OF=<versions> also preloads their add-ons.
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) node-image --cache "$(DOCKYARD_CACHE)" --kubernetes-version $(KUBERNETES_VERSION) \
-		--flannel-version $(FLANNEL_VERSION) $(if $(NODE_IMAGE_UPGRADE_TO),--upgrade-to $(NODE_IMAGE_UPGRADE_TO)) $(IMAGE_BUILD_FLAGS)
+		--flannel-version $(FLANNEL_VERSION) --repository $(NODE_IMAGE_REPOSITORY) \
+		$(if $(NODE_IMAGE_ADDONS_OF),--addons-of $(NODE_IMAGE_ADDONS_OF)) $(IMAGE_BUILD_FLAGS)
 
 .PHONY: lb-image
 lb-image: ## Build the load balancer image localhost/dockyard/haproxy:<Debian haproxy version> (cached).

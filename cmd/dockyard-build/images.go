@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/pkg/errors"
 
@@ -47,20 +48,23 @@ func (f imageFlags) builder() (b *imagebuild.Builder, done func(), err error) {
 	}, func() { _ = rt.Close() }, nil
 }
 
-// runNodeImage builds localhost/dockyard/node:<version>.
+// runNodeImage builds localhost/dockyard/node:<version> (or --repository's).
 func runNodeImage(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("node-image", flag.ExitOnError)
 	common := addImageFlags(fs)
 	k8sVersion := fs.String("kubernetes-version", imagebuild.DefaultKubernetesVersion, "Kubernetes version")
 	flannelVersion := fs.String("flannel-version", imagebuild.DefaultFlannelVersion, "flannel version of the preloaded CNI image")
-	upgradeTo := fs.String("upgrade-to", "", "a Kubernetes version clusters of these nodes may be upgraded to: its kube-proxy and CoreDNS images are preloaded too (no registry to pull them from)")
+	addonsOf := fs.String("addons-of", "", "comma-separated Kubernetes versions clusters of these nodes are upgraded from or to: their kube-proxy and CoreDNS images are preloaded too (no registry to pull them from)")
+	repository := fs.String("repository", "", "the image's repository (default localhost/dockyard/node)")
 	_ = fs.Parse(args)
 	b, done, err := common.builder()
 	if err != nil {
 		return err
 	}
 	defer done()
-	ref, err := b.NodeImage(ctx, imagebuild.NodeOptions{KubernetesVersion: *k8sVersion, FlannelVersion: *flannelVersion, UpgradeTo: *upgradeTo})
+	ref, err := b.NodeImage(ctx, imagebuild.NodeOptions{
+		KubernetesVersion: *k8sVersion, FlannelVersion: *flannelVersion, AddonsOf: splitList(*addonsOf), Repository: *repository,
+	})
 	if err != nil {
 		return err
 	}
@@ -132,4 +136,15 @@ func runComponentImages(ctx context.Context, args []string) error {
 		fmt.Println(n)
 	}
 	return nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var items []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
 }

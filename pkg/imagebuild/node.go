@@ -56,16 +56,20 @@ type NodeOptions struct {
 	KubernetesVersion string
 	// FlannelVersion of the preloaded CNI image.
 	FlannelVersion string
-	// UpgradeTo is a Kubernetes version nodes of this image may see their cluster upgraded to.
-	// With no registry to pull from, the add-on images that version's kubeadm runs on every
-	// node (kube-proxy and CoreDNS) are preloaded too: once the control plane is upgraded,
-	// they replace the old ones on the nodes not yet upgraded. Empty: none.
-	UpgradeTo string
+	// AddonsOf are other Kubernetes versions whose add-on images (kube-proxy and CoreDNS, the
+	// ones kubeadm runs on every node) are preloaded too, for clusters upgraded between them
+	// with no registry to pull from: while the control plane rolls out, the new nodes run the
+	// old version's add-ons; once it is upgraded, the nodes not yet upgraded run the new
+	// version's. An image of the version upgraded from needs the add-ons of the one upgraded
+	// to, and the other way round.
+	AddonsOf []string
+	// Repository is the image's repository; empty: localhost/dockyard/node.
+	Repository string
 }
 
-// upgradeAddons are the images of an upgrade's kubeadm that nodes of the old version run
-// (control plane components and etcd run only on control plane nodes, which an upgrade
-// replaces; the sandbox image is the node's own).
+// upgradeAddons are the images of a kubeadm that every node runs, whatever its own version
+// (control plane components and etcd run only on control plane nodes of their own version;
+// the sandbox image is the node's own).
 var upgradeAddons = []Component{ComponentProxy, ComponentCoreDNS}
 
 // nodeBinaries are the Kubernetes commands of the node image: the node's own and those of the
@@ -81,6 +85,9 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 		o.FlannelVersion = DefaultFlannelVersion
 	}
 	ref := NodeImageName(o.KubernetesVersion)
+	if o.Repository != "" {
+		ref = o.Repository + ":" + o.KubernetesVersion
+	}
 	k8s, err := gobuild.Kubernetes(o.KubernetesVersion, nodeBinaries...)
 	if err != nil {
 		return "", err
@@ -93,12 +100,16 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	in.Set("suite", b.suite())
 	in.Set("mirror", b.mirror())
 	in.Set("flannel", o.FlannelVersion)
-	if o.UpgradeTo != "" {
-		up, err := gobuild.Kubernetes(o.UpgradeTo, nodeBinaries...)
-		if err != nil {
-			return "", errors.Wrap(err, "the version to upgrade to")
+	if len(o.AddonsOf) > 0 {
+		var others []any
+		for _, v := range o.AddonsOf {
+			other, err := gobuild.Kubernetes(v, nodeBinaries...)
+			if err != nil {
+				return "", errors.Wrapf(err, "Kubernetes %s, whose add-ons are preloaded", v)
+			}
+			others = append(others, other)
 		}
-		if err := in.SetJSON("upgrade-to", up); err != nil {
+		if err := in.SetJSON("addons-of", others); err != nil {
 			return "", err
 		}
 	}
@@ -128,8 +139,9 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	g.Go(func() (err error) { iptFS, err = b.Rootfs(gctx, iptablesRootfs()); return err })
 
 	var (
-		k8sBins, upBins map[string]string
-		list, upList    []KubeadmImage
+		k8sBins map[string]string
+		list    []KubeadmImage
+		addons  []versionAddons
 	)
 	buildErr := func() error {
 		if k8sBins, err = b.runBuild(gctx, k8s); err != nil {
@@ -139,12 +151,16 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 			return err
 		}
 		b.logf("kubeadm %s needs: %s", o.KubernetesVersion, imageRefs(list))
-		if o.UpgradeTo != "" {
-			if upBins, upList, err = b.upgradeAddons(gctx, o.UpgradeTo, list); err != nil {
+		all := list
+		for _, v := range o.AddonsOf {
+			a, err := b.addonsOf(gctx, v, all)
+			if err != nil {
 				return err
 			}
+			addons = append(addons, a)
+			all = append(all, a.images...)
 		}
-		return b.prebuild(gctx, append(list, upList...), o.FlannelVersion)
+		return b.prebuild(gctx, all, o.FlannelVersion)
 	}()
 	if err := g.Wait(); err != nil {
 		return "", err
@@ -162,12 +178,15 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 		return "", err
 	}
 	preloaded := append(components, flannel)
-	if len(upList) > 0 {
-		addons, _, err := b.componentImages(ctx, upList, upBins, iptFS)
+	for _, a := range addons {
+		if len(a.images) == 0 {
+			continue
+		}
+		imgs, _, err := b.componentImages(ctx, a.images, a.bins, iptFS)
 		if err != nil {
 			return "", err
 		}
-		preloaded = append(preloaded, addons...)
+		preloaded = append(preloaded, imgs...)
 	}
 
 	containerdVersion, err := ContainerdVersion(string(nodeFS.Outputs["containerd-version"]))
@@ -258,36 +277,43 @@ func imageRefs[T interface{ ref() string }](items []T) string {
 func (i KubeadmImage) ref() string { return i.Ref }
 func (i namedImage) ref() string   { return i.Ref }
 
-// upgradeAddons builds the Kubernetes commands of the version to upgrade to and returns them
-// with the add-on images (upgradeAddons) its kubeadm names that the image's own list lacks.
-func (b *Builder) upgradeAddons(ctx context.Context, version string, own []KubeadmImage) (map[string]string, []KubeadmImage, error) {
-	up, err := gobuild.Kubernetes(version, nodeBinaries...)
+// versionAddons are the add-on images of another Kubernetes version a node image preloads,
+// with the binaries they are built from.
+type versionAddons struct {
+	bins   map[string]string
+	images []KubeadmImage
+}
+
+// addonsOf builds Kubernetes at version and returns the add-ons its kubeadm runs on every node
+// that the image does not have yet (have).
+func (b *Builder) addonsOf(ctx context.Context, version string, have []KubeadmImage) (versionAddons, error) {
+	other, err := gobuild.Kubernetes(version, nodeBinaries...)
 	if err != nil {
-		return nil, nil, err
+		return versionAddons{}, err
 	}
-	bins, err := b.runBuild(ctx, up)
+	bins, err := b.runBuild(ctx, other)
 	if err != nil {
-		return nil, nil, errors.Wrapf(err, "building Kubernetes %s, the version to upgrade to", version)
+		return versionAddons{}, errors.Wrapf(err, "building Kubernetes %s, whose add-ons are preloaded", version)
 	}
 	all, err := kubeadmImages(ctx, bins["kubeadm"], version)
 	if err != nil {
-		return nil, nil, err
+		return versionAddons{}, err
 	}
-	extra := addonsToPreload(all, own)
-	b.logf("nodes upgraded to %s also need: %s", version, imageRefs(extra))
-	return bins, extra, nil
+	extra := addonsToPreload(all, have)
+	b.logf("clusters upgraded from or to %s also need: %s", version, imageRefs(extra))
+	return versionAddons{bins: bins, images: extra}, nil
 }
 
-// addonsToPreload returns the images of an upgrade's list (all) that nodes of the old version
-// run (upgradeAddons) and the image's own list lacks.
-func addonsToPreload(all, own []KubeadmImage) []KubeadmImage {
-	have := map[string]bool{}
-	for _, img := range own {
-		have[img.Ref] = true
+// addonsToPreload returns the add-ons (upgradeAddons) of another version's list (all) that the
+// image's list (have) lacks.
+func addonsToPreload(all, have []KubeadmImage) []KubeadmImage {
+	has := map[string]bool{}
+	for _, img := range have {
+		has[img.Ref] = true
 	}
 	var extra []KubeadmImage
 	for _, img := range all {
-		if slices.Contains(upgradeAddons, img.Component) && !have[img.Ref] {
+		if slices.Contains(upgradeAddons, img.Component) && !has[img.Ref] {
 			extra = append(extra, img)
 		}
 	}

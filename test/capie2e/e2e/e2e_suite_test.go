@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -79,6 +80,12 @@ func TestE2E(t *testing.T) {
 	w, err := ginkgoextensions.EnableFileLogging(filepath.Join(artifactFolder, "ginkgo-log.txt"))
 	Expect(err).ToNot(HaveOccurred())
 	defer w.Close()
+	// Cluster API's framework writes every workload cluster's kubeconfig to a temporary file
+	// and leaves it: keep them in a directory of this run, removed at its end.
+	tmp, err := os.MkdirTemp("", "dockyard-capi-e2e-tmp-")
+	Expect(err).ToNot(HaveOccurred())
+	defer os.RemoveAll(tmp)
+	t.Setenv("TMPDIR", tmp)
 	RunSpecs(t, "Cluster API's shared end-to-end specs on Dockyard")
 }
 
@@ -165,6 +172,9 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 
 var _ = SynchronizedAfterSuite(func() {}, func() {
 	cancelWatches()
+	// Clean up after an interrupt (^C cancels ctx) too, within a bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Minute)
+	defer cancel()
 	if bootstrapClusterProxy != nil {
 		bootstrapClusterProxy.Dispose(ctx)
 	}
