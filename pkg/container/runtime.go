@@ -1,7 +1,8 @@
 // Package container is the small interface Dockyard needs from a container engine, with
-// engine-neutral types. Implementations live in sub-packages (docker on the Docker Go SDK, fake
-// for unit tests); Podman and containerd implementations can be added beside them without
-// touching the controllers.
+// engine-neutral types. Implementations live in sub-packages: docker (the Docker Go SDK),
+// podman (Docker's, with Podman's differences), containerd (containerd's Go client, CNI) and
+// fake (unit tests); conformance proves each against the contract stated here, and runtimes
+// picks one. Only the node layer (package docker at the repository's top) uses this package.
 package container
 
 import (
