@@ -9,7 +9,7 @@ import (
 
 	"github.com/pkg/errors"
 
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
@@ -35,7 +35,7 @@ func (f imageFlags) builder() (b *imagebuild.Builder, done func(), err error) {
 	if os.Geteuid() != 0 {
 		return nil, nil, errors.New("building images needs root (debootstrap and chroot)")
 	}
-	rt, err := dockerruntime.New()
+	rt, err := dockerengine.New()
 	if err != nil {
 		return nil, nil, err
 	}

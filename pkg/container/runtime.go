@@ -1,5 +1,5 @@
 // Package container is the small interface Dockyard needs from a container engine, with
-// engine-neutral types. Implementations live in sub-packages: docker (the Docker Go SDK),
+// engine-neutral types. Implementations live in sub-packages: dockerengine (the Docker Go SDK),
 // podman (Docker's, with Podman's differences), containerd (containerd's Go client, CNI) and
 // fake (unit tests); conformance proves each against the contract stated here, and runtimes
 // picks one. Only the node layer (package docker at the repository's top) uses this package.

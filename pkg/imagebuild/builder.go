@@ -51,7 +51,7 @@ type Builder struct {
 	CacheDir string
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
-	// Runtime is the container engine the images go into (pkg/container/docker.New() for
+	// Runtime is the container engine the images go into (pkg/container/dockerengine.New() for
 	// the engine DOCKER_HOST names). The preload step runs a build node on it.
 	Runtime container.Runtime
 	// Mirror is the Debian archive debootstrap uses; DefaultMirror when empty.

@@ -14,7 +14,7 @@ import (
 )
 
 // The builder reaches the engine only through container.Runtime (the Docker SDK implementation
-// in pkg/container/docker, and whatever implementations follow). Images go in as docker-save
+// in pkg/container/dockerengine, and whatever implementations follow). Images go in as docker-save
 // tar streams that already carry their names, so nothing needs tagging.
 
 // BuildLabel marks the containers the builder creates (the preload build node); its value says

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 )
 
@@ -37,9 +37,9 @@ func envOr(key, def string) string {
 }
 
 // Runtime connects to the Docker engine, or skips (fails in CI) when none answers.
-func Runtime(t testing.TB) *dockerruntime.Runtime {
+func Runtime(t testing.TB) *dockerengine.Runtime {
 	t.Helper()
-	rt, err := dockerruntime.New()
+	rt, err := dockerengine.New()
 	answers(t, rt, err, "These tests need a Docker engine: run `make test`, which starts one (hack/ensure-docker.sh)")
 	return rt
 }

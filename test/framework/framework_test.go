@@ -27,7 +27,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
@@ -99,7 +99,7 @@ func loadBalancerImage(ctx context.Context) string {
 		return dockerenv.LoadBalancerImage()
 	}
 	candidates := []string{dockerenv.LoadBalancerImage(), "localhost/dockyard/haproxy:latest"}
-	rt, err := dockerruntime.New()
+	rt, err := dockerengine.New()
 	if err != nil {
 		return candidates[0]
 	}

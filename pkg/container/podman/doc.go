@@ -4,7 +4,7 @@
 // # Route
 //
 // Podman serves two REST APIs on one socket: a Docker-compatible one and its own (libpod).
-// This package embeds docker.Runtime on the compatible API (the moby Go SDK the project
+// This package embeds dockerengine.Runtime on the compatible API (the moby Go SDK the project
 // already uses), so the code Dockyard runs against Docker runs against Podman too, and it
 // replaces, method by method, what the compatible API gets wrong, calling libpod's endpoints
 // (/v4.0.0/libpod/...) with plain net/http. Podman's own Go bindings were not used: they pull

@@ -12,17 +12,17 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 )
 
 // DefaultEndpoint is rootful Podman's API socket.
 const DefaultEndpoint = "unix:///run/podman/podman.sock"
 
-// Runtime is a container.Runtime backed by a Podman engine. The embedded docker.Runtime
+// Runtime is a container.Runtime backed by a Podman engine. The embedded dockerengine.Runtime
 // speaks Podman's Docker-compatible API for everything it gets right; the methods defined in
 // this package replace the rest (see doc.go for each difference).
 type Runtime struct {
-	*docker.Runtime
+	*dockerengine.Runtime
 	compat   *client.Client
 	libpod   *libpod
 	removals *broker // networks this Runtime removed, for Events (Podman emits no network events)
@@ -48,7 +48,7 @@ func New(endpoint string) (*Runtime, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "creating a client of Podman's Docker-compatible API at %s", endpoint)
 	}
-	return &Runtime{Runtime: docker.NewFromClient(c), compat: c, libpod: lp, removals: newBroker()}, nil
+	return &Runtime{Runtime: dockerengine.NewFromClient(c), compat: c, libpod: lp, removals: newBroker()}, nil
 }
 
 // Close releases the clients' connections.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	containerdruntime "github.com/dockyard-dev/dockyard/pkg/container/containerd"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 	podmanruntime "github.com/dockyard-dev/dockyard/pkg/container/podman"
 )
 
@@ -114,9 +114,9 @@ func connect(c Config) (Runtime, error) {
 		return containerdruntime.New(strings.TrimPrefix(c.Endpoint, "unix://"), containerdruntime.Options{})
 	}
 	if c.Endpoint == "" {
-		return dockerruntime.New()
+		return dockerengine.New()
 	}
-	return dockerruntime.NewWithHost(c.Endpoint)
+	return dockerengine.NewWithHost(c.Endpoint)
 }
 
 // DefaultSocket is the unix socket an engine answers on when no endpoint is given, on the

@@ -1,7 +1,7 @@
 // Package docker implements container.Runtime on a Docker engine through the Docker Go SDK
 // (the moby client). It honours DOCKER_HOST and the other DOCKER_* variables and negotiates
 // the API version with the engine; it never runs the docker CLI.
-package docker
+package dockerengine
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package docker
+package dockerengine
 
 import (
 	"github.com/moby/moby/client"

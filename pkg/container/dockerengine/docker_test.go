@@ -1,4 +1,4 @@
-package docker_test
+package dockerengine_test
 
 import (
 	"archive/tar"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
-	dockerruntime "github.com/dockyard-dev/dockyard/pkg/container/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
@@ -21,7 +21,7 @@ const testLabel = "dockyard.x-k8s.io/runtime-test"
 
 // engineTest returns the real engine and a label value unique to this test, and removes
 // everything carrying it afterwards (and before, in case an earlier run was killed).
-func engineTest(t *testing.T) (*dockerruntime.Runtime, map[string]string) {
+func engineTest(t *testing.T) (*dockerengine.Runtime, map[string]string) {
 	t.Helper()
 	rt := dockerenv.Runtime(t)
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
