@@ -75,6 +75,9 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 			return -1, err
 		}
 	}
+	if code, ok := n.playRunner(c, cmd, stdin, stdout, stderr); ok {
+		return code, nil
+	}
 	switch {
 	case len(cmd) == 3 && cmd[0] == "sh" && strings.Contains(cmd[2], "systemctl is-system-running"):
 		checks, _ := c.Data["bootChecks"].(int)
@@ -125,37 +128,6 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 		}
 		return 0, nil
 
-	case slices.Equal(cmd, n.bootstrap.UploadCommand()):
-		if _, locked := c.Files[n.bootstrap.Path(runner.LockDir)]; locked {
-			return 0, nil
-		}
-		n.cleanup(c)
-		if err := fake.ExtractTar(c.Files, n.bootstrap.Dir, bytes.NewReader(stdin)); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2, nil
-		}
-		return 0, nil
-
-	case slices.Equal(cmd, n.bootstrap.StartCommand(n.planTimeout(c))):
-		if c.Data["unit"] == "active" {
-			fmt.Fprintf(stderr, "Failed to start transient service unit: Unit %s.service already exists.\n", n.bootstrap.Unit)
-			return 1, nil
-		}
-		n.startBootstrap(c)
-		return 0, nil
-
-	case slices.Equal(cmd, n.bootstrap.StatusCommand()):
-		st := runner.ParseStatus(string(c.Files[n.bootstrap.Path(runner.StateFile)]))
-		_, st.Locked = c.Files[n.bootstrap.Path(runner.LockDir)]
-		unit, _ := c.Data["unit"].(string)
-		st.Unit, st.Now = orDefault(unit, "inactive"), time.Now().Unix()
-		stdout.Write(st.Marshal())
-		return 0, nil
-
-	case cmd[0] == "tail" && cmd[len(cmd)-1] == n.bootstrap.Path(runner.OutputFile):
-		stdout.Write(c.Files[n.bootstrap.Path(runner.OutputFile)])
-		return 0, nil
-
 	case cmd[0] == "cat" && len(cmd) == 2:
 		content, ok := c.Files[cmd[1]]
 		if !ok {
@@ -163,15 +135,6 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 			return 1, nil
 		}
 		stdout.Write(content)
-		return 0, nil
-
-	case slices.Equal(cmd, n.bootstrap.StopCommand()):
-		if c.Data["unit"] == "active" {
-			// As systemd does: the plan's processes die where they are (its state still says
-			// running) and the unit's ExecStopPost removes the staged files.
-			c.Data["unit"] = "inactive"
-			n.cleanup(c)
-		}
 		return 0, nil
 
 	case cmd[0] == "haproxy" && len(cmd) == 4 && cmd[1] == "-c":
@@ -186,6 +149,53 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 	}
 	fmt.Fprintf(stderr, "dockertest: unexpected command %q\n", cmd)
 	return 127, nil
+}
+
+// playRunner answers the bootstrap runner's commands (runner.Protocol); ok is false for any
+// other command.
+func (n *Nodes) playRunner(c *fake.Container, cmd []string, stdin []byte, stdout, stderr io.Writer) (code int, ok bool) {
+	switch {
+	case slices.Equal(cmd, n.bootstrap.UploadCommand()):
+		if _, locked := c.Files[n.bootstrap.Path(runner.LockDir)]; locked {
+			return 0, true
+		}
+		n.cleanup(c)
+		if err := fake.ExtractTar(c.Files, n.bootstrap.Dir, bytes.NewReader(stdin)); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 2, true
+		}
+		return 0, true
+
+	case slices.Equal(cmd, n.bootstrap.StartCommand(n.planTimeout(c))):
+		if c.Data["unit"] == "active" {
+			fmt.Fprintf(stderr, "Failed to start transient service unit: Unit %s.service already exists.\n", n.bootstrap.Unit)
+			return 1, true
+		}
+		n.startBootstrap(c)
+		return 0, true
+
+	case slices.Equal(cmd, n.bootstrap.StatusCommand()):
+		st := runner.ParseStatus(string(c.Files[n.bootstrap.Path(runner.StateFile)]))
+		_, st.Locked = c.Files[n.bootstrap.Path(runner.LockDir)]
+		unit, _ := c.Data["unit"].(string)
+		st.Unit, st.Now = orDefault(unit, "inactive"), time.Now().Unix()
+		stdout.Write(st.Marshal())
+		return 0, true
+
+	case cmd[0] == "tail" && cmd[len(cmd)-1] == n.bootstrap.Path(runner.OutputFile):
+		stdout.Write(c.Files[n.bootstrap.Path(runner.OutputFile)])
+		return 0, true
+
+	case slices.Equal(cmd, n.bootstrap.StopCommand()):
+		if c.Data["unit"] == "active" {
+			// As systemd does: the plan's processes die where they are (its state still says
+			// running) and the unit's ExecStopPost removes the staged files.
+			c.Data["unit"] = "inactive"
+			n.cleanup(c)
+		}
+		return 0, true
+	}
+	return 0, false
 }
 
 func writer(w io.Writer) io.Writer {

@@ -76,7 +76,10 @@ var upgradeAddons = []Component{ComponentProxy, ComponentCoreDNS}
 // control plane images.
 var nodeBinaries = []string{"kubeadm", "kubelet", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy"}
 
-// NodeImage builds localhost/dockyard/node:<version> into the engine and returns its name.
+// NodeImage builds localhost/dockyard/node:<version> (or o.Repository's) into the engine and
+// returns its name. Its steps: the inputs that decide whether it is up to date, the parts
+// (Debian root filesystems, Kubernetes binaries, the images kubeadm needs), the images it
+// preloads, then the layers.
 func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) {
 	if o.KubernetesVersion == "" {
 		o.KubernetesVersion = DefaultKubernetesVersion
@@ -92,6 +95,123 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	if err != nil {
 		return "", err
 	}
+	hash, err := b.nodeInputs(ctx, o, k8s)
+	if err != nil {
+		return "", err
+	}
+	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
+		if name != "" {
+			b.logf("%s is up to date (inputs %s)", name, short(hash))
+		}
+		return name, err
+	}
+	unlock, err := b.lock("node-" + o.KubernetesVersion)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	start := time.Now()
+
+	parts, err := b.nodeParts(ctx, o, k8s)
+	if err != nil {
+		return "", err
+	}
+	preloaded, flannel, versions, err := b.nodePreloads(ctx, o, parts)
+	if err != nil {
+		return "", err
+	}
+	containerdVersion, err := ContainerdVersion(string(parts.nodeFS.Outputs["containerd-version"]))
+	if err != nil {
+		return "", err
+	}
+	stage, err := b.nodeLayers(o, parts, flannel, preloaded)
+	if err != nil {
+		return "", err
+	}
+	config := imageConfig{
+		Entrypoint: []string{"/usr/local/bin/entrypoint"},
+		Cmd:        []string{"/sbin/init"},
+		Env:        []string{defaultPath, "container=docker"},
+		StopSignal: "SIGRTMIN+3",
+		Labels:     b.nodeLabels(o, parts.nodeFS, containerdVersion, preloaded, versions),
+		Created:    time.Now().UTC().Truncate(time.Second),
+	}
+	preload, err := b.preloadLayer(ctx, o.KubernetesVersion, stage, config, preloaded, containerdVersion)
+	if err != nil {
+		return "", err
+	}
+
+	config.Labels[InputsLabel] = hash
+	img, err := assemble(append(stage, preload), config)
+	if err != nil {
+		return "", err
+	}
+	if err := b.load(ctx, ref, img); err != nil {
+		return "", err
+	}
+	b.logf("built %s in %s (%d MiB compressed)", ref, time.Since(start).Round(time.Second), imageSize(img)>>20)
+	return ref, nil
+}
+
+// nodeLayers are the node image's layers below the preloaded images: the Debian root
+// filesystem, the Kubernetes commands, and the node's files (containerd's configuration, the
+// preloaded images' list, the CNI manifest).
+func (b *Builder) nodeLayers(o NodeOptions, p *nodeParts, flannel namedImage, preloaded []namedImage) ([]v1.Layer, error) {
+	pause, _ := FindImage(p.list, ComponentPause)
+	containerdConfig, err := RenderContainerdConfig(string(p.nodeFS.Outputs["containerd-default.toml"]), ContainerdOptions{
+		SandboxImage:       pause.Ref,
+		SystemdCgroup:      true,
+		CNIBinDir:          "/opt/cni/bin",
+		CNIConfDir:         "/etc/cni/net.d",
+		RegistryConfigPath: "/etc/containerd/certs.d",
+	})
+	if err != nil {
+		return nil, err
+	}
+	k8sLayer, err := b.binaryLayer("node-kubernetes", []binaryFile{
+		{Src: p.k8sBins["kubeadm"], Dst: "/usr/bin/kubeadm", Mode: 0o755},
+		{Src: p.k8sBins["kubelet"], Dst: "/usr/bin/kubelet", Mode: 0o755},
+		{Src: p.k8sBins["kubectl"], Dst: "/usr/bin/kubectl", Mode: 0o755},
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	cni, err := defaultCNIManifest(flannel.Ref)
+	if err != nil {
+		return nil, err
+	}
+	filesLayer, err := b.nodeFilesLayer(o.KubernetesVersion, containerdConfig, preloaded, cni)
+	if err != nil {
+		return nil, err
+	}
+	return []v1.Layer{p.nodeFS.Layer, k8sLayer, filesLayer}, nil
+}
+
+// nodeLabels say what a node image holds: versions of Kubernetes, its components, containerd,
+// runc, systemd and the CNI plugins, and the preloaded images.
+func (b *Builder) nodeLabels(o NodeOptions, nodeFS *Rootfs, containerdVersion string, preloaded []namedImage, versions map[Component]string) map[string]string {
+	labels := map[string]string{
+		"org.opencontainers.image.title":       "dockyard-node",
+		"org.opencontainers.image.description": "Kubernetes node for Dockyard (systemd, containerd, kubeadm; images preloaded)",
+		"org.opencontainers.image.version":     o.KubernetesVersion,
+		LabelPrefix + "built-by":               "dockyard-build",
+		LabelPrefix + "version.kubernetes":     o.KubernetesVersion,
+		LabelPrefix + "version.flannel":        o.FlannelVersion,
+		LabelPrefix + "version.containerd":     containerdVersion,
+		LabelPrefix + "version.runc":           nodeFS.Packages["runc"],
+		LabelPrefix + "version.systemd":        nodeFS.Packages["systemd"],
+		LabelPrefix + "version.cni-plugins":    nodeFS.Packages["containernetworking-plugins"],
+		LabelPrefix + "debian.suite":           b.suite(),
+		LabelPrefix + "images":                 imageRefs(preloaded),
+	}
+	for c, v := range versions {
+		labels[LabelPrefix+"version."+string(c)] = v
+	}
+	return labels
+}
+
+// nodeInputs hashes what a node image is made of: an image with the same hash is up to date.
+func (b *Builder) nodeInputs(ctx context.Context, o NodeOptions, k8s gobuild.Build) (string, error) {
 	in, err := b.baseInputs(ctx)
 	if err != nil {
 		return "", err
@@ -118,151 +238,73 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 			return "", err
 		}
 	}
-	hash := in.Hash()
-	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
-		if name != "" {
-			b.logf("%s is up to date (inputs %s)", name, short(hash))
-		}
-		return name, err
-	}
-	unlock, err := b.lock("node-" + o.KubernetesVersion)
-	if err != nil {
-		return "", err
-	}
-	defer unlock()
-	start := time.Now()
+	return in.Hash(), nil
+}
 
-	// debootstrap (network, disk) runs while Go compiles (CPU).
-	var nodeFS, iptFS *Rootfs
+// nodeParts are what a node image is assembled from.
+type nodeParts struct {
+	nodeFS, iptFS *Rootfs
+	// k8sBins are the built Kubernetes commands, list the images their kubeadm needs.
+	k8sBins map[string]string
+	list    []KubeadmImage
+	// addons are the other versions' add-ons (NodeOptions.AddonsOf).
+	addons []versionAddons
+}
+
+// nodeParts builds the root filesystems (debootstrap: network, disk) while Go compiles
+// Kubernetes (CPU), asks kubeadm which images it needs and builds their sources.
+func (b *Builder) nodeParts(ctx context.Context, o NodeOptions, k8s gobuild.Build) (*nodeParts, error) {
+	p := &nodeParts{}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) { nodeFS, err = b.Rootfs(gctx, nodeRootfs()); return err })
-	g.Go(func() (err error) { iptFS, err = b.Rootfs(gctx, iptablesRootfs()); return err })
-
-	var (
-		k8sBins map[string]string
-		list    []KubeadmImage
-		addons  []versionAddons
-	)
-	buildErr := func() error {
-		if k8sBins, err = b.runBuild(gctx, k8s); err != nil {
+	g.Go(func() (err error) { p.nodeFS, err = b.Rootfs(gctx, nodeRootfs()); return err })
+	g.Go(func() (err error) { p.iptFS, err = b.Rootfs(gctx, iptablesRootfs()); return err })
+	buildErr := func() (err error) {
+		if p.k8sBins, err = b.runBuild(gctx, k8s); err != nil {
 			return err
 		}
-		if list, err = kubeadmImages(gctx, k8sBins["kubeadm"], o.KubernetesVersion); err != nil {
+		if p.list, err = kubeadmImages(gctx, p.k8sBins["kubeadm"], o.KubernetesVersion); err != nil {
 			return err
 		}
-		b.logf("kubeadm %s needs: %s", o.KubernetesVersion, imageRefs(list))
-		all := list
+		b.logf("kubeadm %s needs: %s", o.KubernetesVersion, imageRefs(p.list))
+		all := p.list
 		for _, v := range o.AddonsOf {
 			a, err := b.addonsOf(gctx, v, all)
 			if err != nil {
 				return err
 			}
-			addons = append(addons, a)
+			p.addons = append(p.addons, a)
 			all = append(all, a.images...)
 		}
 		return b.prebuild(gctx, all, o.FlannelVersion)
 	}()
 	if err := g.Wait(); err != nil {
-		return "", err
+		return nil, err
 	}
-	if buildErr != nil {
-		return "", buildErr
-	}
+	return p, buildErr
+}
 
-	components, versions, err := b.componentImages(ctx, list, k8sBins, iptFS)
+// nodePreloads makes the images a node image preloads: the control plane components, the
+// CNI's (flannel), and other versions' add-ons; versions are the components' versions.
+func (b *Builder) nodePreloads(ctx context.Context, o NodeOptions, p *nodeParts) (preloaded []namedImage, flannel namedImage, versions map[Component]string, err error) {
+	components, versions, err := b.componentImages(ctx, p.list, p.k8sBins, p.iptFS)
 	if err != nil {
-		return "", err
+		return nil, flannel, nil, err
 	}
-	flannel, err := b.flannelImage(ctx, o.FlannelVersion, iptFS)
-	if err != nil {
-		return "", err
+	if flannel, err = b.flannelImage(ctx, o.FlannelVersion, p.iptFS); err != nil {
+		return nil, flannel, nil, err
 	}
-	preloaded := append(components, flannel)
-	for _, a := range addons {
+	preloaded = append(components, flannel)
+	for _, a := range p.addons {
 		if len(a.images) == 0 {
 			continue
 		}
-		imgs, _, err := b.componentImages(ctx, a.images, a.bins, iptFS)
+		imgs, _, err := b.componentImages(ctx, a.images, a.bins, p.iptFS)
 		if err != nil {
-			return "", err
+			return nil, flannel, nil, err
 		}
 		preloaded = append(preloaded, imgs...)
 	}
-
-	containerdVersion, err := ContainerdVersion(string(nodeFS.Outputs["containerd-version"]))
-	if err != nil {
-		return "", err
-	}
-	pause, _ := FindImage(list, ComponentPause)
-	containerdConfig, err := RenderContainerdConfig(string(nodeFS.Outputs["containerd-default.toml"]), ContainerdOptions{
-		SandboxImage:       pause.Ref,
-		SystemdCgroup:      true,
-		CNIBinDir:          "/opt/cni/bin",
-		CNIConfDir:         "/etc/cni/net.d",
-		RegistryConfigPath: "/etc/containerd/certs.d",
-	})
-	if err != nil {
-		return "", err
-	}
-	k8sLayer, err := b.binaryLayer("node-kubernetes", []binaryFile{
-		{Src: k8sBins["kubeadm"], Dst: "/usr/bin/kubeadm", Mode: 0o755},
-		{Src: k8sBins["kubelet"], Dst: "/usr/bin/kubelet", Mode: 0o755},
-		{Src: k8sBins["kubectl"], Dst: "/usr/bin/kubectl", Mode: 0o755},
-	}, nil)
-	if err != nil {
-		return "", err
-	}
-	cni, err := defaultCNIManifest(flannel.Ref)
-	if err != nil {
-		return "", err
-	}
-	filesLayer, err := b.nodeFilesLayer(o.KubernetesVersion, containerdConfig, preloaded, cni)
-	if err != nil {
-		return "", err
-	}
-
-	labels := map[string]string{
-		"org.opencontainers.image.title":       "dockyard-node",
-		"org.opencontainers.image.description": "Kubernetes node for Dockyard (systemd, containerd, kubeadm; images preloaded)",
-		"org.opencontainers.image.version":     o.KubernetesVersion,
-		LabelPrefix + "built-by":               "dockyard-build",
-		LabelPrefix + "version.kubernetes":     o.KubernetesVersion,
-		LabelPrefix + "version.flannel":        o.FlannelVersion,
-		LabelPrefix + "version.containerd":     containerdVersion,
-		LabelPrefix + "version.runc":           nodeFS.Packages["runc"],
-		LabelPrefix + "version.systemd":        nodeFS.Packages["systemd"],
-		LabelPrefix + "version.cni-plugins":    nodeFS.Packages["containernetworking-plugins"],
-		LabelPrefix + "debian.suite":           b.suite(),
-		LabelPrefix + "images":                 imageRefs(preloaded),
-	}
-	for c, v := range versions {
-		labels[LabelPrefix+"version."+string(c)] = v
-	}
-	config := imageConfig{
-		Entrypoint: []string{"/usr/local/bin/entrypoint"},
-		Cmd:        []string{"/sbin/init"},
-		Env:        []string{defaultPath, "container=docker"},
-		StopSignal: "SIGRTMIN+3",
-		Labels:     labels,
-		Created:    time.Now().UTC().Truncate(time.Second),
-	}
-	stage := []v1.Layer{nodeFS.Layer, k8sLayer, filesLayer}
-
-	preload, err := b.preloadLayer(ctx, o.KubernetesVersion, stage, config, preloaded, containerdVersion)
-	if err != nil {
-		return "", err
-	}
-
-	config.Labels[InputsLabel] = hash
-	img, err := assemble(append(stage, preload), config)
-	if err != nil {
-		return "", err
-	}
-	if err := b.load(ctx, ref, img); err != nil {
-		return "", err
-	}
-	b.logf("built %s in %s (%d MiB compressed)", ref, time.Since(start).Round(time.Second), imageSize(img)>>20)
-	return ref, nil
+	return preloaded, flannel, versions, nil
 }
 
 func imageRefs[T interface{ ref() string }](items []T) string {

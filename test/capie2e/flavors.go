@@ -115,25 +115,7 @@ func mdRemediation(t *template) error {
 	if err := set(md, "spec.template.metadata.labels", `{e2e.remediation.label: ""}`); err != nil {
 		return err
 	}
-	return t.add(`apiVersion: cluster.x-k8s.io/v1beta2
-kind: MachineHealthCheck
-metadata:
-  name: ${CLUSTER_NAME}-mhc-0
-  namespace: ${NAMESPACE}
-spec:
-  clusterName: ${CLUSTER_NAME}
-  selector:
-    matchLabels:
-      e2e.remediation.label: ""
-  checks:
-    unhealthyNodeConditions:
-    - type: e2e.remediation.condition
-      status: "False"
-      timeoutSeconds: 10
-  remediation:
-    triggerIf:
-      unhealthyLessThanOrEqualTo: 100%
-`)
+	return t.add(remediationCheck("e2e.remediation.label: \"\"", ""))
 }
 
 // waitSignal is KCPRemediationSpec's script: it polls the ConfigMap mhc-test of the
@@ -177,7 +159,14 @@ func kcpRemediation(t *template) error {
 	if err := appendTo(kcp, "spec.kubeadmConfigSpec.preKubeadmCommands", `['./wait-signal.sh "${TOKEN}" "${SERVER}" "${NAMESPACE}"']`); err != nil {
 		return err
 	}
-	return t.add(`apiVersion: cluster.x-k8s.io/v1beta2
+	return t.add(remediationCheck("cluster.x-k8s.io/control-plane: \"\"\n      mhc-test: fail", "nodeStartupTimeoutSeconds: 30\n    "))
+}
+
+// remediationCheck is the MachineHealthCheck of the remediation specs: Machines matching
+// selector (YAML lines under matchLabels) are unhealthy once their Node has the condition the
+// spec sets False for 10 s; extraChecks go first under checks.
+func remediationCheck(selector, extraChecks string) string {
+	return `apiVersion: cluster.x-k8s.io/v1beta2
 kind: MachineHealthCheck
 metadata:
   name: ${CLUSTER_NAME}-mhc-0
@@ -186,18 +175,16 @@ spec:
   clusterName: ${CLUSTER_NAME}
   selector:
     matchLabels:
-      cluster.x-k8s.io/control-plane: ""
-      mhc-test: fail
+      ` + selector + `
   checks:
-    nodeStartupTimeoutSeconds: 30
-    unhealthyNodeConditions:
+    ` + extraChecks + `unhealthyNodeConditions:
     - type: e2e.remediation.condition
       status: "False"
       timeoutSeconds: 10
   remediation:
     triggerIf:
       unhealthyLessThanOrEqualTo: 100%
-`)
+`
 }
 
 func selfHosted(t *template) error {
