@@ -7,6 +7,7 @@ import (
 
 	"github.com/pkg/errors"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
@@ -85,11 +87,34 @@ func (r *DockyardMachineReconciler) SetupWithManager(ctx context.Context, mgr ct
 			handler.EnqueueRequestsFromMapFunc(clusterToMachines),
 			builder.WithPredicates(predicates.ClusterPausedTransitionsOrInfrastructureProvisioned(mgr.GetScheme(), log)),
 		).
+		// A change of the DockyardCluster's spec (loadImages) reaches its running nodes.
+		Watches(&infrav1.DockyardCluster{},
+			handler.EnqueueRequestsFromMapFunc(r.dockyardClusterToMachines),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}),
+		).
 		WatchesRawSource(r.ClusterCache.GetClusterSource("dockyardmachine", clusterToMachines))
 	if r.EngineEvents != nil {
 		b = b.WatchesRawSource(engineEventSource(r.EngineEvents, r.machineRequests))
 	}
 	return b.Complete(r)
+}
+
+// dockyardClusterToMachines maps a DockyardCluster to the DockyardMachines of its Cluster.
+func (r *DockyardMachineReconciler) dockyardClusterToMachines(ctx context.Context, o client.Object) []ctrl.Request {
+	name := clusterNameOf(metav1.ObjectMeta{OwnerReferences: o.GetOwnerReferences(), Labels: o.GetLabels()})
+	if name == "" {
+		return nil
+	}
+	list := &infrav1.DockyardMachineList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the DockyardMachines of a DockyardCluster", "DockyardCluster", klog.KObj(o))
+		return nil
+	}
+	requests := make([]ctrl.Request, 0, len(list.Items))
+	for i := range list.Items {
+		requests = append(requests, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return requests
 }
 
 // machineScope is what one reconcile of a DockyardMachine works with; the phases fill it in as

@@ -1,12 +1,18 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -677,4 +683,107 @@ func TestDeletionForClusterctlMoveKeepsTheContainers(t *testing.T) {
 	if len(f.rt.VolumeNames()) == 0 || len(f.rt.NetworkNames()) != 1 {
 		t.Errorf("volumes %v networks %v removed by a move", f.rt.VolumeNames(), f.rt.NetworkNames())
 	}
+}
+
+// The cluster's loadImages reach every node: one that joins, and running ones when the list
+// grows or the engine's image is rebuilt.
+func TestClusterImagesReachNewAndRunningNodes(t *testing.T) {
+	const worker = "c1-md-0-img"
+	m, dm, s := machineObjects(worker, false)
+	f := newFixture(t, m, dm, s)
+	for _, img := range []string{"localhost/app:dev", "localhost/tool:v1"} {
+		if err := f.rt.LoadImages(f.ctx, mustSave(t, img)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.provisionCluster()
+	dc := f.getDockyardCluster()
+	dc.Spec.LoadImages = []string{"localhost/app:dev"}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.provisionMachine(worker)
+	node := worker + "." + testNS
+	if imgs, _ := f.sim.Images(f.rt, node); !slices.Equal(imgs, []string{"localhost/app:dev"}) {
+		t.Fatalf("a new node has %v, want the cluster's image", imgs)
+	}
+
+	// Running nodes get what the list gains, and nothing twice.
+	dc = f.getDockyardCluster()
+	dc.Spec.LoadImages = append(dc.Spec.LoadImages, "localhost/tool:v1")
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(worker)
+	f.reconcileMachine(worker)
+	imgs, imports := f.sim.Images(f.rt, node)
+	if !slices.Equal(imgs, []string{"localhost/app:dev", "localhost/tool:v1"}) || imports != 2 {
+		t.Fatalf("a running node has %v after %d imports, want both images, each imported once", imgs, imports)
+	}
+
+	// A rebuilt image (another ID under the same name) is copied again.
+	if err := f.rt.LoadImages(f.ctx, rebuiltImage(t, "localhost/app:dev")); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(worker)
+	if _, imports := f.sim.Images(f.rt, node); imports != 3 {
+		t.Errorf("%d imports after a rebuild, want 3", imports)
+	}
+}
+
+// A fixed host port another container holds leaves the machine waiting with a condition that
+// says so, and the node starts once the port is free.
+func TestMachineWithATakenHostPortWaitsForIt(t *testing.T) {
+	const worker = "c1-md-0-port"
+	m, dm, s := machineObjects(worker, false)
+	dm.Spec.Ports = []infrav1.PortMapping{{ContainerPort: 30080, HostPort: 8080}, {ContainerPort: 30443}}
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	holder := container.ContainerSpec{Name: "holder", Image: testNodeImage, Ports: []container.PortMapping{{ContainerPort: 80, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: 8080}}}
+	if err := f.rt.CreateContainer(f.ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rt.StartContainer(f.ctx, "holder"); err != nil {
+		t.Fatal(err)
+	}
+
+	f.admitMachine(worker)
+	if res := f.reconcileMachine(worker); res.RequeueAfter != portRetry {
+		t.Errorf("requeue after %s, want %s", res.RequeueAfter, portRetry)
+	}
+	expectCondition(t, f.getMachine(worker), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.PortUnavailableReason, "spec.ports", "8080")
+
+	if err := f.rt.RemoveContainer(f.ctx, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	f.provisionMachine(worker)
+	got := f.getMachine(worker).Status.Ports
+	if len(got) != 2 || got[0].HostPort != 8080 || got[0].ListenAddress != "127.0.0.1" || got[1].ContainerPort != 30443 || got[1].HostPort == 0 {
+		t.Errorf("status.ports %+v, want 30080 on 127.0.0.1:8080 and 30443 on a port the engine picked", got)
+	}
+}
+
+// rebuiltImage is a docker-save archive of another image under ref.
+func rebuiltImage(t *testing.T, ref string) io.Reader {
+	t.Helper()
+	cfg, err := empty.Image.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS = "amd64", "linux"
+	cfg.Config.Labels = map[string]string{"rebuilt": time.Now().String()}
+	img, err := mutate.ConfigFile(empty.Image, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if err := tarball.Write(tag, img, &archive); err != nil {
+		t.Fatal(err)
+	}
+	return &archive
 }

@@ -3,7 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +82,9 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 			return ctrl.Result{}, false, nil
 		}
 		node, err := r.createNode(ctx, s)
+		if docker.IsPortInUse(err) {
+			return r.startFailed(dm, docker.NodeName(s.key, dm.Name), err)
+		}
 		if err != nil || node == nil {
 			return ctrl.Result{}, false, err
 		}
@@ -88,10 +93,10 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 	node := s.node
 	switch {
 	case node.NeverStarted():
-		// Created but never started (the manager stopped in between): start it now.
+		// Created but never started (the manager stopped in between, or a host port was
+		// taken): start it now.
 		if err := node.Start(ctx); err != nil {
-			setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "Starting node container %s: %v", node.Name, err)
-			return ctrl.Result{}, false, err
+			return r.startFailed(dm, node.Name, err)
 		}
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
 	case !node.Running():
@@ -114,12 +119,48 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for systemd and containerd in the node container")
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
 	}
-	if err := node.PreloadImages(ctx, dm.Spec.PreLoadImages); err != nil {
+	if err := node.LoadImages(ctx, s.imagesToLoad(), r.reportLoad(ctx, dm)); err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.PreloadFailedReason, "%v", err)
 		return ctrl.Result{}, false, err
 	}
 	setContainerCondition(dm, metav1.ConditionTrue, infrav1.ContainerProvisionedReason, "")
 	return ctrl.Result{}, true, nil
+}
+
+// portRetry is how often a node whose host port is taken tries to start again.
+const portRetry = 30 * time.Second
+
+// startFailed reports a node container that did not start: a taken host port is retried (the
+// user may free it), anything else returned.
+func (r *DockyardMachineReconciler) startFailed(dm *infrav1.DockyardMachine, name string, err error) (ctrl.Result, bool, error) {
+	if docker.IsPortInUse(err) {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.PortUnavailableReason,
+			"Node container %s cannot start: a host port of spec.ports is taken (%v); it starts once the port is free", name, err)
+		return ctrl.Result{RequeueAfter: portRetry}, false, nil
+	}
+	setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "Starting node container %s: %v", name, err)
+	return ctrl.Result{}, false, err
+}
+
+// imagesToLoad are the images a node gets from the engine: the machine's preLoadImages and
+// its cluster's loadImages.
+func (s *machineScope) imagesToLoad() []string {
+	images := slices.Clone(s.dm.Spec.PreLoadImages)
+	if s.dc != nil {
+		for _, img := range s.dc.Spec.LoadImages {
+			if !slices.Contains(images, img) {
+				images = append(images, img)
+			}
+		}
+	}
+	return images
+}
+
+// reportLoad logs every image copied into a node.
+func (r *DockyardMachineReconciler) reportLoad(ctx context.Context, dm *infrav1.DockyardMachine) func(docker.ImageLoad) {
+	return func(l docker.ImageLoad) {
+		ctrl.LoggerFrom(ctx).Info("Loaded an image into the node", "image", l.Image, "container", l.Node, "bytes", l.Bytes, "took", l.Took.Round(time.Millisecond).String())
+	}
 }
 
 // reconcileLoadBalancer puts a control plane node behind its cluster's load balancer before its
@@ -147,8 +188,15 @@ func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s 
 			clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: address})
 	}
 	dm.Status.FailureDomain = machine.Spec.FailureDomain
+	dm.Status.Ports = publishedPorts(dm.Spec.Ports, node.Ports())
 	if !ptr.Deref(dm.Status.Initialization.Provisioned, false) {
 		ctrl.LoggerFrom(ctx).Info("Machine provisioned", "providerID", dm.Spec.ProviderID)
+	} else if s.dc != nil && len(s.dc.Spec.LoadImages) > 0 {
+		// Images the cluster's loadImages gained (or the engine rebuilt) since the node
+		// started; failing here does not make a running node unready.
+		if err := node.LoadImages(ctx, s.dc.Spec.LoadImages, r.reportLoad(ctx, dm)); err != nil {
+			r.Recorder.Eventf(dm, corev1.EventTypeWarning, infrav1.PreloadFailedReason, "Loading the cluster's images into node %s: %v", node.Name, err)
+		}
 	}
 	dm.Status.Initialization.Provisioned = ptr.To(true)
 	if !machine.Status.NodeRef.IsDefined() {
@@ -156,6 +204,30 @@ func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s 
 		return result, false, err
 	}
 	return ctrl.Result{}, true, nil
+}
+
+// publishedPorts are the spec's ports as the node publishes them, with the host ports the
+// engine picked.
+func publishedPorts(spec []infrav1.PortMapping, published []docker.Port) []infrav1.PortMapping {
+	var out []infrav1.PortMapping
+	for _, want := range spec {
+		for _, got := range published {
+			if got.ContainerPort == int(want.ContainerPort) && strings.EqualFold(got.Protocol, orDefault(want.Protocol, "TCP")) {
+				pm := want
+				pm.HostPort, pm.ListenAddress = int32(got.HostPort), orDefault(got.HostIP, want.ListenAddress)
+				out = append(out, pm)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // bootstrapSource sets the scope's bootstrap data secret and version: the Machine's, or for an
@@ -202,6 +274,9 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	}
 	for _, m := range dm.Spec.ExtraMounts {
 		spec.ExtraMounts = append(spec.ExtraMounts, docker.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadOnly: m.ReadOnly})
+	}
+	for _, p := range dm.Spec.Ports {
+		spec.Ports = append(spec.Ports, docker.Port{ContainerPort: int(p.ContainerPort), Protocol: p.Protocol, HostIP: p.ListenAddress, HostPort: int(p.HostPort)})
 	}
 	if err := r.Nodes.Allowed(spec.Image, spec.ExtraMounts); err != nil {
 		// Retrying cannot help; the manager reconciles everything again when it restarts with

@@ -15,11 +15,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/docker/internal/runner"
@@ -688,4 +696,79 @@ func TestNodeLogsOnTheEngine(t *testing.T) {
 	if lb, err := m.FindLoadBalancer(ctx, key); err != nil || lb != nil {
 		t.Errorf("a cluster without a load balancer: %v %v", lb, err)
 	}
+}
+
+// An image is copied from the engine into a node once, and again when the engine's image of
+// that name changes (a rebuild): a node always ends up with the engine's current image.
+func TestLoadImagesIntoARealNodeFollowsTheEnginesImage(t *testing.T) {
+	m, rt, key := engineCluster(t)
+	c := bootNode(t, m, key, "w-0", RoleWorker)
+	node := m.node(key, "w-0", c)
+	ctx := context.Background()
+	ref := "localhost/dockyard/load-test:" + strings.ToLower(key.Name)
+	t.Cleanup(func() { _ = rt.RemoveImage(context.Background(), ref) })
+
+	var loads []ImageLoad
+	report := func(l ImageLoad) { loads = append(loads, l) }
+	for build := range 2 {
+		id := putRandomImage(t, rt, ref)
+		for range 2 {
+			if err := node.LoadImages(ctx, []string{ref}, report); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(loads) != build+1 || loads[build].Bytes == 0 || loads[build].Image != ref {
+			t.Fatalf("after build %d: loads %+v, want one more (a second load of the same image copies nothing)", build, loads)
+		}
+		out, _ := execOut(t, rt, c.Name, "ctr", "--namespace", "k8s.io", "images", "list", "name=="+ref)
+		if !strings.Contains(out, engineImageLabel+"="+id) {
+			t.Errorf("the node's image is not the engine's %s:\n%s", id, out)
+		}
+	}
+	if err := node.LoadImages(ctx, []string{"localhost/dockyard/no-such-image:v0"}, report); err == nil || !strings.Contains(err.Error(), "not on the container engine") {
+		t.Errorf("loading an image the engine lacks: %v", err)
+	}
+}
+
+// putRandomImage loads an image with one random layer into the engine under ref and returns
+// its ID.
+func putRandomImage(t *testing.T, rt container.Runtime, ref string) string {
+	t.Helper()
+	layer, err := random.Layer(1<<20, types.DockerLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ctr imports the images of the node's platform only.
+	if img, err = mutate.ConfigFile(img, &v1.ConfigFile{OS: "linux", Architecture: runtime.GOARCH, RootFS: v1.RootFS{Type: "layers", DiffIDs: mustDiffIDs(t, img)}}); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if err := tarball.Write(tag, img, &archive); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.LoadImages(context.Background(), &archive); err != nil {
+		t.Fatal(err)
+	}
+	id, err := img.ConfigName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.String()
+}
+
+func mustDiffIDs(t *testing.T, img v1.Image) []v1.Hash {
+	t.Helper()
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.RootFS.DiffIDs
 }

@@ -135,9 +135,10 @@ func (n *Node) LastOutput(ctx context.Context, lines int) (string, error) {
 // Check tells whether systemd and containerd (with its CRI plugin) are up in the running node.
 func (n *Node) Check(ctx context.Context) (NodeState, error) { return n.m.checkNode(ctx, n.Name) }
 
-// PreloadImages copies images from the engine into the node's containerd unless it has them.
-func (n *Node) PreloadImages(ctx context.Context, images []string) error {
-	return n.m.preloadImages(ctx, n.Name, images)
+// LoadImages copies images from the engine into the node's containerd, each one the node does
+// not hold as the engine's current image of that name; report, when set, hears of each copy.
+func (n *Node) LoadImages(ctx context.Context, images []string, report func(ImageLoad)) error {
+	return n.m.loadImages(ctx, n.Name, images, report)
 }
 
 // StartBootstrap copies a plan into the node and starts it in the background, unless it was
@@ -166,6 +167,16 @@ func (n *Node) PublishedPort(port int) (hostIP string, hostPort int) {
 		}
 	}
 	return "", 0
+}
+
+// Ports are the node's published ports, with the host ports the engine picked, the API
+// server's of a control plane node included.
+func (n *Node) Ports() []Port {
+	ports := make([]Port, 0, len(n.c.Ports))
+	for _, p := range n.c.Ports {
+		ports = append(ports, Port{ContainerPort: p.ContainerPort, Protocol: orDefault(p.Protocol, "tcp"), HostIP: p.HostIP, HostPort: p.HostPort})
+	}
+	return ports
 }
 
 // ReadFile reads one file from the node; ErrNotFound when it has no such file.

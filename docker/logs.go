@@ -43,15 +43,15 @@ func nodeLogs(p runner.Protocol) []nodeLog {
 		{"bootstrap-output.log", true, []string{"cat", p.Path(runner.OutputFile)}},
 		{"bootstrap-state", false, []string{"cat", p.Path(runner.StateFile)}},
 		{"kubelet-version.txt", false, []string{"kubelet", "--version"}},
-		{"containers.txt", false, []string{"crictl", "ps", "--all"}},
-		{"images.txt", false, []string{"crictl", "images"}},
+		{"containers.txt", false, []string{"sh", "-c", "ctr --namespace k8s.io containers list; echo; ctr --namespace k8s.io tasks list"}},
+		{"images.txt", false, []string{"ctr", "--namespace", "k8s.io", "images", "list"}},
 		{"processes.txt", false, []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
 	}
 }
 
 // CollectLogs writes what a person needs to debug the node into dir (created): its journal and
 // the journals of kubelet, containerd and the bootstrap unit, the bootstrap output and state,
-// the node's containers and images as the kubelet's runtime sees them, the pods' log files
+// the node's containers, tasks and images in containerd's k8s.io namespace, the pods' log files
 // (pods/), its console output and the engine's inspect data. Bootstrap secrets are redacted.
 // A stopped node gets only what the engine knows (inspect data and console). Every file is
 // attempted; the error joins those that failed.

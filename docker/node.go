@@ -3,8 +3,10 @@ package docker
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/pkg/errors"
@@ -32,9 +34,27 @@ type NodeSpec struct {
 	// 127.0.0.1; 0 lets the engine choose one, which it may change when the node joins
 	// another network or restarts. Only a caller on the engine's host can pick a free port.
 	APIServerHostPort int
+	// Ports are further ports of the node published on the engine's host.
+	Ports []Port
 
 	// address is the node's fixed addresses on Network, picked by CreateNode.
 	address fixedAddresses
+}
+
+// IsPortInUse reports whether err says a node could not start because a host port it
+// publishes is taken (by another container or a process of the engine's host).
+func IsPortInUse(err error) bool { return container.IsPortInUse(err) }
+
+// Port publishes a port of a node on the engine's host.
+type Port struct {
+	// ContainerPort is the port in the node.
+	ContainerPort int
+	// Protocol is "tcp" (when empty) or "udp".
+	Protocol string
+	// HostIP is the host address it is published on; empty: 127.0.0.1.
+	HostIP string
+	// HostPort is the port on the host; 0: the engine picks one.
+	HostPort int
 }
 
 // Mount bind-mounts a path of the engine's host into a node.
@@ -105,6 +125,11 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 	if s.Role == RoleControlPlane {
 		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: s.APIServerHostPort}}
 	}
+	for _, p := range s.Ports {
+		spec.Ports = append(spec.Ports, container.PortMapping{
+			ContainerPort: p.ContainerPort, Protocol: orDefault(strings.ToLower(p.Protocol), "tcp"), HostIP: orDefault(p.HostIP, "127.0.0.1"), HostPort: p.HostPort,
+		})
+	}
 	return spec
 }
 
@@ -151,6 +176,11 @@ func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Con
 		privileged = true
 	}
 	err := m.createAndStart(ctx, spec.containerSpec(privileged))
+	if container.IsPortInUse(err) {
+		// Not the engine's privilege: the container stays created and starts once the
+		// port is free.
+		return nil, err
+	}
 	if err != nil && !known {
 		// The engine refused a privileged container (here: "unable to apply caps: operation
 		// not permitted"); try again with the explicit capability set.
@@ -328,44 +358,92 @@ func (m *Manager) criFailure(ctx context.Context, name string) string {
 	return msg
 }
 
-// preloadImages copies images from the engine into the node's containerd (namespace k8s.io)
-// unless the node has them already.
-func (m *Manager) preloadImages(ctx context.Context, node string, images []string) error {
+// engineImageLabel marks an image Dockyard copied into a node with the engine's image ID, so a
+// node holding an image of that name knows whether it is the engine's current one.
+const engineImageLabel = "dockyard.x-k8s.io/engine-image-id"
+
+// ImageLoad reports one image copied into a node.
+type ImageLoad struct {
+	Node, Image string
+	// Bytes is the size of the stream copied (the image's layers, uncompressed).
+	Bytes int64
+	Took  time.Duration
+}
+
+// loadImages copies images from the engine into the node's containerd (namespace k8s.io):
+// each one the node does not hold with the engine's image ID, so an image rebuilt under the
+// same name is copied again and one copied before is not. The stream goes from the engine into
+// the node without landing on disk. report, when set, hears of every image copied.
+func (m *Manager) loadImages(ctx context.Context, node string, images []string, report func(ImageLoad)) error {
 	for _, img := range images {
 		named, err := reference.ParseNormalizedNamed(img)
 		if err != nil {
-			return errors.Wrapf(err, "preloading %s", img)
+			return errors.Wrapf(err, "loading %s", img)
 		}
-		r, err := m.exec(ctx, node, nil, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet", "name=="+named.String())
+		info, err := m.runtime.InspectImage(ctx, img)
+		if container.IsNotFound(err) {
+			return errors.Errorf("image %s is not on the container engine: build or pull it there first (Dockyard copies images from the engine into nodes)", img)
+		}
+		if err != nil {
+			return errors.Wrapf(err, "inspecting image %s", img)
+		}
+		r, err := m.exec(ctx, node, nil, "ctr", "--namespace", "k8s.io", "images", "list", "name=="+named.String())
 		if err != nil {
 			return errors.Wrapf(err, "listing images in node %s", node)
 		}
-		if r.Code == 0 && strings.TrimSpace(r.Stdout) != "" {
+		if r.Code == 0 && strings.Contains(r.Stdout, engineImageLabel+"="+info.ID) {
 			continue
 		}
-		ok, err := m.runtime.ImageExists(ctx, img)
+		start := time.Now()
+		n, err := m.importImage(ctx, node, img, named.String(), info.ID)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return errors.Errorf("image %s is not on the container engine: preLoadImages copies images from the engine into the node", img)
-		}
-		if err := m.importImage(ctx, node, img); err != nil {
-			return err
+		if report != nil {
+			report(ImageLoad{Node: node, Image: img, Bytes: n, Took: time.Since(start)})
 		}
 	}
 	return nil
 }
 
-func (m *Manager) importImage(ctx context.Context, node, img string) error {
+// importImage streams an image from the engine into the node and labels it with the engine's
+// image ID; it returns the bytes streamed.
+func (m *Manager) importImage(ctx context.Context, node, img, name, id string) (int64, error) {
 	stream, err := m.runtime.SaveImages(ctx, []string{img})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer stream.Close()
-	r, err := m.exec(ctx, node, stream, "ctr", "--namespace", "k8s.io", "images", "import", "-")
+	counted := &countingReader{r: stream}
+	r, err := m.exec(ctx, node, counted, "ctr", "--namespace", "k8s.io", "images", "import", "-")
 	if err != nil {
-		return errors.Wrapf(err, "importing %s into node %s", img, node)
+		return counted.n, errors.Wrapf(err, "importing %s into node %s", img, node)
 	}
-	return r.err(node, "importing "+img)
+	if err := r.err(node, "importing "+img); err != nil {
+		return counted.n, err
+	}
+	r, err = m.exec(ctx, node, nil, "ctr", "--namespace", "k8s.io", "images", "label", name, engineImageLabel+"="+id)
+	if err != nil {
+		return counted.n, errors.Wrapf(err, "labelling %s in node %s", img, node)
+	}
+	return counted.n, r.err(node, "labelling "+img)
+}
+
+// countingReader counts what is read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

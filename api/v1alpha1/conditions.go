@@ -83,8 +83,13 @@ const (
 	// plugin failed to load (for example the engine's host ran out of inotify instances). The
 	// bootstrap does not start; fix the cause the message names, then replace the Machine.
 	NodeRuntimeFailedReason = "NodeRuntimeFailed"
-	// PreloadFailedReason: an image of spec.preLoadImages could not be loaded into the node.
+	// PreloadFailedReason: an image of spec.preLoadImages or of the DockyardCluster's
+	// spec.loadImages could not be loaded into the node (the message says which, and why).
 	PreloadFailedReason = "PreloadFailed"
+	// PortUnavailableReason: a host port of spec.ports is taken by another container or a
+	// process on the engine's host. The node starts once the port is free; or roll out the
+	// machine with another port.
+	PortUnavailableReason = "PortUnavailable"
 	// ContainerStoppedReason: the node container stopped outside Dockyard's control. It is not
 	// restarted; a MachineHealthCheck can remediate the Machine.
 	ContainerStoppedReason = "ContainerStopped"

@@ -39,6 +39,18 @@ type DockyardClusterSpec struct {
 	// network is the container network the cluster's nodes and load balancer are attached to.
 	// +optional
 	Network NetworkSpec `json:"network,omitempty,omitzero"`
+
+	// loadImages are images on the container engine copied into the containerd of every node
+	// of the cluster: the running ones and those that join later (scale-up, remediation,
+	// rollouts, MachinePool instances), so pods using them never pull. Each node gets the image
+	// the engine holds under that name: after a rebuild, every node gets the new one.
+	// `dockyard load image` adds to the list.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	LoadImages []string `json:"loadImages,omitempty"`
 }
 
 // LoadBalancerSpec configures the load balancer container of a cluster.

@@ -55,6 +55,44 @@ type DockyardMachineSpec struct {
 	// resources limit the cpu and memory of the node container.
 	// +optional
 	Resources NodeResources `json:"resources,omitempty,omitzero"`
+
+	// ports publish ports of the node container on the engine's host, for NodePort Services
+	// and ingress controllers (the "ingress-ready" worker of the flavors). A fixed host port
+	// can be taken by one node only: give a machine with fixed host ports one replica.
+	// Immutable.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	Ports []PortMapping `json:"ports,omitempty"`
+}
+
+// PortMapping publishes a port of a node container on the engine's host.
+type PortMapping struct {
+	// containerPort is the port in the node, e.g. a NodePort or an ingress controller's
+	// hostPort.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	ContainerPort int32 `json:"containerPort"`
+
+	// hostPort is the port on the engine's host. Unset: the engine picks a free one, which
+	// status.ports reports.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	HostPort int32 `json:"hostPort,omitempty"`
+
+	// protocol is TCP (the default) or UDP.
+	// +optional
+	// +kubebuilder:validation:Enum=TCP;UDP
+	Protocol string `json:"protocol,omitempty"`
+
+	// listenAddress is the host address the port is published on; defaults to 127.0.0.1 (the
+	// host alone). 0.0.0.0 publishes it on every IPv4 address of the host.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=45
+	ListenAddress string `json:"listenAddress,omitempty"`
 }
 
 // Mount is a host path bind-mounted into the node container.
@@ -109,6 +147,12 @@ type DockyardMachineStatus struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// ports are spec.ports as the engine published them, with the host ports it picked.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	Ports []PortMapping `json:"ports,omitempty"`
 }
 
 // DockyardMachineInitializationStatus is part of the Cluster API v1beta2 contract.

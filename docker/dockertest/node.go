@@ -107,12 +107,18 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 		return 0, nil
 
 	case len(cmd) >= 5 && cmd[0] == "ctr" && cmd[3] == "images" && cmd[4] == "list":
+		// As ctr prints it: REF TYPE DIGEST SIZE PLATFORMS LABELS.
 		want := strings.TrimPrefix(cmd[len(cmd)-1], "name==")
+		fmt.Fprintln(stdout, "REF TYPE DIGEST SIZE PLATFORMS LABELS")
 		for _, img := range images(c) {
 			if img == want {
-				fmt.Fprintln(stdout, img)
+				fmt.Fprintf(stdout, "%s application/vnd.oci.image.manifest.v1+json sha256:0 1.0 MiB linux/amd64 %s\n", img, orDefault(imageLabels(c)[img], "-"))
 			}
 		}
+		return 0, nil
+
+	case len(cmd) == 7 && cmd[0] == "ctr" && cmd[3] == "images" && cmd[4] == "label":
+		imageLabels(c)[cmd[5]] = cmd[6]
 		return 0, nil
 
 	case len(cmd) >= 5 && cmd[0] == "ctr" && cmd[3] == "images" && cmd[4] == "import":
@@ -123,7 +129,11 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 		}
 		for _, img := range imgs {
 			if named, err := reference.ParseNormalizedNamed(img); err == nil {
-				c.Data["images"] = append(images(c), named.String())
+				if !slices.Contains(images(c), named.String()) {
+					c.Data["images"] = append(images(c), named.String())
+				}
+				delete(imageLabels(c), named.String())
+				c.Data["imports"] = imports(c) + 1
 			}
 		}
 		return 0, nil
@@ -208,6 +218,29 @@ func writer(w io.Writer) io.Writer {
 func images(c *fake.Container) []string {
 	imgs, _ := c.Data["images"].([]string)
 	return imgs
+}
+
+// imageLabels are the labels of the node's images, by name.
+func imageLabels(c *fake.Container) map[string]string {
+	labels, ok := c.Data["imageLabels"].(map[string]string)
+	if !ok {
+		labels = map[string]string{}
+		c.Data["imageLabels"] = labels
+	}
+	return labels
+}
+
+func imports(c *fake.Container) int {
+	n, _ := c.Data["imports"].(int)
+	return n
+}
+
+// Images returns the images in a node's containerd and how many imports it took.
+func (n *Nodes) Images(rt *fake.Runtime, node string) (names []string, importCount int) {
+	rt.WithContainer(node, func(c *fake.Container) {
+		names, importCount = slices.Clone(images(c)), imports(c)
+	})
+	return names, importCount
 }
 
 func orDefault(s, def string) string {

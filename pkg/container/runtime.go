@@ -21,6 +21,13 @@ var ErrNotFound = errors.New("not found")
 // IsNotFound reports whether err says the object does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
+// ErrPortInUse is wrapped by every implementation when StartContainer cannot publish a host
+// port that another container or process holds. Test with IsPortInUse.
+var ErrPortInUse = errors.New("host port in use")
+
+// IsPortInUse reports whether err says a host port is taken.
+func IsPortInUse(err error) bool { return errors.Is(err, ErrPortInUse) }
+
 // MatchLabels is true when have carries every label of want, where an empty value in want
 // matches any value of its key: the label selectors of Runtime's lists. Runtimes whose engine
 // filters differently (Podman: any label, not all) check again with it.
@@ -43,7 +50,8 @@ type Runtime interface {
 
 	// CreateContainer creates (but does not start) a container.
 	CreateContainer(ctx context.Context, spec ContainerSpec) error
-	// StartContainer starts a created or stopped container.
+	// StartContainer starts a created or stopped container. A published host port that another
+	// container or process holds fails it with ErrPortInUse; the container stays created.
 	StartContainer(ctx context.Context, name string) error
 	// InspectContainer returns the container's state; ErrNotFound when it does not exist.
 	InspectContainer(ctx context.Context, name string) (*Container, error)

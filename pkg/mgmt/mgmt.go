@@ -110,7 +110,7 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 		return nil, err
 	}
 	opts.Logf("Copying %d images into %s", len(opts.Images), c.Node)
-	if err := node.PreloadImages(ctx, opts.Images); err != nil {
+	if err := node.LoadImages(ctx, opts.Images, nil); err != nil {
 		return nil, errors.Wrapf(err, "management cluster %s: preloading images (build them with `make component-images`)", c.Name)
 	}
 	if err := bootstrapNode(ctx, node, c, opts); err != nil {

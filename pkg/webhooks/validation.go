@@ -44,6 +44,9 @@ func validateClusterSpec(spec *infrav1.DockyardClusterSpec, fldPath *field.Path)
 	if spec.LoadBalancer.Image != "" {
 		allErrs = append(allErrs, validateImageRef(spec.LoadBalancer.Image, fldPath.Child("loadBalancer", "image"))...)
 	}
+	for i, img := range spec.LoadImages {
+		allErrs = append(allErrs, validateImageRef(img, fldPath.Child("loadImages").Index(i))...)
+	}
 	allErrs = append(allErrs, validateNetwork(&spec.Network, fldPath.Child("network"))...)
 	return allErrs
 }
@@ -137,6 +140,8 @@ func validateMachineSpec(spec *infrav1.DockyardMachineSpec, fldPath *field.Path)
 			"must be at least 30s: kubeadm alone takes longer"))
 	}
 
+	allErrs = append(allErrs, validatePorts(spec.Ports, fldPath.Child("ports"))...)
+
 	if q := spec.Resources.CPU; q != nil && q.Cmp(minNodeCPU) < 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("resources", "cpu"), q.String(),
 			fmt.Sprintf("must be at least %s", minNodeCPU.String())))
@@ -144,6 +149,41 @@ func validateMachineSpec(spec *infrav1.DockyardMachineSpec, fldPath *field.Path)
 	if q := spec.Resources.Memory; q != nil && q.Cmp(minNodeMemory) < 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("resources", "memory"), q.String(),
 			fmt.Sprintf("must be at least %s: a node runs systemd, containerd and kubelet", minNodeMemory.String())))
+	}
+	return allErrs
+}
+
+// validatePorts checks a machine's port mappings: each container port and protocol once, each
+// fixed host port, protocol and address once, addresses that are IP addresses.
+func validatePorts(ports []infrav1.PortMapping, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	containerPorts, hostPorts := sets.New[string](), sets.New[string]()
+	for i, pm := range ports {
+		p := fldPath.Index(i)
+		protocol := pm.Protocol
+		if protocol == "" {
+			protocol = "TCP"
+		}
+		key := fmt.Sprintf("%d/%s", pm.ContainerPort, protocol)
+		if containerPorts.Has(key) {
+			allErrs = append(allErrs, field.Duplicate(p.Child("containerPort"), key))
+		}
+		containerPorts.Insert(key)
+		address := pm.ListenAddress
+		if address == "" {
+			address = "127.0.0.1"
+		}
+		if ip, err := netip.ParseAddr(address); err != nil || ip.Zone() != "" {
+			allErrs = append(allErrs, field.Invalid(p.Child("listenAddress"), pm.ListenAddress, "must be an IP address of the engine's host, for example 127.0.0.1 or 0.0.0.0"))
+		}
+		if pm.HostPort == 0 {
+			continue
+		}
+		hostKey := fmt.Sprintf("%s:%d/%s", address, pm.HostPort, protocol)
+		if hostPorts.Has(hostKey) {
+			allErrs = append(allErrs, field.Duplicate(p.Child("hostPort"), hostKey))
+		}
+		hostPorts.Insert(hostKey)
 	}
 	return allErrs
 }
@@ -157,6 +197,10 @@ func validateMachineUpdate(oldSpec, newSpec *infrav1.DockyardMachineSpec, fldPat
 	}
 	if oldSpec.ProviderID != "" && oldSpec.ProviderID != newSpec.ProviderID {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("providerID"), "is immutable once set"))
+	}
+	if !equality.Semantic.DeepEqual(oldSpec.Ports, newSpec.Ports) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("ports"),
+			"is immutable: the engine publishes ports when it creates the node container; roll out a new machine instead"))
 	}
 	return allErrs
 }

@@ -169,6 +169,9 @@ func TestDockyardClusterRejectsInvalidSpecs(t *testing.T) {
 		{"invalid load balancer image", func(s *infrav1.DockyardClusterSpec) {
 			s.LoadBalancer.Image = "Not An Image"
 		}, []string{"spec.loadBalancer.image"}},
+		{"invalid image to load", func(s *infrav1.DockyardClusterSpec) {
+			s.LoadImages = []string{"app:dev", "App:Dev"}
+		}, []string{"spec.loadImages[1]"}},
 		{"load balancer image from another repository", func(s *infrav1.DockyardClusterSpec) {
 			s.LoadBalancer.Image = "registry.example.internal/haproxy:2"
 		}, []string{"spec.loadBalancer.image", "--allowed-image-repositories"}},
@@ -375,6 +378,21 @@ func TestDockyardMachineRejectsInvalidSpecs(t *testing.T) {
 		{"another provider's ID", func(s *infrav1.DockyardMachineSpec) {
 			s.ProviderID = "aws:///x"
 		}, []string{"spec.providerID", infrav1.ProviderIDPrefix}},
+		{"a container port twice", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 30080}, {ContainerPort: 30080, Protocol: "TCP", HostPort: 8081}}
+		}, []string{"spec.ports[1].containerPort", "Duplicate", "30080/TCP"}},
+		{"a host port twice", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 443, HostPort: 8080, ListenAddress: "127.0.0.1"}}
+		}, []string{"spec.ports[1].hostPort", "127.0.0.1:8080/TCP"}},
+		{"a listen address that is no address", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 80, ListenAddress: "localhost"}}
+		}, []string{"spec.ports[0].listenAddress", "IP address"}},
+		{"a container port out of range", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 70000}}
+		}, []string{"spec.ports[0].containerPort"}},
+		{"an unknown protocol", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 80, Protocol: "tcp"}}
+		}, []string{"spec.ports[0].protocol"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -417,6 +435,10 @@ func TestDockyardMachineImmutableFields(t *testing.T) {
 	reid := dm.DeepCopy()
 	reid.Spec.ProviderID = infrav1.ProviderIDPrefix + "other"
 	expectRejected(t, env.Client.Update(ctx, reid), "spec.providerID", "immutable")
+
+	reports := dm.DeepCopy()
+	reports.Spec.Ports = []infrav1.PortMapping{{ContainerPort: 80, HostPort: 8080}}
+	expectRejected(t, env.Client.Update(ctx, reports), "spec.ports", "immutable")
 }
 
 func TestTemplatesAreImmutableExceptTopologyDryRun(t *testing.T) {

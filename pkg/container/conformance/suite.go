@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -41,6 +42,7 @@ func Run(t *testing.T, s Subject) {
 	}{
 		{"Info", Info},
 		{"Lifecycle", Lifecycle},
+		{"HostPorts", HostPorts},
 		{"Exec", Exec},
 		{"Copy", Copy},
 		{"OptionalBinds", OptionalBinds},
@@ -249,6 +251,48 @@ func Lifecycle(t *testing.T, s Subject) {
 	}
 	if _, err := rt.InspectContainer(ctx, name); !container.IsNotFound(err) {
 		t.Errorf("inspecting a removed container: want ErrNotFound, got %v", err)
+	}
+}
+
+// HostPorts checks fixed host ports: a container gets the host port it asks for, and a second
+// one asking for the same port on the same address does not start (ErrPortInUse) but stays
+// created, and starts once the port is free.
+func HostPorts(t *testing.T, s Subject) {
+	t.Helper()
+	ctx := context.Background()
+	rt := s.Runtime
+	network := s.Prefix + "-ports-net"
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: network, Labels: s.Labels}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	ports := []container.PortMapping{{ContainerPort: 8080, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: port}}
+	first, second := s.Prefix+"-ports-1", s.Prefix+"-ports-2"
+	for _, name := range []string{first, second} {
+		create(ctx, t, s, container.ContainerSpec{Name: name, Hostname: name, Network: network, Ports: ports, RestartPolicy: "no"})
+	}
+	start(ctx, t, rt, first)
+	if c := inspect(ctx, t, rt, first); len(c.Ports) != 1 || c.Ports[0].HostPort != port || c.Ports[0].HostIP != "127.0.0.1" {
+		t.Errorf("published ports %+v, want 8080 on 127.0.0.1:%d", c.Ports, port)
+	}
+	err = rt.StartContainer(ctx, second)
+	if !container.IsPortInUse(err) {
+		t.Fatalf("starting a second container on host port %d: want ErrPortInUse, got %v", port, err)
+	}
+	if c := inspect(ctx, t, rt, second); c.Running {
+		t.Errorf("the container refused its port is %q", c.State)
+	}
+	if err := rt.RemoveContainer(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	start(ctx, t, rt, second)
+	if c := inspect(ctx, t, rt, second); !c.Running || len(c.Ports) != 1 || c.Ports[0].HostPort != port {
+		t.Errorf("once the port is free: state %q ports %+v", c.State, c.Ports)
 	}
 }
 

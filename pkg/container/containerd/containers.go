@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -181,10 +182,73 @@ func (r *Runtime) StartContainer(ctx context.Context, name string) error {
 	} else if !cerrdefs.IsNotFound(err) {
 		return wrap(err, "reading the task of container %s", name)
 	}
+	if err := r.checkPorts(ctx, rec); err != nil {
+		return err
+	}
 	if err := r.ensureNetwork(ctx, c, rec); err != nil {
 		return err
 	}
 	return r.startTask(ctx, c, rec)
+}
+
+// checkPorts fails with ErrPortInUse when a host port the container publishes is held by
+// another running container or a process of the host: CNI's portmap rewrites traffic without
+// binding the port, so neither would be noticed otherwise.
+func (r *Runtime) checkPorts(ctx context.Context, rec *record) error {
+	if len(rec.Ports) == 0 {
+		return nil
+	}
+	others, err := r.listRecords()
+	if err != nil {
+		return err
+	}
+	for _, p := range rec.Ports {
+		for _, o := range others {
+			if o.Name == rec.Name || !r.taskRunning(ctx, o.Name) {
+				continue
+			}
+			for _, op := range o.Ports {
+				if op.HostPort == p.HostPort && protocol(op) == protocol(p) && (op.HostIP == p.HostIP || op.HostIP == "" || p.HostIP == "") {
+					return errors.Wrapf(container.ErrPortInUse, "starting container %s: host port %s/%d is published by container %s", rec.Name, protocol(p), p.HostPort, o.Name)
+				}
+			}
+		}
+		if err := bindable(p); err != nil {
+			return errors.Wrapf(container.ErrPortInUse, "starting container %s: host port %s/%d: %v", rec.Name, protocol(p), p.HostPort, err)
+		}
+	}
+	return nil
+}
+
+// taskRunning reports whether a container's task runs.
+func (r *Runtime) taskRunning(ctx context.Context, name string) bool {
+	c, err := r.client.LoadContainer(ctx, name)
+	if err != nil {
+		return false
+	}
+	task, err := c.Task(ctx, nil)
+	if err != nil {
+		return false
+	}
+	st, err := task.Status(ctx)
+	return err == nil && st.Status == client.Running
+}
+
+// bindable fails when a process of the host holds a port.
+func bindable(p container.PortMapping) error {
+	addr := net.JoinHostPort(p.HostIP, strconv.Itoa(p.HostPort))
+	if protocol(p) == "udp" {
+		c, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	return l.Close()
 }
 
 // ensureNetwork gives the container a network namespace again if the host lost it (a reboot

@@ -215,7 +215,17 @@ func missingBindSource(err error, sources []string) string {
 // StartContainer starts a container.
 func (r *Runtime) StartContainer(ctx context.Context, name string) error {
 	_, err := r.client.ContainerStart(ctx, name, client.ContainerStartOptions{})
+	if isPortInUse(err) {
+		return errors.Wrapf(container.ErrPortInUse, "starting container %s: %v", name, err)
+	}
 	return wrap(err, "starting container %s", name)
+}
+
+// isPortInUse recognizes the engine's refusal to publish a taken port: Docker's own
+// bookkeeping ("port is already allocated") or the host's bind ("address already in use", also
+// Podman's).
+func isPortInUse(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "port is already allocated") || strings.Contains(err.Error(), "address already in use"))
 }
 
 // InspectContainer returns the state of a container.

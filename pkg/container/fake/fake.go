@@ -231,6 +231,10 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 			c.State.Networks[network] = r.dynamicEndpoint(network)
 		}
 	}
+	if err := r.checkPorts(c); err != nil {
+		c.State.State, c.State.ExitCode = "created", 128
+		return err
+	}
 	if c.Spec.Network != "" {
 		ep, err := r.startEndpoint(c)
 		if err != nil {
@@ -244,13 +248,43 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 	r.emit(container.Event{Type: container.EventContainer, Action: "start", Name: name, Labels: c.State.Labels})
 	c.State.Ports = nil
 	for i, p := range c.Spec.Ports {
-		p.HostPort = 30000 + r.nextID*10 + i
+		if p.HostPort == 0 {
+			p.HostPort = 30000 + r.nextID*10 + i
+		}
 		c.State.Ports = append(c.State.Ports, p)
 	}
 	if r.OnStart != nil {
 		r.OnStart(c)
 	}
 	return nil
+}
+
+// checkPorts fails, like an engine, when a fixed host port c publishes is published by another
+// running container.
+func (r *Runtime) checkPorts(c *Container) error {
+	for _, p := range c.Spec.Ports {
+		if p.HostPort == 0 {
+			continue
+		}
+		for _, o := range r.containers {
+			if o == c || !o.State.Running {
+				continue
+			}
+			for _, op := range o.State.Ports {
+				if op.HostPort == p.HostPort && strings.EqualFold(orTCP(op.Protocol), orTCP(p.Protocol)) && (op.HostIP == p.HostIP || op.HostIP == "" || p.HostIP == "") {
+					return errors.Wrapf(container.ErrPortInUse, "starting container %s: Bind for %s:%d failed: port is already allocated", c.Spec.Name, p.HostIP, p.HostPort)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func orTCP(protocol string) string {
+	if protocol == "" {
+		return "tcp"
+	}
+	return protocol
 }
 
 // StopContainer simulates a container stopping outside Dockyard (a crash or `docker stop`).
