@@ -297,6 +297,16 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
 		return errors.Wrap(err, "setting up the DockyardMachinePool controller")
 	}
+	if err := (&controllers.ServiceLoadBalancerReconciler{
+		Client:           mgr.GetClient(),
+		ClusterCache:     clusterCache,
+		Nodes:            nodes,
+		Image:            o.loadBalancerImage,
+		Recorder:         mgr.GetEventRecorderFor("servicelb-controller"), //nolint:staticcheck // the recorder the other controllers use
+		WatchFilterValue: o.watchFilterValue,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
+		return errors.Wrap(err, "setting up the Service load balancer controller")
+	}
 	if err := (&controllers.DockyardMachineTemplateReconciler{
 		Client:           mgr.GetClient(),
 		Nodes:            nodes,

@@ -787,3 +787,55 @@ func rebuiltImage(t *testing.T, ref string) io.Reader {
 	}
 	return &archive
 }
+
+// A cluster naming a local registry waits for it, then its nodes' containerd is pointed at
+// the registry's address on the cluster's network.
+func TestMachineUsesTheClustersLocalRegistry(t *testing.T) {
+	const worker = "c1-md-0-reg"
+	m, dm, s := machineObjects(worker, false)
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	dc := f.getDockyardCluster()
+	dc.Spec.Registry = "dev-registry"
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.admitMachine(worker)
+	for range 3 {
+		f.reconcileMachine(worker)
+	}
+	expectCondition(t, f.getMachine(worker), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.RegistryNotFoundReason,
+		"dev-registry", "dockyard registry create")
+
+	if err := f.rt.LoadImages(f.ctx, mustSave(t, "localhost/dockyard/registry:v3")); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := f.nodes.CreateRegistry(f.ctx, docker.RegistrySpec{Name: "dev-registry", Image: "localhost/dockyard/registry:v3", HostPort: 5001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.provisionMachine(worker)
+	reg, err = f.nodes.FindRegistry(f.ctx, reg.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	network := docker.DefaultNetworkName(docker.ClusterKey{Namespace: testNS, Name: testCluster})
+	address := reg.Address(network)
+	if reg.Host() != "localhost:5001" || address == "" {
+		t.Fatalf("registry %s on %q, address on the cluster network %q", reg.Name, reg.Host(), address)
+	}
+	f.rt.WithContainer(worker+"."+testNS, func(c *fake.Container) {
+		hosts := string(c.Files["/etc/containerd/certs.d/localhost:5001/hosts.toml"])
+		if !strings.Contains(hosts, `server = "http://`+address+`:5000"`) {
+			t.Errorf("the node's hosts.toml for localhost:5001:\n%s", hosts)
+		}
+	})
+
+	// Deleting the cluster detaches the registry from its network, which goes.
+	if err := f.nodes.DeleteCluster(f.ctx, docker.ClusterKey{Namespace: testNS, Name: testCluster}, network); err != nil {
+		t.Fatal(err)
+	}
+	if reg, _ := f.nodes.FindRegistry(f.ctx, reg.Name); reg == nil || reg.Address(network) != "" || !reg.Running() {
+		t.Errorf("after the cluster's deletion the registry is %+v", reg)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/labels"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -123,6 +124,9 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.PreloadFailedReason, "%v", err)
 		return ctrl.Result{}, false, err
 	}
+	if ok, err := r.useRegistry(ctx, s); err != nil || !ok {
+		return ctrl.Result{RequeueAfter: registryRetry}, false, err
+	}
 	setContainerCondition(dm, metav1.ConditionTrue, infrav1.ContainerProvisionedReason, "")
 	return ctrl.Result{}, true, nil
 }
@@ -142,6 +146,33 @@ func (r *DockyardMachineReconciler) startFailed(dm *infrav1.DockyardMachine, nam
 	return ctrl.Result{}, false, err
 }
 
+// registryRetry is how often a machine looks for a local registry its cluster names.
+const registryRetry = 15 * time.Second
+
+// useRegistry attaches the cluster's local registry (spec.registry) to its network and points
+// the node's containerd at it; ok is false (the condition says why) while it does not exist.
+func (r *DockyardMachineReconciler) useRegistry(ctx context.Context, s *machineScope) (ok bool, err error) {
+	if s.dc == nil || s.dc.Spec.Registry == "" {
+		return true, nil
+	}
+	reg, err := r.Nodes.ConnectRegistry(ctx, s.dc.Spec.Registry, s.network)
+	if err != nil {
+		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
+		return false, err
+	}
+	if reg == nil {
+		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.RegistryNotFoundReason,
+			"The DockyardCluster's spec.registry names %s, which is no local registry on the engine: create it (dockyard registry create --name %s) or unset spec.registry",
+			s.dc.Spec.Registry, s.dc.Spec.Registry)
+		return false, nil
+	}
+	if err := s.node.UseRegistry(ctx, reg, s.network); err != nil {
+		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
+		return false, err
+	}
+	return true, nil
+}
+
 // imagesToLoad are the images a node gets from the engine: the machine's preLoadImages and
 // its cluster's loadImages.
 func (s *machineScope) imagesToLoad() []string {
@@ -159,6 +190,9 @@ func (s *machineScope) imagesToLoad() []string {
 // reportLoad logs every image copied into a node.
 func (r *DockyardMachineReconciler) reportLoad(ctx context.Context, dm *infrav1.DockyardMachine) func(docker.ImageLoad) {
 	return func(l docker.ImageLoad) {
+		if !l.Done {
+			return
+		}
 		ctrl.LoggerFrom(ctx).Info("Loaded an image into the node", "image", l.Image, "container", l.Node, "bytes", l.Bytes, "took", l.Took.Round(time.Millisecond).String())
 	}
 }
@@ -191,12 +225,8 @@ func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s 
 	dm.Status.Ports = publishedPorts(dm.Spec.Ports, node.Ports())
 	if !ptr.Deref(dm.Status.Initialization.Provisioned, false) {
 		ctrl.LoggerFrom(ctx).Info("Machine provisioned", "providerID", dm.Spec.ProviderID)
-	} else if s.dc != nil && len(s.dc.Spec.LoadImages) > 0 {
-		// Images the cluster's loadImages gained (or the engine rebuilt) since the node
-		// started; failing here does not make a running node unready.
-		if err := node.LoadImages(ctx, s.dc.Spec.LoadImages, r.reportLoad(ctx, dm)); err != nil {
-			r.Recorder.Eventf(dm, corev1.EventTypeWarning, infrav1.PreloadFailedReason, "Loading the cluster's images into node %s: %v", node.Name, err)
-		}
+	} else if s.dc != nil {
+		r.refreshNode(ctx, s)
 	}
 	dm.Status.Initialization.Provisioned = ptr.To(true)
 	if !machine.Status.NodeRef.IsDefined() {
@@ -204,6 +234,24 @@ func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s 
 		return result, false, err
 	}
 	return ctrl.Result{}, true, nil
+}
+
+// refreshNode keeps a provisioned node in step with its cluster: images the cluster's
+// loadImages gained (or the engine rebuilt) since the node started, and the local registry's
+// address. Failing here does not make a running node unready: it is an event.
+func (r *DockyardMachineReconciler) refreshNode(ctx context.Context, s *machineScope) {
+	if len(s.dc.Spec.LoadImages) > 0 {
+		if err := s.node.LoadImages(ctx, s.dc.Spec.LoadImages, r.reportLoad(ctx, s.dm)); err != nil {
+			r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.PreloadFailedReason, "Loading the cluster's images into node %s: %v", s.node.Name, err)
+		}
+	}
+	if s.dc.Spec.Registry != "" {
+		dm := s.dm.DeepCopy() // the condition stays as it is on a provisioned machine
+		if ok, err := r.useRegistry(ctx, &machineScope{dm: dm, dc: s.dc, node: s.node, network: s.network}); err != nil || !ok {
+			r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.RegistryNotFoundReason, "Pointing node %s at local registry %s: %s",
+				s.node.Name, s.dc.Spec.Registry, conditions.GetMessage(dm, infrav1.ContainerProvisionedCondition))
+		}
+	}
 }
 
 // publishedPorts are the spec's ports as the node publishes them, with the host ports the

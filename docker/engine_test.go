@@ -709,7 +709,11 @@ func TestLoadImagesIntoARealNodeFollowsTheEnginesImage(t *testing.T) {
 	t.Cleanup(func() { _ = rt.RemoveImage(context.Background(), ref) })
 
 	var loads []ImageLoad
-	report := func(l ImageLoad) { loads = append(loads, l) }
+	report := func(l ImageLoad) {
+		if l.Done {
+			loads = append(loads, l)
+		}
+	}
 	for build := range 2 {
 		id := putRandomImage(t, rt, ref)
 		for range 2 {

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"time"
 
@@ -57,11 +58,28 @@ func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
 // ControlPlaneNodes returns the handles of a cluster's control plane node containers, running
 // or not. Listed containers carry no hostname.
 func (m *Manager) ControlPlaneNodes(ctx context.Context, cluster ClusterKey) ([]*Node, error) {
+	return m.nodes(ctx, cluster, RoleControlPlane)
+}
+
+// Nodes returns the handles of every node container of a cluster, running or not, sorted by
+// name. Listed containers carry no hostname.
+func (m *Manager) Nodes(ctx context.Context, cluster ClusterKey) ([]*Node, error) {
+	nodes, err := m.nodes(ctx, cluster, "")
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	return nodes, err
+}
+
+// nodes lists a cluster's node containers of a role (any role when empty; never the load
+// balancer).
+func (m *Manager) nodes(ctx context.Context, cluster ClusterKey, role Role) ([]*Node, error) {
 	labels := cluster.ClusterLabels()
-	labels[kindRoleLabel] = string(RoleControlPlane)
+	labels[kindRoleLabel] = string(role)
+	if role == "" {
+		labels[machineLabel] = "" // only nodes carry a machine
+	}
 	containers, err := m.runtime.ListContainers(ctx, labels)
 	if err != nil {
-		return nil, errors.Wrapf(err, "listing the control plane nodes of cluster %s", cluster)
+		return nil, errors.Wrapf(err, "listing the nodes of cluster %s", cluster)
 	}
 	nodes := make([]*Node, 0, len(containers))
 	for i := range containers {

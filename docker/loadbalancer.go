@@ -221,6 +221,13 @@ func (m *Manager) updateLoadBalancer(ctx context.Context, cluster ClusterKey, tm
 	if err != nil {
 		return false, err
 	}
+	return m.applyHAProxyConfig(ctx, name, cfg)
+}
+
+// applyHAProxyConfig makes a haproxy container run cfg: checked by haproxy, written, reloaded
+// (SIGHUP) and confirmed by haproxy's log. It changes nothing, and reports false, when haproxy
+// runs cfg already.
+func (m *Manager) applyHAProxyConfig(ctx context.Context, name string, cfg []byte) (bool, error) {
 	// What haproxy runs is known from the marker written once haproxy confirmed loading it;
 	// the configuration file alone cannot tell, since it is written before the reload, which
 	// may be lost (the manager stopped, haproxy did not confirm in time).

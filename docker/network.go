@@ -184,6 +184,9 @@ func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network
 	if err := m.disconnectManagementNodes(ctx, network); err != nil {
 		return err
 	}
+	if err := m.disconnectRegistries(ctx, network); err != nil {
+		return err
+	}
 	if n, err = m.runtime.InspectNetwork(ctx, network); err != nil {
 		return err
 	}

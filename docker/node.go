@@ -362,13 +362,18 @@ func (m *Manager) criFailure(ctx context.Context, name string) string {
 // node holding an image of that name knows whether it is the engine's current one.
 const engineImageLabel = "dockyard.x-k8s.io/engine-image-id"
 
-// ImageLoad reports one image copied into a node.
+// ImageLoad reports an image being copied into a node.
 type ImageLoad struct {
 	Node, Image string
-	// Bytes is the size of the stream copied (the image's layers, uncompressed).
+	// Bytes is how much of the stream (the image's layers, uncompressed) was copied so far.
 	Bytes int64
 	Took  time.Duration
+	// Done is false in the reports while a large image streams (every loadProgressBytes).
+	Done bool
 }
+
+// loadProgressBytes is how often a large image's copy is reported while it streams.
+const loadProgressBytes = 100 << 20
 
 // loadImages copies images from the engine into the node's containerd (namespace k8s.io):
 // each one the node does not hold with the engine's image ID, so an image rebuilt under the
@@ -395,26 +400,29 @@ func (m *Manager) loadImages(ctx context.Context, node string, images []string, 
 			continue
 		}
 		start := time.Now()
-		n, err := m.importImage(ctx, node, img, named.String(), info.ID)
+		progress := func(n int64, done bool) {
+			if report != nil {
+				report(ImageLoad{Node: node, Image: img, Bytes: n, Took: time.Since(start), Done: done})
+			}
+		}
+		n, err := m.importImage(ctx, node, img, named.String(), info.ID, func(n int64) { progress(n, false) })
 		if err != nil {
 			return err
 		}
-		if report != nil {
-			report(ImageLoad{Node: node, Image: img, Bytes: n, Took: time.Since(start)})
-		}
+		progress(n, true)
 	}
 	return nil
 }
 
 // importImage streams an image from the engine into the node and labels it with the engine's
-// image ID; it returns the bytes streamed.
-func (m *Manager) importImage(ctx context.Context, node, img, name, id string) (int64, error) {
+// image ID; it returns the bytes streamed, and tells progress every loadProgressBytes.
+func (m *Manager) importImage(ctx context.Context, node, img, name, id string, progress func(int64)) (int64, error) {
 	stream, err := m.runtime.SaveImages(ctx, []string{img})
 	if err != nil {
 		return 0, err
 	}
 	defer stream.Close()
-	counted := &countingReader{r: stream}
+	counted := &countingReader{r: stream, every: loadProgressBytes, progress: progress}
 	r, err := m.exec(ctx, node, counted, "ctr", "--namespace", "k8s.io", "images", "import", "-")
 	if err != nil {
 		return counted.n, errors.Wrapf(err, "importing %s into node %s", img, node)
@@ -429,15 +437,21 @@ func (m *Manager) importImage(ctx context.Context, node, img, name, id string) (
 	return counted.n, r.err(node, "labelling "+img)
 }
 
-// countingReader counts what is read through it.
+// countingReader counts what is read through it and calls progress every so many bytes.
 type countingReader struct {
-	r io.Reader
-	n int64
+	r        io.Reader
+	n, next  int64
+	every    int64
+	progress func(int64)
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if c.progress != nil && c.n >= c.next+c.every {
+		c.next = c.n
+		c.progress(c.n)
+	}
 	return n, err
 }
 

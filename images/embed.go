@@ -1,13 +1,13 @@
 // Package images holds the files Dockyard's images are assembled from: the node's entrypoint,
 // systemd units and configuration, the load balancer's default configuration, the scripts of
-// the kube-proxy and flannel images, the pause program and the CNI manifest. They are embedded
-// so that cmd/dockyard-build is self-contained and so that their content keys the image
-// caches (pkg/imagebuild hashes them).
+// the kube-proxy and flannel images, the pause program, the CNI manifest and the local
+// registry's configuration. They are embedded so that cmd/dockyard-build is self-contained and
+// so that their content keys the image caches (pkg/imagebuild hashes them).
 package images
 
 import "embed"
 
 // Files is the tree of this directory, minus Go sources other than the pause program.
 //
-//go:embed node haproxy iptables kube-proxy cni pause/main.go rootfs
+//go:embed node haproxy iptables kube-proxy cni pause/main.go rootfs registry
 var Files embed.FS

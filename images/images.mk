@@ -38,6 +38,14 @@ cni-image: ## Build the CNI image localhost/dockyard/flannel:$(FLANNEL_VERSION) 
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) cni-image --cache "$(DOCKYARD_CACHE)" --flannel-version $(FLANNEL_VERSION) $(IMAGE_BUILD_FLAGS)
 
+# The local registry's release of distribution (dockyard registry create runs it).
+DISTRIBUTION_VERSION ?= v3.1.2
+
+.PHONY: registry-image
+registry-image: ## Build the local registry image localhost/dockyard/registry:$(DISTRIBUTION_VERSION) (distribution's registry, cached).
+	hack/ensure-docker.sh
+	$(DOCKYARD_BUILD) registry-image --cache "$(DOCKYARD_CACHE)" --version $(DISTRIBUTION_VERSION) $(IMAGE_BUILD_FLAGS)
+
 .PHONY: component-images
 component-images: ## Build the images clusterctl installs: Dockyard's manager:$(VERSION), Cluster API's controllers, cert-manager $(CERT_MANAGER_VERSION) (cached).
 	hack/ensure-docker.sh

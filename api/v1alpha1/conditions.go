@@ -86,6 +86,10 @@ const (
 	// PreloadFailedReason: an image of spec.preLoadImages or of the DockyardCluster's
 	// spec.loadImages could not be loaded into the node (the message says which, and why).
 	PreloadFailedReason = "PreloadFailed"
+	// RegistryNotFoundReason: the DockyardCluster's spec.registry names no local registry on
+	// the engine. Create it (dockyard registry create) or unset spec.registry; the node is
+	// created once it exists.
+	RegistryNotFoundReason = "RegistryNotFound"
 	// PortUnavailableReason: a host port of spec.ports is taken by another container or a
 	// process on the engine's host. The node starts once the port is free; or roll out the
 	// machine with another port.

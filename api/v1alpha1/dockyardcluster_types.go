@@ -51,6 +51,15 @@ type DockyardClusterSpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=512
 	LoadImages []string `json:"loadImages,omitempty"`
+
+	// registry names a local registry on the engine (`dockyard registry create`) that the
+	// cluster's nodes pull from: Dockyard attaches it to the cluster's network and points every
+	// node's containerd at it for the address images name it by on the host, so an image
+	// pushed as localhost:5001/app:dev runs as localhost:5001/app:dev. Empty: none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
+	Registry string `json:"registry,omitempty"`
 }
 
 // LoadBalancerSpec configures the load balancer container of a cluster.

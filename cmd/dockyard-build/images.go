@@ -90,6 +90,25 @@ func runLBImage(ctx context.Context, args []string) error {
 	return nil
 }
 
+// runRegistryImage builds localhost/dockyard/registry:<version>.
+func runRegistryImage(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("registry-image", flag.ExitOnError)
+	common := addImageFlags(fs)
+	version := fs.String("version", imagebuild.DefaultDistributionVersion, "release of distribution's registry")
+	_ = fs.Parse(args)
+	b, done, err := common.builder()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ref, err := b.RegistryImage(ctx, *version)
+	if err != nil {
+		return err
+	}
+	fmt.Println(ref)
+	return nil
+}
+
 // runCNIImage builds localhost/dockyard/flannel:<version>.
 func runCNIImage(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cni-image", flag.ExitOnError)

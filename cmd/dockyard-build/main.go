@@ -24,6 +24,8 @@ commands:
   node-image  build the node image localhost/dockyard/node:<--kubernetes-version> (needs root)
   lb-image    build the load balancer image localhost/dockyard/haproxy:<version> (needs root)
   cni-image   build the flannel image localhost/dockyard/flannel:<--flannel-version> (needs root)
+  registry-image  build the local registry image localhost/dockyard/registry:<--version>
+              (distribution's registry; needs root)
   component-images  build the images of Dockyard's manager, Cluster API's controllers and
               cert-manager, named as their releases publish them
   load        copy images from Docker, where the builder makes them, into Podman or
@@ -49,6 +51,8 @@ func main() {
 		err = runLBImage(ctx, os.Args[2:])
 	case "cni-image":
 		err = runCNIImage(ctx, os.Args[2:])
+	case "registry-image":
+		err = runRegistryImage(ctx, os.Args[2:])
 	case "component-images":
 		err = runComponentImages(ctx, os.Args[2:])
 	case "load":

@@ -1,64 +1,59 @@
-// Command dockyard is Dockyard's command line: it makes a management cluster in containers on
-// the local engine and installs Cluster API and Dockyard in it with the real clusterctl, then
-// creates workload clusters through them, the way a user of Dockyard would.
+// Command dockyard is Dockyard's command line, with kind's habits: it makes a management
+// cluster in containers and installs Cluster API and Dockyard in it with clusterctl's library,
+// then creates, lists, loads images into, exports the logs of and deletes workload clusters,
+// always through Cluster API objects.
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
-const usage = `usage: dockyard <command> [flags]
-
-commands:
-  quickstart           make (or reuse) the management cluster, install Cluster API and Dockyard in it
-                       with clusterctl, create a workload cluster and print both kubeconfigs
-  delete               delete the quickstart's workload cluster, then the management cluster
-  management create    make (or finish making) the management cluster; print its kubeconfig path
-  management delete    delete the management cluster
-  management kubeconfig  print the management cluster's kubeconfig
-
-Run "dockyard <command> -h" for the flags. make quickstart builds what these need first.
-`
-
 func main() {
-	cmd, args := command(os.Args[1:])
-	run, ok := commands[cmd]
-	if !ok {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	fs := flag.NewFlagSet("dockyard "+cmd, flag.ExitOnError)
-	if err := run(ctx, fs, args); err != nil {
-		fmt.Fprintf(os.Stderr, "\ndockyard %s: %v\n", cmd, err)
-		os.Exit(1)
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "\nError: %v\n", err)
+		stop()
+		os.Exit(1) //nolint:gocritic // stop ran
 	}
 }
 
-// command splits the command words ("management create") from the flags.
-func command(args []string) (string, []string) {
-	if len(args) == 0 {
-		return "", nil
-	}
-	if args[0] == "management" && len(args) > 1 {
-		return "management " + args[1], args[2:]
-	}
-	return args[0], args[1:]
-}
+func newRootCommand() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "dockyard",
+		Short: "Kubernetes clusters in containers, made by Cluster API",
+		Long: `dockyard makes Kubernetes clusters out of containers on the local engine (Docker, Podman or
+containerd), the way Cluster API makes them anywhere: a management cluster in a container runs
+Cluster API and Dockyard, and every workload cluster is a Cluster object there.
 
-var commands = map[string]func(ctx context.Context, fs *flag.FlagSet, args []string) error{
-	"quickstart":            quickstartCommand,
-	"delete":                deleteCommand,
-	"management create":     managementCreateCommand,
-	"management delete":     managementDeleteCommand,
-	"management kubeconfig": managementKubeconfigCommand,
+  dockyard quickstart                       management cluster, providers, and a 1+1 cluster
+  dockyard create cluster dev --workers 2   another cluster
+  dockyard load image app:dev --cluster dev the host engine's image into every node of it
+  dockyard get kubeconfig dev > dev.conf    a kubeconfig that works from the host
+  dockyard export logs ./logs --cluster dev every node's journals, pods' logs, inspect data
+  dockyard delete cluster dev`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	g.register(root)
+	root.AddCommand(
+		quickstartCommand(g),
+		createCommand(g),
+		getCommand(g),
+		deleteCommand(g),
+		loadCommand(g),
+		exportCommand(g),
+		registryCommand(g),
+	)
+	return root
 }
 
 func say(format string, args ...any) {

@@ -2,92 +2,215 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pkg/errors"
+	"github.com/spf13/cobra"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	clusterctllog "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 )
 
-// managementFlags are the flags every command touching the management cluster shares.
-type managementFlags struct {
-	managementName, kubernetesVersion, images, config, stateDir string
-	runtime                                                     runtimes.Config
+// defaultKubernetesVersion is the version of the node images make images builds.
+const defaultKubernetesVersion = "v1.34.4"
+
+// managementOptions describe the management cluster dockyard makes.
+type managementOptions struct {
+	kubernetesVersion string
+	// images: "local" (built by make images) or "kind" (kind's, from Docker Hub).
+	images string
 }
 
-func (m *managementFlags) register(fs *flag.FlagSet) {
-	home, _ := os.UserHomeDir()
-	fs.StringVar(&m.managementName, "management-name", mgmt.DefaultName, "name of the management cluster (its node container is <name>-control-plane)")
-	fs.StringVar(&m.kubernetesVersion, "kubernetes-version", "v1.34.4", "Kubernetes version of the node image")
-	fs.StringVar(&m.images, "images", "local", `node and load balancer images: "local" (built by make images, no registry) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
-	fs.StringVar(&m.config, "config", "out/clusterctl.yaml", "clusterctl configuration naming the components to install (make release-manifests writes it)")
-	fs.StringVar(&m.stateDir, "kubeconfig-dir", filepath.Join(home, ".dockyard"), "directory the kubeconfigs are written to")
-	m.runtime = runtimes.FromEnv()
-	fs.StringVar(&m.runtime.Name, "container-runtime", m.runtime.Name, "container engine: docker or podman ($"+runtimes.RuntimeEnv+")")
-	fs.StringVar(&m.runtime.Endpoint, "container-runtime-endpoint", m.runtime.Endpoint, "the engine's address; empty: its default ($"+runtimes.EndpointEnv+")")
+func (o *managementOptions) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.kubernetesVersion, "kubernetes-version", defaultKubernetesVersion, "Kubernetes version of the node images")
+	cmd.Flags().StringVar(&o.images, "images", "local", `node and load balancer images: "local" (built by make images, no registry) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
+}
+
+// nodeImages are the node and load balancer images of --images.
+func (o *managementOptions) nodeImages() (node, lb string, err error) {
+	switch o.images {
+	case "local":
+		return "localhost/dockyard/node:" + o.kubernetesVersion, "localhost/dockyard/haproxy:latest", nil
+	case "kind":
+		return docker.DefaultNodeImageRepository + ":" + o.kubernetesVersion, docker.DefaultLoadBalancerImage, nil
+	}
+	return "", "", errors.Errorf(`--images=%q: want "local" or "kind"`, o.images)
+}
+
+func createManagementCommand(g *globals) *cobra.Command {
+	o := &managementOptions{}
+	cmd := &cobra.Command{
+		Use:   "management",
+		Short: "Make the management cluster in containers and install Cluster API and Dockyard in it",
+		Long: `Make (or finish making) the management cluster: Kubernetes in one node container with the
+components' images preloaded and the engine's socket mounted, then clusterctl init (its library)
+with the providers of --config: cert-manager, Cluster API's core, kubeadm bootstrap and control
+plane providers, and Dockyard. Running it again changes nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := ensureManagement(cmd.Context(), g, o)
+			return err
+		},
+	}
+	o.register(cmd)
+	return cmd
+}
+
+// ensureManagement makes the management cluster and installs the providers; it returns the
+// path of the management cluster's kubeconfig.
+func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (string, error) {
+	nodeImage, lbImage, err := o.nodeImages()
+	if err != nil {
+		return "", err
+	}
+	nodes, done, err := g.engine(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	images, err := mgmt.ComponentImages(g.config)
+	if err != nil {
+		return "", err
+	}
+	socket, err := engineSocket(g.runtime)
+	if err != nil {
+		return "", err
+	}
+	if err := copyFromDocker(ctx, g, o, nodes, append([]string{nodeImage, lbImage}, images...)); err != nil {
+		return "", err
+	}
+
+	start := time.Now()
+	say("management cluster %s: Kubernetes %s in a node container", g.managementName, o.kubernetesVersion)
+	mc, err := mgmt.Create(ctx, nodes, mgmt.Options{
+		Name: g.managementName, NodeImage: nodeImage, KubernetesVersion: o.kubernetesVersion, Images: images,
+		EngineSocket: socket, Logf: say,
+	})
+	if err != nil {
+		return "", err
+	}
+	path := g.kubeconfigPath(mc.Name)
+	if err := writeKubeconfig(path, mc.Kubeconfig); err != nil {
+		return "", err
+	}
+	say("management cluster ready in %s", time.Since(start).Round(time.Second))
+
+	step := time.Now()
+	say("clusterctl init: cert-manager, Cluster API (core, kubeadm bootstrap and control plane) and Dockyard")
+	setVariables(map[string]string{
+		"DOCKYARD_LB_IMAGE":              lbImage,
+		"DOCKYARD_NODE_IMAGE_REPOSITORY": strings.TrimSuffix(nodeImage, ":"+o.kubernetesVersion),
+		"DOCKYARD_CONTAINER_RUNTIME":     g.runtime.Name,
+	})
+	installed, err := dockyardInstalled(ctx, mc.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	if installed {
+		say("Dockyard is installed already (clusterctl's Provider infrastructure-dockyard exists)")
+		return path, nil
+	}
+	c, err := clusterctl(ctx, g.config)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.Init(ctx, clusterctlclient.InitOptions{
+		Kubeconfig:              clusterctlclient.Kubeconfig{Path: path},
+		InfrastructureProviders: []string{"dockyard"},
+		WaitProviders:           true,
+		WaitProviderTimeout:     10 * time.Minute,
+	}); err != nil {
+		return "", errors.Wrap(err, "clusterctl init")
+	}
+	say("every provider's pods are ready in %s; kubeconfig %s", time.Since(step).Round(time.Second), path)
+	return path, nil
+}
+
+// dockyardInstalled reports whether clusterctl installed Dockyard in a cluster.
+func dockyardInstalled(ctx context.Context, kubeconfig []byte) (bool, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return false, errors.Wrap(err, "reading the management cluster's kubeconfig")
+	}
+	sc := runtime.NewScheme()
+	if err := clusterctlv1.AddToScheme(sc); err != nil {
+		return false, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: sc})
+	if err != nil {
+		return false, err
+	}
+	providers := &clusterctlv1.ProviderList{}
+	if err := c.List(ctx, providers); err != nil {
+		if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+			return false, nil // clusterctl never ran there
+		}
+		return false, errors.Wrap(err, "listing clusterctl's providers")
+	}
+	for _, p := range providers.Items {
+		if p.Type == string(clusterctlv1.InfrastructureProviderType) && p.ProviderName == "dockyard" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// clusterctl is clusterctl's library with the configuration file; its progress goes to the
+// terminal.
+func clusterctl(ctx context.Context, config string) (clusterctlclient.Client, error) {
+	if _, err := os.Stat(config); err != nil {
+		return nil, errors.Wrapf(err, "clusterctl configuration %s (make release-manifests writes out/clusterctl.yaml)", config)
+	}
+	verbosity := 0
+	clusterctllog.SetLogger(clusterctllog.NewLogger(clusterctllog.WithThreshold(&verbosity)))
+	c, err := clusterctlclient.New(ctx, config)
+	return c, errors.Wrapf(err, "reading the clusterctl configuration %s", config)
+}
+
+// setVariables sets clusterctl variables (they go into the providers' components and the
+// cluster templates) unless the environment sets them already.
+func setVariables(vars map[string]string) {
+	for k, v := range vars {
+		if _, ok := os.LookupEnv(k); !ok {
+			_ = os.Setenv(k, v)
+		}
+	}
 }
 
 // engineSocket is the engine's socket on its host, which the management cluster's node mounts
 // for the manager's pod.
-func (m *managementFlags) engineSocket() (string, error) {
+func engineSocket(rt runtimes.Config) (string, error) {
 	switch {
-	case m.runtime.Name == runtimes.Containerd:
+	case rt.Name == runtimes.Containerd:
 		// The containerd runtime keeps networks (CNI), network namespaces and volumes on the
 		// engine's host; a manager in a pod cannot reach them.
 		return "", errors.New("a management cluster drives its engine from a pod, which Docker and Podman allow but containerd does not " +
 			"(Dockyard's containerd runtime keeps networks and volumes on the host): use --container-runtime docker or podman, " +
 			"or run Dockyard's manager as a host process with --container-runtime containerd (docs/runtimes.md)")
-	case m.runtime.Endpoint != "":
-		return strings.TrimPrefix(m.runtime.Endpoint, "unix://"), nil
+	case rt.Endpoint != "":
+		return strings.TrimPrefix(rt.Endpoint, "unix://"), nil
 	}
-	return runtimes.DefaultSocket(m.runtime.Name), nil
+	return runtimes.DefaultSocket(rt.Name), nil
 }
 
-func (m *managementFlags) kubeconfigPath(cluster string) string {
-	return filepath.Join(m.stateDir, cluster+".kubeconfig")
-}
-
-// nodeImages are the node and load balancer images of --images.
-func (m *managementFlags) nodeImages() (node, lb string, err error) {
-	switch m.images {
-	case "local":
-		return "localhost/dockyard/node:" + m.kubernetesVersion, "localhost/dockyard/haproxy:latest", nil
-	case "kind":
-		return docker.DefaultNodeImageRepository + ":" + m.kubernetesVersion, docker.DefaultLoadBalancerImage, nil
-	}
-	return "", "", errors.Errorf(`--images=%q: want "local" or "kind"`, m.images)
-}
-
-// engine connects to the container engine --container-runtime names, through the node layer;
-// close it after use.
-func engine(ctx context.Context, m *managementFlags) (*docker.Manager, func(), error) {
-	name, err := runtimes.Parse(m.runtime.Name)
-	if err != nil {
-		return nil, nil, err
-	}
-	m.runtime.Name = name // engineSocket and loadImages compare it
-	rt, err := runtimes.New(m.runtime)
-	if err != nil {
-		return nil, nil, err
-	}
-	nodes := docker.NewManager(rt, docker.ManagerOptions{})
-	if _, err := nodes.HostInfo(ctx); err != nil {
-		_ = rt.Close()
-		return nil, nil, errors.Wrapf(err, "no container engine answers (%s; make quickstart starts one)", m.runtime)
-	}
-	return nodes, func() { _ = rt.Close() }, nil
-}
-
-// loadImages copies images from Docker, where `make images` builds them, into the engine when
-// it is another one.
-func loadImages(ctx context.Context, m *managementFlags, to *docker.Manager, refs []string) error {
-	if m.runtime.Name == runtimes.Docker || m.images != "local" {
+// copyFromDocker copies images from Docker, where make images builds them, into the engine
+// when it is another one.
+func copyFromDocker(ctx context.Context, g *globals, o *managementOptions, to *docker.Manager, refs []string) error {
+	if g.runtime.Name == runtimes.Docker || o.images != "local" {
 		return nil
 	}
 	from, err := runtimes.New(runtimes.Config{Name: runtimes.Docker})
@@ -99,80 +222,54 @@ func loadImages(ctx context.Context, m *managementFlags, to *docker.Manager, ref
 		"copying the images from Docker, where make images builds them")
 }
 
-// createManagement makes (or finishes) the management cluster with the images of every
-// component the clusterctl configuration installs preloaded, and writes its kubeconfig.
-func createManagement(ctx context.Context, nodes *docker.Manager, m *managementFlags) (*mgmt.Cluster, error) {
-	nodeImage, _, err := m.nodeImages()
-	if err != nil {
-		return nil, err
+func deleteManagementCommand(g *globals) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "management",
+		Short: "Delete every workload cluster through Cluster API, then the management cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			nodes, done, err := g.engine(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if m, err := g.management(ctx); err == nil {
+				clusters, err := listClusters(ctx, m.client)
+				if err != nil {
+					return err
+				}
+				for _, c := range clusters {
+					if err := deleteCluster(ctx, m.client, nodes, clusterRef{Namespace: c.Namespace, Name: c.Name}, timeout); err != nil {
+						return err
+					}
+				}
+			} else {
+				say("no running management cluster %s (%v): deleting what is left of it", g.managementName, err)
+			}
+			if err := mgmt.Delete(ctx, nodes, g.managementName); err != nil {
+				return err
+			}
+			_ = os.Remove(g.kubeconfigPath(g.managementName))
+			say("management cluster %s deleted", g.managementName)
+			return nil
+		},
 	}
-	images, err := mgmt.ComponentImages(m.config)
-	if err != nil {
-		return nil, err
-	}
-	socket, err := m.engineSocket()
-	if err != nil {
-		return nil, err
-	}
-	if err := loadImages(ctx, m, nodes, append([]string{nodeImage}, images...)); err != nil {
-		return nil, err
-	}
-	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
-		Name: m.managementName, NodeImage: nodeImage, KubernetesVersion: m.kubernetesVersion, Images: images,
-		EngineSocket: socket, Logf: say,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, writeKubeconfig(m.kubeconfigPath(c.Name), c.Kubeconfig)
+	cmd.Flags().DurationVar(&timeout, "wait", 10*time.Minute, "how long to wait for each workload cluster's deletion")
+	return cmd
 }
 
-func writeKubeconfig(path string, content []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return errors.Wrapf(os.WriteFile(path, content, 0o600), "writing %s", path)
-}
-
-// managementCommand is a command on the management cluster alone: it parses the management
-// flags and connects to the engine before calling do.
-func managementCommand(do func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error) func(context.Context, *flag.FlagSet, []string) error {
-	return func(ctx context.Context, fs *flag.FlagSet, args []string) error {
-		var m managementFlags
-		m.register(fs)
-		_ = fs.Parse(args)
-		nodes, done, err := engine(ctx, &m)
-		if err != nil {
-			return err
-		}
-		defer done()
-		return do(ctx, nodes, &m)
-	}
-}
-
-var managementCreateCommand = managementCommand(func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error {
-	c, err := createManagement(ctx, nodes, m)
+func printManagementKubeconfig(ctx context.Context, g *globals) error {
+	nodes, done, err := g.engine(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("Management cluster %s is ready:\n\n  kubectl --kubeconfig %s get nodes\n", c.Name, m.kubeconfigPath(c.Name))
-	return nil
-})
-
-var managementDeleteCommand = managementCommand(func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error {
-	if err := mgmt.Delete(ctx, nodes, m.managementName); err != nil {
-		return err
-	}
-	_ = os.Remove(m.kubeconfigPath(m.managementName))
-	say("management cluster %s deleted", m.managementName)
-	return nil
-})
-
-var managementKubeconfigCommand = managementCommand(func(ctx context.Context, nodes *docker.Manager, m *managementFlags) error {
-	c, err := mgmt.Get(ctx, nodes, m.managementName)
+	defer done()
+	mc, err := mgmt.Get(ctx, nodes, g.managementName)
 	if err != nil {
 		return err
 	}
-	_, err = os.Stdout.Write(c.Kubeconfig)
+	_, err = fmt.Print(string(mc.Kubeconfig))
 	return err
-})
+}

@@ -10,22 +10,23 @@ import (
 	"github.com/pkg/errors"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/docker"
 )
 
-// waitReady prints what changes until every Machine runs and its Node is Ready.
-func waitReady(ctx context.Context, c client.Client, o workloadFlags) error {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+// waitReady prints what changes until every Machine of the cluster runs and its Node is
+// Ready, as many as the control plane and the workers want.
+func waitReady(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := map[string]string{}
 	for {
-		status, ready, err := progress(ctx, c, o)
+		status, ready, err := progress(ctx, c, ref)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
@@ -45,7 +46,7 @@ func waitReady(ctx context.Context, c client.Client, o workloadFlags) error {
 		}
 		select {
 		case <-ctx.Done():
-			return errors.Wrap(ctx.Err(), "waiting for the cluster")
+			return errors.Wrapf(ctx.Err(), "waiting for cluster %s (see the lines above; dockyard export logs collects the nodes' logs)", ref)
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -53,15 +54,19 @@ func waitReady(ctx context.Context, c client.Client, o workloadFlags) error {
 
 // progress summarizes the cluster: the load balancer, then each machine's phase and what its
 // DockyardMachine waits for.
-func progress(ctx context.Context, c client.Client, o workloadFlags) (map[string]string, bool, error) {
+func progress(ctx context.Context, c client.Client, ref clusterRef) (map[string]string, bool, error) {
 	status := map[string]string{}
 	dc := &infrav1.DockyardCluster{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: o.name}, dc); err != nil {
+	if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
 		return status, false, err
 	}
 	status["load balancer"] = conditionSummary(conditions.Get(dc, infrav1.LoadBalancerAvailableCondition))
+	cluster := &clusterv1.Cluster{}
+	if err := c.Get(ctx, ref.objectKey(), cluster); err != nil {
+		return status, false, err
+	}
 	machines := &clusterv1.MachineList{}
-	if err := c.List(ctx, machines, client.InNamespace(o.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: o.name}); err != nil {
+	if err := c.List(ctx, machines, client.InNamespace(ref.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ref.Name}); err != nil {
 		return status, false, err
 	}
 	running := 0
@@ -71,7 +76,7 @@ func progress(ctx context.Context, c client.Client, o workloadFlags) (map[string
 			line = string(clusterv1.MachinePhasePending)
 		}
 		dm := &infrav1.DockyardMachine{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: m.Spec.InfrastructureRef.Name}, dm); err == nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: m.Spec.InfrastructureRef.Name}, dm); err == nil {
 			line += ", " + conditionSummary(conditions.Get(dm, clusterv1.ReadyCondition))
 		}
 		if m.Status.NodeRef.IsDefined() {
@@ -83,7 +88,14 @@ func progress(ctx context.Context, c client.Client, o workloadFlags) (map[string
 		}
 		status["machine "+m.Name] = line
 	}
-	return status, running == o.controlPlanes+o.workers && len(machines.Items) == running, nil
+	want := int32(0)
+	if s := cluster.Status.ControlPlane; s != nil {
+		want += ptr.Deref(s.DesiredReplicas, 0)
+	}
+	if s := cluster.Status.Workers; s != nil {
+		want += ptr.Deref(s.DesiredReplicas, 0)
+	}
+	return status, want > 0 && running == int(want) && len(machines.Items) == running, nil
 }
 
 func conditionSummary(c *metav1.Condition) string {
@@ -98,27 +110,4 @@ func conditionSummary(c *metav1.Condition) string {
 		msg = msg[:100] + "..."
 	}
 	return fmt.Sprintf("%s (%s)", c.Reason, msg)
-}
-
-// deleteCluster deletes the Cluster and waits until nothing of it is left on the engine.
-func deleteCluster(ctx context.Context, c client.Client, nodes *docker.Manager, o workloadFlags) error {
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: o.name}}
-	say("deleting cluster %s/%s", o.namespace, o.name)
-	if err := c.Delete(ctx, cluster); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	key := docker.ClusterKey{Namespace: o.namespace, Name: o.name}
-	for {
-		err := c.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
-		left, lerr := nodes.Leftovers(ctx, key)
-		if apierrors.IsNotFound(err) && lerr == nil && left == nil {
-			say("cluster deleted; no container, volume or network of it is left")
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Wrap(ctx.Err(), "waiting for the cluster's deletion")
-		case <-time.After(2 * time.Second):
-		}
-	}
 }

@@ -50,7 +50,10 @@ func New(rt *fake.Runtime) *Nodes {
 	n := &Nodes{Commands: map[string][]string{}, bootstrap: runner.Default()}
 	rt.SetExec(n.Exec)
 	// haproxy's master confirms each configuration it loads in its log.
-	isLoadBalancer := func(c *fake.Container) bool { return c.Spec.Labels["io.x-k8s.kind.role"] == "external-load-balancer" }
+	isLoadBalancer := func(c *fake.Container) bool {
+		_, service := c.Spec.Labels["dockyard.x-k8s.io/service"]
+		return c.Spec.Labels["io.x-k8s.kind.role"] == "external-load-balancer" || service
+	}
 	rt.OnStart = func(c *fake.Container) {
 		if isLoadBalancer(c) {
 			c.Logs = append(c.Logs, "[NOTICE]   (1) : Loading success.")

@@ -32,3 +32,23 @@ func CertManager(certManagerVersion string) (Build, error) {
 	}
 	return build, nil
 }
+
+// DistributionModule is the module of distribution's registry, the OCI registry Dockyard's
+// local registry runs.
+const DistributionModule = "github.com/distribution/distribution/v3"
+
+// Distribution returns the build of distribution's registry command at a release such as
+// v3.1.2.
+func Distribution(distributionVersion string) (Build, error) {
+	if _, err := version.ParseSemantic(distributionVersion); err != nil {
+		return Build{}, errors.Wrapf(err, "parsing distribution version %q", distributionVersion)
+	}
+	return Build{
+		Name: "distribution", Version: distributionVersion,
+		Require: map[string]string{DistributionModule: distributionVersion},
+		Binaries: []Binary{{
+			Name: "registry", Package: DistributionModule + "/cmd/registry",
+			LDFlags: []string{"-X " + DistributionModule + "/version.version=" + distributionVersion},
+		}},
+	}, nil
+}

@@ -54,6 +54,8 @@ var flavorVariables = map[string]string{
 	"DOCKYARD_WORKER_CPU":            "1500m",
 	"DOCKYARD_WORKER_MEMORY":         "1Gi",
 	"DOCKYARD_NETWORK":               "dockyard-shared",
+	"DOCKYARD_WORKER_PORTS":          "[{containerPort: 30080, hostPort: 18080}]",
+	"DOCKYARD_REGISTRY":              "dockyard-test-registry",
 }
 
 func withVariables(overrides map[string]string) map[string]string {
@@ -246,6 +248,12 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 		if !strings.Contains(all, flavorVariables[v]) {
 			t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])
 		}
+	}
+	if flavor != "topology" && flavor != "machinepool" && !strings.Contains(all, "hostPort: 18080") {
+		t.Errorf("flavor %q ignores DOCKYARD_WORKER_PORTS=%s", flavor, flavorVariables["DOCKYARD_WORKER_PORTS"])
+	}
+	if flavor != "topology" && !strings.Contains(all, "registry: "+flavorVariables["DOCKYARD_REGISTRY"]) {
+		t.Errorf("flavor %q ignores DOCKYARD_REGISTRY", flavor)
 	}
 	checkNetworkVariable(ctx, t, repo, plane, flavor, ns, objs)
 	// The control plane applies the CNI its node image ships (kind's convention), with the

@@ -1,0 +1,394 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pkg/errors"
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+)
+
+func createCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "create", Short: "Create a workload cluster or the management cluster"}
+	cmd.AddCommand(createClusterCommand(g), createManagementCommand(g))
+	return cmd
+}
+
+func getCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "get", Short: "List workload clusters, or print a kubeconfig"}
+	cmd.AddCommand(getClustersCommand(g), getKubeconfigCommand(g))
+	return cmd
+}
+
+func deleteCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "delete", Short: "Delete a workload cluster, or the management cluster and every workload cluster"}
+	cmd.AddCommand(deleteClusterCommand(g), deleteManagementCommand(g))
+	return cmd
+}
+
+// clusterOptions describe a workload cluster to create.
+type clusterOptions struct {
+	namespace, flavor, kubernetesVersion string
+	controlPlanes, workers               int64
+	wait                                 time.Duration
+	variables                            []string
+}
+
+func (o *clusterOptions) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the cluster's objects in the management cluster")
+	fs.StringVar(&o.flavor, "flavor", "", "the template flavor (docs/templates.md): topology, machinepool, ipv6, dual-stack, ignition, ...; empty: the default")
+	fs.StringVar(&o.kubernetesVersion, "kubernetes-version", defaultKubernetesVersion, "Kubernetes version of the cluster (its node image is <repository>:<version>)")
+	fs.Int64Var(&o.controlPlanes, "control-planes", 1, "control plane machines")
+	fs.Int64Var(&o.workers, "workers", 1, "worker machines")
+	fs.DurationVar(&o.wait, "wait", 15*time.Minute, "how long to wait for every node to be Ready; 0 returns once the objects are created")
+	fs.StringArrayVar(&o.variables, "var", nil, "a template variable, NAME=VALUE (repeatable), e.g. --var DOCKYARD_WORKER_PORTS=...")
+}
+
+func createClusterCommand(g *globals) *cobra.Command {
+	o := &clusterOptions{}
+	cmd := &cobra.Command{
+		Use:   "cluster NAME",
+		Short: "Create a workload cluster through Cluster API and wait for its nodes",
+		Long: `Create a workload cluster: clusterctl's library generates it from Dockyard's template (a
+flavor of it), the objects are applied to the management cluster, and dockyard prints what
+changes until every node is Ready. Its kubeconfig is written to the kubeconfig directory, with
+the API server reached on the host.`,
+		Example: `  dockyard create cluster dev
+  dockyard create cluster ha --control-planes 3 --workers 2
+  dockyard create cluster cc --flavor topology --wait 0`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ref, err := parseClusterRef(args[0], o.namespace)
+			if err != nil {
+				return err
+			}
+			return createCluster(cmd.Context(), g, o, ref)
+		},
+	}
+	o.register(cmd)
+	return cmd
+}
+
+func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clusterRef) error {
+	vars := map[string]string{}
+	for _, v := range o.variables {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return errors.Errorf("--var %q: want NAME=VALUE", v)
+		}
+		vars[k] = val
+	}
+	m, err := g.management(ctx)
+	if err != nil {
+		return err
+	}
+	for k, v := range vars {
+		_ = os.Setenv(k, v) // clusterctl's library reads variables from the environment
+	}
+	c, err := clusterctl(ctx, g.config)
+	if err != nil {
+		return err
+	}
+	tmpl, err := c.GetClusterTemplate(ctx, clusterctlclient.GetClusterTemplateOptions{
+		Kubeconfig:               clusterctlclient.Kubeconfig{Path: m.kubeconfig},
+		ProviderRepositorySource: &clusterctlclient.ProviderRepositorySourceOptions{InfrastructureProvider: "dockyard", Flavor: o.flavor},
+		ClusterName:              ref.Name,
+		TargetNamespace:          ref.Namespace,
+		KubernetesVersion:        o.kubernetesVersion,
+		ControlPlaneMachineCount: ptr.To(o.controlPlanes),
+		WorkerMachineCount:       ptr.To(o.workers),
+	})
+	if err != nil {
+		return errors.Wrap(err, "generating the cluster from Dockyard's template")
+	}
+	manifest, err := tmpl.Yaml()
+	if err != nil {
+		return errors.Wrap(err, "generating the cluster from Dockyard's template")
+	}
+	if err := apply(ctx, m.client, ref.Namespace, manifest); err != nil {
+		return err
+	}
+	flavor := o.flavor
+	if flavor == "" {
+		flavor = "default"
+	}
+	say("created cluster %s (%s flavor, Kubernetes %s): %d control plane and %d worker machines", ref, flavor, o.kubernetesVersion, o.controlPlanes, o.workers)
+	if o.wait == 0 {
+		return nil
+	}
+	start := time.Now()
+	if err := waitReady(ctx, m.client, ref, o.wait); err != nil {
+		return err
+	}
+	say("cluster %s ready in %s", ref, time.Since(start).Round(time.Second))
+	path, err := writeClusterKubeconfig(ctx, g, m.client, ref)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n  kubectl --kubeconfig %s get nodes\n\n", path)
+	return nil
+}
+
+// apply creates or updates every object of a multi-document YAML (server-side apply), so
+// creating a cluster again changes nothing.
+func apply(ctx context.Context, c client.Client, namespace string, manifest []byte) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := client.IgnoreAlreadyExists(c.Create(ctx, ns)); err != nil {
+		return errors.Wrapf(err, "creating namespace %s", namespace)
+	}
+	objs, err := capiyaml.ToUnstructured(manifest)
+	if err != nil {
+		return errors.Wrap(err, "decoding the generated cluster")
+	}
+	for i := range objs {
+		obj := &objs[i]
+		// Right after clusterctl init the webhooks' Service may not route yet: retry a while.
+		var lastErr error
+		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			lastErr = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner("dockyard"), client.ForceOwnership)
+			return lastErr == nil || apierrors.IsInvalid(lastErr), nil
+		})
+		if err == nil {
+			err = lastErr
+		}
+		if err != nil {
+			return errors.Wrapf(lastErr, "applying %s %s", obj.GetKind(), obj.GetName())
+		}
+	}
+	return nil
+}
+
+func getClustersCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "clusters",
+		Aliases: []string{"cluster"},
+		Short:   "List the workload clusters Dockyard runs",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := g.management(cmd.Context())
+			if err != nil {
+				return err
+			}
+			clusters, err := listClusters(cmd.Context(), m.client)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAMESPACE\tNAME\tPHASE\tCONTROL PLANE READY\tWORKERS READY\tAGE")
+			for _, c := range clusters {
+				cp, workers := "-", "-"
+				if s := c.Status.ControlPlane; s != nil {
+					cp = fmt.Sprintf("%d/%d", ptr.Deref(s.ReadyReplicas, 0), ptr.Deref(s.DesiredReplicas, 0))
+				}
+				if s := c.Status.Workers; s != nil {
+					workers = fmt.Sprintf("%d/%d", ptr.Deref(s.ReadyReplicas, 0), ptr.Deref(s.DesiredReplicas, 0))
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Namespace, c.Name, c.Status.Phase, cp, workers,
+					duration.HumanDuration(time.Since(c.CreationTimestamp.Time)))
+			}
+			return w.Flush()
+		},
+	}
+}
+
+// listClusters returns the Clusters whose infrastructure is Dockyard's.
+func listClusters(ctx context.Context, c client.Client) ([]clusterv1.Cluster, error) {
+	list := &clusterv1.ClusterList{}
+	if err := c.List(ctx, list); err != nil {
+		return nil, errors.Wrap(err, "listing Clusters")
+	}
+	var out []clusterv1.Cluster
+	for _, cl := range list.Items {
+		if cl.Spec.InfrastructureRef.Kind == "DockyardCluster" && cl.Spec.InfrastructureRef.APIGroup == infrav1.GroupVersion.Group {
+			out = append(out, cl)
+		}
+	}
+	return out, nil
+}
+
+func getKubeconfigCommand(g *globals) *cobra.Command {
+	var namespace string
+	var internal, management bool
+	cmd := &cobra.Command{
+		Use:   "kubeconfig [NAME]",
+		Short: "Print a workload cluster's kubeconfig, its API server reached on the host",
+		Long: `Print a workload cluster's kubeconfig. Its API server is the load balancer's port published on
+the host's 127.0.0.1 (certificates name it), so it works from the host on every engine;
+--internal keeps the address on the cluster's network, which containers on it use.
+--management prints the management cluster's.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if management {
+				return printManagementKubeconfig(ctx, g)
+			}
+			if len(args) != 1 {
+				return errors.New("name the cluster, or pass --management")
+			}
+			ref, err := parseClusterRef(args[0], namespace)
+			if err != nil {
+				return err
+			}
+			m, err := g.management(ctx)
+			if err != nil {
+				return err
+			}
+			kubeconfig, err := clusterKubeconfig(ctx, g, m.client, ref, internal)
+			if err != nil {
+				return err
+			}
+			_, err = os.Stdout.Write(kubeconfig)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "the cluster's namespace")
+	cmd.Flags().BoolVar(&internal, "internal", false, "keep the API server's address on the cluster's network")
+	cmd.Flags().BoolVar(&management, "management", false, "print the management cluster's kubeconfig")
+	return cmd
+}
+
+// clusterKubeconfig reads the kubeconfig Cluster API wrote for a cluster and, unless internal,
+// points it at the load balancer's port on the host.
+func clusterKubeconfig(ctx context.Context, g *globals, c client.Client, ref clusterRef, internal bool) ([]byte, error) {
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name + "-kubeconfig"}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, errors.Errorf("cluster %s has no kubeconfig yet (or does not exist: dockyard get clusters)", ref)
+		}
+		return nil, errors.Wrapf(err, "reading the kubeconfig of cluster %s", ref)
+	}
+	kubeconfig := secret.Data["value"]
+	if internal {
+		return kubeconfig, nil
+	}
+	nodes, done, err := g.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	lb, err := nodes.FindLoadBalancer(ctx, ref.key())
+	if err != nil {
+		return nil, err
+	}
+	dc := &infrav1.DockyardCluster{}
+	if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
+		return nil, errors.Wrapf(err, "reading the DockyardCluster of %s", ref)
+	}
+	if lb == nil {
+		return nil, errors.Errorf("cluster %s has no load balancer on the engine", ref)
+	}
+	hostIP, hostPort := lb.PublishedPort(int(dc.Spec.ControlPlaneEndpoint.Port))
+	if hostPort == 0 {
+		return nil, errors.Errorf("the load balancer of cluster %s publishes no port on the host; use --internal", ref)
+	}
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, errors.Wrapf(err, "reading the kubeconfig of cluster %s", ref)
+	}
+	if hostIP == "" || hostIP == "0.0.0.0" {
+		hostIP = "127.0.0.1"
+	}
+	for _, cluster := range cfg.Clusters {
+		cluster.Server = "https://" + hostIP + ":" + strconv.Itoa(hostPort)
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// writeClusterKubeconfig writes a cluster's host kubeconfig into the kubeconfig directory.
+func writeClusterKubeconfig(ctx context.Context, g *globals, c client.Client, ref clusterRef) (string, error) {
+	kubeconfig, err := clusterKubeconfig(ctx, g, c, ref, false)
+	if err != nil {
+		return "", err
+	}
+	name := ref.Name
+	if ref.Namespace != "default" {
+		name = ref.Namespace + "." + ref.Name
+	}
+	path := g.kubeconfigPath(name)
+	return path, writeKubeconfig(path, kubeconfig)
+}
+
+func deleteClusterCommand(g *globals) *cobra.Command {
+	var namespace string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "cluster NAME",
+		Short: "Delete a workload cluster through Cluster API and wait until nothing of it is left",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			ref, err := parseClusterRef(args[0], namespace)
+			if err != nil {
+				return err
+			}
+			m, err := g.management(ctx)
+			if err != nil {
+				return err
+			}
+			nodes, done, err := g.engine(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			return deleteCluster(ctx, m.client, nodes, ref, timeout)
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "the cluster's namespace")
+	cmd.Flags().DurationVar(&timeout, "wait", 10*time.Minute, "how long to wait; 0 returns once the deletion started")
+	return cmd
+}
+
+// deleteCluster deletes the Cluster and waits until nothing of it is left on the engine.
+func deleteCluster(ctx context.Context, c client.Client, nodes *docker.Manager, ref clusterRef, timeout time.Duration) error {
+	cluster := &clusterv1.Cluster{}
+	if err := c.Get(ctx, ref.objectKey(), cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errors.Errorf("cluster %s does not exist (dockyard get clusters lists them)", ref)
+		}
+		return errors.Wrapf(err, "reading cluster %s", ref)
+	}
+	say("deleting cluster %s", ref)
+	if err := c.Delete(ctx, cluster); err != nil && !apierrors.IsNotFound(err) {
+		return errors.Wrapf(err, "deleting cluster %s", ref)
+	}
+	if timeout == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	for {
+		err := c.Get(ctx, ref.objectKey(), &clusterv1.Cluster{})
+		left, lerr := nodes.Leftovers(ctx, ref.key())
+		if apierrors.IsNotFound(err) && lerr == nil && left == nil {
+			say("cluster %s deleted in %s; no container, volume or network of it is left", ref, time.Since(start).Round(time.Second))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Wrapf(ctx.Err(), "waiting for cluster %s to be deleted", ref)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pkg/errors"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/mgmt"
+	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
+)
+
+// globals are the flags every command shares: the engine, and where the management cluster is.
+type globals struct {
+	runtime runtimes.Config
+	// managementName is the management cluster in containers; managementKubeconfig, when set,
+	// is another management cluster (kind, or any with Cluster API and Dockyard installed).
+	managementName, managementKubeconfig string
+	// stateDir holds the kubeconfigs dockyard writes; config is clusterctl's configuration.
+	stateDir, config string
+}
+
+func (g *globals) register(cmd *cobra.Command) {
+	home, _ := os.UserHomeDir()
+	g.runtime = runtimes.FromEnv()
+	fs := cmd.PersistentFlags()
+	fs.StringVar(&g.runtime.Name, "container-runtime", g.runtime.Name, "container engine: docker, podman or containerd ($"+runtimes.RuntimeEnv+")")
+	fs.StringVar(&g.runtime.Endpoint, "container-runtime-endpoint", g.runtime.Endpoint, "the engine's address; empty: its default ($"+runtimes.EndpointEnv+")")
+	fs.StringVar(&g.managementName, "management-name", mgmt.DefaultName, "the management cluster in containers (its node container is <name>-control-plane)")
+	fs.StringVar(&g.managementKubeconfig, "management-kubeconfig", "", "use the management cluster of this kubeconfig instead (Cluster API and Dockyard installed)")
+	fs.StringVar(&g.stateDir, "kubeconfig-dir", filepath.Join(home, ".dockyard"), "where dockyard writes kubeconfigs")
+	fs.StringVar(&g.config, "config", "out/clusterctl.yaml", "clusterctl configuration naming the providers' repositories (make release-manifests writes it)")
+}
+
+// engine connects to the container engine through the node layer; close it after use.
+func (g *globals) engine(ctx context.Context) (*docker.Manager, func(), error) {
+	name, err := runtimes.Parse(g.runtime.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	g.runtime.Name = name
+	rt, err := runtimes.New(g.runtime)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := docker.NewManager(rt, docker.ManagerOptions{})
+	if _, err := nodes.HostInfo(ctx); err != nil {
+		_ = rt.Close()
+		return nil, nil, errors.Wrapf(err, "no container engine answers (%s; make quickstart starts one)", g.runtime)
+	}
+	return nodes, func() { _ = rt.Close() }, nil
+}
+
+func (g *globals) kubeconfigPath(name string) string {
+	return filepath.Join(g.stateDir, name+".kubeconfig")
+}
+
+// managementCluster is a connection to the management cluster.
+type managementCluster struct {
+	client client.Client
+	// kubeconfig is a file clusterctl's library reads.
+	kubeconfig string
+}
+
+// management connects to the management cluster: --management-kubeconfig's, or the one in
+// containers (its kubeconfig, read from its node, is written to the kubeconfig directory).
+func (g *globals) management(ctx context.Context) (*managementCluster, error) {
+	path := g.managementKubeconfig
+	if path == "" {
+		nodes, done, err := g.engine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		mc, err := mgmt.Get(ctx, nodes, g.managementName)
+		if err != nil {
+			return nil, errors.Wrapf(err, "management cluster %s (dockyard quickstart or dockyard create management makes it)", g.managementName)
+		}
+		path = g.kubeconfigPath(mc.Name)
+		if err := writeKubeconfig(path, mc.Kubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, errors.Wrapf(err, "reading the management cluster's kubeconfig %s", path)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: dyscheme.New()})
+	if err != nil {
+		return nil, errors.Wrap(err, "connecting to the management cluster")
+	}
+	return &managementCluster{client: c, kubeconfig: path}, nil
+}
+
+func writeKubeconfig(path string, content []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return errors.Wrapf(err, "creating %s", filepath.Dir(path))
+	}
+	return errors.Wrapf(os.WriteFile(path, content, 0o600), "writing %s", path)
+}
+
+// clusterRef is a workload cluster named on the command line as [NAMESPACE/]NAME.
+type clusterRef struct {
+	Namespace, Name string
+}
+
+func parseClusterRef(s, namespace string) (clusterRef, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok {
+		ns, name = namespace, s
+	}
+	if ns == "" || name == "" || strings.Contains(name, "/") {
+		return clusterRef{}, errors.Errorf("cluster %q: want NAME or NAMESPACE/NAME", s)
+	}
+	return clusterRef{Namespace: ns, Name: name}, nil
+}
+
+func (r clusterRef) String() string { return r.Namespace + "/" + r.Name }
+
+func (r clusterRef) key() docker.ClusterKey {
+	return docker.ClusterKey{Namespace: r.Namespace, Name: r.Name}
+}
+
+func (r clusterRef) objectKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
+}
