@@ -57,8 +57,12 @@ quickstart: ## Set up everything on this machine: a management cluster in contai
 		--container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" $(QUICKSTART_FLAGS)
 
 .PHONY: quickstart-delete
-quickstart-delete: ## Delete the quickstart's workload cluster, then its management cluster: nothing is left on the engine.
-	go run ./cmd/dockyard delete --container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" $(QUICKSTART_FLAGS)
+quickstart-delete: ## Delete every workload cluster through Cluster API, then the management cluster: nothing is left on the engine.
+	go run ./cmd/dockyard delete management --container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)"
+
+.PHONY: dockyard
+dockyard: ## Build the dockyard command line into bin/dockyard (dockyard --help; completion: dockyard completion bash).
+	go build -o bin/dockyard ./cmd/dockyard
 
 .PHONY: help
 help: ## Show this help.
@@ -167,7 +171,7 @@ E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/e2e-artifacts
 E2E_FLAGS ?=
 
 .PHONY: test-e2e
-test-e2e: images component-images release-manifests mgmt-binaries ## End to end: Cluster API's controllers drive Dockyard on the real engine.
+test-e2e: images registry-image component-images release-manifests mgmt-binaries ## End to end: Cluster API's controllers drive Dockyard on the real engine, and the daily loop of the dockyard command line.
 	E2E_ARTIFACTS="$(E2E_ARTIFACTS)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test -tags e2e ./test/e2e -count=1 -v -timeout 85m -ginkgo.v -ginkgo.timeout 80m $(E2E_FLAGS)
 

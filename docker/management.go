@@ -11,7 +11,7 @@ import (
 
 // Management nodes are the containers of the management cluster Dockyard runs in, when that
 // cluster's nodes are containers on the same engine: a kind cluster, a management cluster
-// made by `dockyard management create`, or a Dockyard workload cluster after `clusterctl
+// made by `dockyard create management`, or a Dockyard workload cluster after `clusterctl
 // move`. The engine isolates bridge networks from one another, so controllers in their pods
 // (Cluster API's ClusterCache, kubeadm control plane, Dockyard's own) could not reach workload
 // API servers on the clusters' networks. Dockyard connects the management nodes, and only

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
+	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -110,9 +113,13 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	if err != nil {
 		return err
 	}
+	provider, err := templateProvider(ctx, g.config, m.kubeconfig)
+	if err != nil {
+		return err
+	}
 	tmpl, err := c.GetClusterTemplate(ctx, clusterctlclient.GetClusterTemplateOptions{
 		Kubeconfig:               clusterctlclient.Kubeconfig{Path: m.kubeconfig},
-		ProviderRepositorySource: &clusterctlclient.ProviderRepositorySourceOptions{InfrastructureProvider: "dockyard", Flavor: o.flavor},
+		ProviderRepositorySource: &clusterctlclient.ProviderRepositorySourceOptions{InfrastructureProvider: provider, Flavor: o.flavor},
 		ClusterName:              ref.Name,
 		TargetNamespace:          ref.Namespace,
 		KubernetesVersion:        o.kubernetesVersion,
@@ -148,6 +155,29 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	}
 	fmt.Printf("\n  kubectl --kubeconfig %s get nodes\n\n", path)
 	return nil
+}
+
+// templateProvider names the Dockyard release whose templates clusterctl generates from: the
+// one clusterctl installed in the management cluster, or, where Dockyard was installed
+// otherwise (clusterctl keeps no inventory of it there), the one the configuration names.
+func templateProvider(ctx context.Context, configPath, kubeconfigPath string) (string, error) {
+	kubeconfig, err := os.ReadFile(kubeconfigPath)
+	if err != nil {
+		return "", errors.Wrap(err, "reading the management cluster's kubeconfig")
+	}
+	if installed, err := dockyardInstalled(ctx, kubeconfig); err != nil || installed {
+		return "dockyard", err
+	}
+	cfg, err := clusterctlconfig.New(ctx, configPath)
+	if err != nil {
+		return "", errors.Wrapf(err, "reading the clusterctl configuration %s", configPath)
+	}
+	p, err := cfg.Providers().Get("dockyard", clusterctlv1.InfrastructureProviderType)
+	if err != nil {
+		return "", errors.Wrapf(err, "the clusterctl configuration %s names no Dockyard provider", configPath)
+	}
+	// <repository>/infrastructure-dockyard/<version>/infrastructure-components.yaml
+	return "dockyard:" + path.Base(path.Dir(p.URL())), nil
 }
 
 // apply creates or updates every object of a multi-document YAML (server-side apply), so
