@@ -184,7 +184,8 @@ KUBERNETES_VERSION_UPGRADE_FROM ?= v1.33.13
 # The full run's workload nodes: images of both versions, each preloading the other's add-ons
 # (kube-proxy, CoreDNS), which nodes of both versions run during an upgrade.
 UPGRADE_NODE_IMAGE_REPOSITORY ?= localhost/dockyard/node-upgrades
-CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)" \
+CAPI_E2E_ENV ?=
+CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)" $(CAPI_E2E_ENV) \
 	go test -tags e2e . -count=1 -v -timeout 300m -ginkgo.v -ginkgo.no-color -ginkgo.timeout 295m
 
 .PHONY: test-e2e-capi
@@ -197,7 +198,12 @@ test-e2e-full: images component-images release-manifests ## Every Cluster API sh
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION_UPGRADE_FROM) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION)
 	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION_UPGRADE_FROM)
-	DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_RUN) $(CAPI_E2E_FLAGS)
+	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV=DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY)
+
+# Runs the suite with CAPI_E2E_FLAGS and CAPI_E2E_ENV as they are; the targets above build first.
+.PHONY: test-e2e-capi-run
+test-e2e-capi-run:
+	$(CAPI_E2E_RUN) $(CAPI_E2E_FLAGS)
 
 ##@ Release
 
