@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,13 @@ import (
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
+// testNamespace is the namespace of every cluster these tests make on the engine.
+const testNamespace = "dockyard-test"
+
+// sweepOnce removes, before this package's first engine cluster, what an interrupted earlier
+// run left on the engine: every cluster of testNamespace, its containers, volumes and network.
+var sweepOnce sync.Once
+
 // engineCluster returns a node manager on the real engine and a cluster key unique to the test;
 // everything carrying the cluster's label is removed afterwards.
 func engineCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
@@ -44,8 +52,9 @@ func engineCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
 	rt := dockerenv.Engine(t)
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
-	key := ClusterKey{Namespace: "dockyard-test", Name: "dy" + hex.EncodeToString(suffix)}
+	key := ClusterKey{Namespace: testNamespace, Name: "dy" + hex.EncodeToString(suffix)}
 	m := NewManager(rt, ManagerOptions{Privilege: PrivilegeAuto})
+	sweepOnce.Do(func() { sweepTestClusters(t, m, rt) })
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -57,6 +66,46 @@ func engineCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
 		}
 	})
 	return m, rt, key
+}
+
+// sweepTestClusters deletes every cluster of testNamespace found on the engine's containers,
+// volumes and networks.
+func sweepTestClusters(t *testing.T, m *Manager, rt container.Runtime) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	keys := map[ClusterKey]bool{}
+	add := func(labels map[string]string) {
+		if ns, name, ok := strings.Cut(labels[clusterLabel], "/"); ok && ns == testNamespace {
+			keys[ClusterKey{Namespace: ns, Name: name}] = true
+		}
+	}
+	cs, err := rt.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatalf("listing containers to remove earlier runs' leftovers: %v", err)
+	}
+	for _, c := range cs {
+		add(c.Labels)
+	}
+	vs, err := rt.ListVolumes(ctx, nil)
+	if err != nil {
+		t.Fatalf("listing volumes to remove earlier runs' leftovers: %v", err)
+	}
+	for _, v := range vs {
+		add(v.Labels)
+	}
+	ns, err := rt.ListNetworks(ctx, nil)
+	if err != nil {
+		t.Fatalf("listing networks to remove earlier runs' leftovers: %v", err)
+	}
+	for _, n := range ns {
+		add(n.Labels)
+	}
+	for key := range keys {
+		t.Logf("removing cluster %s, left on the engine by an earlier run", key)
+		if err := m.DeleteCluster(ctx, key, DefaultNetworkName(key)); err != nil {
+			t.Fatalf("removing cluster %s left by an earlier run: %v", key, err)
+		}
+	}
 }
 
 // dumpContainers prints what a person debugging a failure needs: containers and their logs.
@@ -494,7 +543,7 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
 
 	// The "kind" management cluster: one node on its own network, with kind's labels only.
-	mgmtCluster := ClusterKey{Namespace: "dockyard-test", Name: a.Name + "-kind"}
+	mgmtCluster := ClusterKey{Namespace: testNamespace, Name: a.Name + "-kind"}
 	mgmtNode := mgmtCluster.Name + "-control-plane"
 	t.Cleanup(func() {
 		_ = rt.RemoveContainer(context.Background(), mgmtNode)
