@@ -262,6 +262,10 @@ spec:
 	// configuration differs from what it would make, and is rolled out).
 	config := cloneNode(get(kcp, "spec", "kubeadmConfigSpec"))
 	unset(config, "joinConfiguration")
+	// And the kubeadm feature gate the KubeadmControlPlane adds for Kubernetes 1.31 to 1.35
+	// (kubelets of control plane nodes talk to their local API server), which the suite's
+	// KUBERNETES_VERSION (v1.34) is: without it the adopted machine is rolled out at once.
+	errs = append(errs, set(config, "clusterConfiguration.featureGates.ControlPlaneKubeletLocalMode", "true"))
 	objects[1].Content = append(objects[1].Content, scalar("spec"), config)
 
 	// Step 2: the KubeadmControlPlane of one replica, its template, and the Cluster naming it.

@@ -3,13 +3,21 @@ package capie2e
 import (
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"github.com/google/go-cmp/cmp"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
+	kcppkg "sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg"
+	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/desiredstate"
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 )
 
@@ -93,16 +101,16 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 	// kcp-adoption: step 1 makes the first control plane Machine by hand with the
 	// KubeadmControlPlane's own kubeadmConfigSpec; step 2 adds the KubeadmControlPlane.
 	steps := map[string][]string{}
-	var kubeadmConfig, adopter map[string]any
+	kubeadmConfig, adopter := &bootstrapv1.KubeadmConfig{}, &controlplanev1.KubeadmControlPlane{}
 	for _, o := range rendered["cluster-template-kcp-adoption.yaml"] {
 		for label := range o.GetLabels() {
 			steps[label] = append(steps[label], o.GetKind())
 		}
 		switch o.GetKind() {
 		case "KubeadmConfig":
-			kubeadmConfig, _, _ = unstructured.NestedMap(o.Object, "spec")
+			fromUnstructured(t, o, kubeadmConfig)
 		case "KubeadmControlPlane":
-			adopter, _, _ = unstructured.NestedMap(o.Object, "spec", "kubeadmConfigSpec")
+			fromUnstructured(t, o, adopter)
 		}
 	}
 	if got := strings.Join(steps["kcp-adoption.step1"], " "); got != "Cluster DockyardCluster DockyardMachine KubeadmConfig Machine" {
@@ -111,9 +119,16 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 	if got := strings.Join(steps["kcp-adoption.step2"], " "); got != "Cluster DockyardCluster DockyardMachineTemplate KubeadmControlPlane" {
 		t.Errorf("kcp-adoption step 2: %s", got)
 	}
-	delete(adopter, "joinConfiguration")
-	if !reflect.DeepEqual(kubeadmConfig, adopter) || kubeadmConfig == nil {
-		t.Error("kcp-adoption: the hand-made KubeadmConfig differs from the KubeadmControlPlane's kubeadmConfigSpec for kubeadm init")
+	// The KubeadmControlPlane adopts the machine without a rollout only if the hand-made
+	// KubeadmConfig is what it would make for kubeadm init: asked here of its own code (which
+	// also adds the feature gates it defaults for the version).
+	desired, err := desiredstate.ComputeDesiredKubeadmConfig(adopter, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: "c1"}}, false, kubeadmConfig.Name, kubeadmConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, current := kcppkg.PrepareKubeadmConfigsForDiff(desired, kubeadmConfig, false)
+	if diff := cmp.Diff(current.Spec, desired.Spec); diff != "" {
+		t.Errorf("kcp-adoption: the KubeadmControlPlane would roll out the hand-made control plane machine (-hand-made +wanted):\n%s", diff)
 	}
 
 	for _, o := range rendered["cluster-template-self-hosted.yaml"] {
@@ -128,5 +143,14 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 		if len(mounts) != 1 {
 			t.Errorf("self-hosted: %s extraMounts %v", o.GetName(), mounts)
 		}
+	}
+}
+
+// fromUnstructured converts a rendered object into its typed form, failing on any field the
+// type does not have.
+func fromUnstructured(t *testing.T, o unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, into, true); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 	}
 }
