@@ -529,7 +529,8 @@ func TestEmbeddedFiles(t *testing.T) {
 		}
 	}
 	dropIn := string(mustEmbedded("node/10-kubeadm.conf"))
-	for _, want := range []string{"KUBELET_KUBECONFIG_ARGS", "KUBELET_CONFIG_ARGS", "/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "$KUBELET_KUBEADM_ARGS", "$KUBELET_EXTRA_ARGS"} {
+	for _, want := range []string{"KUBELET_KUBECONFIG_ARGS", "KUBELET_CONFIG_ARGS", "/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet", "$KUBELET_KUBEADM_ARGS", "$KUBELET_EXTRA_ARGS",
+		"KUBELET_DOCKYARD_ARGS=--image-gc-high-threshold=100", "$KUBELET_DOCKYARD_ARGS $KUBELET_KUBEADM_ARGS"} {
 		if !strings.Contains(dropIn, want) {
 			t.Errorf("kubeadm drop-in lacks %s", want)
 		}

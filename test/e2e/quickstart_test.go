@@ -85,6 +85,14 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 			out, _ := execInNode(ctx, nodeContainer(m), "sh", "-c", "journalctl -u containerd --no-pager | grep -c 'PullImage' || true")
 			Expect(strings.TrimSpace(out)).To(Equal("0"), "node %s pulled images", m.Status.NodeRef.Name)
 		}
+
+		By("no kubelet garbage-collects the preloaded images, however full the host's disk")
+		cp := nodeContainer(machines(ctx, c, true)[0])
+		for _, m := range append(machines(ctx, c, true), machines(ctx, c, false)...) {
+			out, code := execInNode(ctx, cp, "kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf", "get", "--raw", "/api/v1/nodes/"+m.Status.NodeRef.Name+"/proxy/configz")
+			Expect(code).To(Equal(0), out)
+			Expect(out).To(ContainSubstring(`"imageGCHighThresholdPercent":100`), "kubelet of node %s", m.Status.NodeRef.Name)
+		}
 	})
 
 	It("scales the control plane from 1 to 3 behind the load balancer without failed API requests", func(ctx SpecContext) {
