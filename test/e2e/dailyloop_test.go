@@ -43,7 +43,7 @@ import (
 // a node that joins later), an image pushed to the registry and pulled by a pod, a NodePort
 // and a LoadBalancer Service reached from the host, logs exported, the cluster listed, its
 // kubeconfig used from the host, and everything deleted.
-var _ = Describe("The daily loop with the dockyard command line", Ordered, func() {
+var _ = Describe("The daily loop with the dockyard command line", Ordered, Label("engines"), func() {
 	c := clusterSpec{name: "e2e-daily", namespace: testNamespacePrefix + "-daily", controlPlane: 1, workers: 1}
 	ref := c.namespace + "/" + c.name
 	const (
