@@ -239,8 +239,8 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 		t.Errorf("flavor %q: want one Cluster and no ClusterResourceSet (the CNI follows the node image): %v", flavor, kinds)
 	}
 
-	// The variables reached the objects.
-	all, err := yamlOf(objs)
+	// The variables reached the objects (as JSON: one object per line).
+	all, err := jsonLines(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,10 +249,10 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 			t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])
 		}
 	}
-	if flavor != "topology" && flavor != "machinepool" && !strings.Contains(all, "hostPort: 18080") {
+	if flavor != "topology" && flavor != "machinepool" && !strings.Contains(all, `"hostPort":18080`) {
 		t.Errorf("flavor %q ignores DOCKYARD_WORKER_PORTS=%s", flavor, flavorVariables["DOCKYARD_WORKER_PORTS"])
 	}
-	if flavor != "topology" && !strings.Contains(all, "registry: "+flavorVariables["DOCKYARD_REGISTRY"]) {
+	if flavor != "topology" && !strings.Contains(all, `"registry":"`+flavorVariables["DOCKYARD_REGISTRY"]+`"`) {
 		t.Errorf("flavor %q ignores DOCKYARD_REGISTRY", flavor)
 	}
 	checkNetworkVariable(ctx, t, repo, plane, flavor, ns, objs)
@@ -366,7 +366,9 @@ func checkCNIInstaller(t *testing.T, flavor string, objs []unstructured.Unstruct
 	}
 }
 
-func yamlOf(objs []unstructured.Unstructured) (string, error) {
+// jsonLines is the objects as JSON, one per line, with escaped quotes unescaped so that
+// values written as YAML inside a field (a script, a file) can be searched for too.
+func jsonLines(objs []unstructured.Unstructured) (string, error) {
 	var b strings.Builder
 	for i := range objs {
 		data, err := objs[i].MarshalJSON()
