@@ -144,7 +144,7 @@ test-engines: ## test-engine on each of OTHER_ENGINES (Docker's are in make test
 	for engine in $(OTHER_ENGINES); do $(MAKE) --no-print-directory test-engine CONTAINER_RUNTIME=$$engine || exit 1; done
 
 .PHONY: test-e2e-engine
-test-e2e-engine: engine-images registry-image release-manifests mgmt-binaries ## The end-to-end specs labelled "engines" (quick start 1+1 and deletion, the daily loop) on CONTAINER_RUNTIME.
+test-e2e-engine: engine-images registry-image release-manifests mgmt-binaries ## The end-to-end specs labelled "engines" (the daily loop: a 1+1 cluster, images, Services, logs, deletion) on CONTAINER_RUNTIME.
 	$(DOCKYARD_BUILD) load --container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" \
 		localhost/dockyard/registry:$(DISTRIBUTION_VERSION)
 	$(ENGINE_ENV) E2E_ARTIFACTS="$(E2E_ARTIFACTS)/$(CONTAINER_RUNTIME)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \

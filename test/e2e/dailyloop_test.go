@@ -42,7 +42,9 @@ import (
 // cluster` (workers publishing a NodePort on the host), a host image loaded into it (and into
 // a node that joins later), an image pushed to the registry and pulled by a pod, a NodePort
 // and a LoadBalancer Service reached from the host, logs exported, the cluster listed, its
-// kubeconfig used from the host, and everything deleted.
+// kubeconfig used from the host, and everything deleted. Labelled engines: make
+// test-e2e-engines runs it on Podman and containerd too, as the one end-to-end spec there (a
+// cluster created, every node running pods, Service traffic, logs, nothing left after).
 var _ = Describe("The daily loop with the dockyard command line", Ordered, Label("engines"), func() {
 	c := clusterSpec{name: "e2e-daily", namespace: testNamespacePrefix + "-daily", controlPlane: 1, workers: 1}
 	ref := c.namespace + "/" + c.name

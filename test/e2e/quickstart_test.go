@@ -24,7 +24,7 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 
 	// The specs labelled "engines" run on every engine (make test-e2e-engines), the rest on
 	// Docker only.
-	It("brings up 1 control plane and 1 worker, Ready, with CoreDNS, DNS from a pod and kubectl from the host", Label("engines"), func(ctx SpecContext) {
+	It("brings up 1 control plane and 1 worker, Ready, with CoreDNS, DNS from a pod and kubectl from the host", func(ctx SpecContext) {
 		created = time.Now()
 		createCluster(ctx, c)
 
@@ -126,7 +126,7 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 		Expect(failures).To(BeEmpty(), "requests through the load balancer failed during the rollout")
 	})
 
-	It("deletes the cluster and leaves nothing behind", Label("engines"), func(ctx SpecContext) {
+	It("deletes the cluster and leaves nothing behind", func(ctx SpecContext) {
 		start := time.Now()
 		deleteOn(ctx, plane, c)
 		whenDone("delete the cluster until nothing is left", start)
