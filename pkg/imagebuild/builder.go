@@ -204,8 +204,8 @@ func (b *Builder) lock(name string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// existing returns want when the engine has it built from the given inputs; "" when it does
-// not (or when Force is set).
+// existing returns want, and says it is up to date, when the engine has it built from the
+// given inputs; "" when it does not (or when Force is set).
 func (b *Builder) existing(ctx context.Context, inputsHash, want string) (string, error) {
 	if b.Force {
 		return "", nil
@@ -214,6 +214,7 @@ func (b *Builder) existing(ctx context.Context, inputsHash, want string) (string
 	if err != nil || !ok || labels[InputsLabel] != inputsHash {
 		return "", err
 	}
+	b.logf("%s is up to date (inputs %s)", want, short(inputsHash))
 	return want, nil
 }
 

@@ -18,9 +18,6 @@ func (b *Builder) CNIImage(ctx context.Context, flannelVersion string) (string, 
 		return "", err
 	}
 	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
-		if name != "" {
-			b.logf("%s is up to date (inputs %s)", name, short(hash))
-		}
 		return name, err
 	}
 	unlock, err := b.lock("flannel-" + flannelVersion)

@@ -35,9 +35,6 @@ func (b *Builder) LoadBalancerImage(ctx context.Context) (string, error) {
 	}
 	hash := in.Hash()
 	if name, err := b.existingLoadBalancer(ctx, hash); err != nil || name != "" {
-		if name != "" {
-			b.logf("%s is up to date (inputs %s)", name, short(hash))
-		}
 		return name, err
 	}
 	unlock, err := b.lock("haproxy")

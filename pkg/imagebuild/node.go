@@ -100,9 +100,6 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 		return "", err
 	}
 	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
-		if name != "" {
-			b.logf("%s is up to date (inputs %s)", name, short(hash))
-		}
 		return name, err
 	}
 	unlock, err := b.lock("node-" + o.KubernetesVersion)

@@ -47,9 +47,6 @@ func (b *Builder) RegistryImage(ctx context.Context, distributionVersion string)
 	}
 	hash := in.Hash()
 	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
-		if name != "" {
-			b.logf("%s is up to date (inputs %s)", name, short(hash))
-		}
 		return name, err
 	}
 	unlock, err := b.lock("registry-" + distributionVersion)

@@ -137,9 +137,6 @@ func (b *Builder) componentImage(ctx context.Context, ci componentImage) error {
 	in.Set("user", ci.User)
 	hash := in.Hash()
 	if name, err := b.existing(ctx, hash, ci.Ref); err != nil || name != "" {
-		if name != "" {
-			b.logf("%s is up to date (inputs %s)", name, short(hash))
-		}
 		return err
 	}
 	base, err := b.staticBaseLayer()
