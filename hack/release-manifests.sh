@@ -36,6 +36,20 @@ cp metadata.yaml out/metadata.yaml
 cp out/infrastructure-components.yaml out/metadata.yaml templates/cluster-template*.yaml templates/clusterclass-*.yaml \
 	"out/repository/infrastructure-dockyard/$VERSION/"
 
+# The management cluster shares the host's cores with every workload node, and the load average
+# reaches tens: Kubernetes' probe defaults (1 s, three failures) and client-go's leases (15 s,
+# renewed within 10 s) restart healthy controllers there. Probes wait 5 s and give up after a
+# minute; leases are the kubeadm control plane provider's own defaults (60 s / 40 s / 5 s).
+# Dockyard's manager carries the same in config/manager, cert-manager through its chart's values.
+loaded_host_patch="$(tr -d '\n' <<<'[
+{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--leader-elect-lease-duration=60s"},
+{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--leader-elect-renew-deadline=40s"},
+{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--leader-elect-retry-period=5s"},
+{"op":"add","path":"/spec/template/spec/containers/0/livenessProbe/timeoutSeconds","value":5},
+{"op":"add","path":"/spec/template/spec/containers/0/livenessProbe/periodSeconds","value":10},
+{"op":"add","path":"/spec/template/spec/containers/0/livenessProbe/failureThreshold","value":6},
+{"op":"add","path":"/spec/template/spec/containers/0/readinessProbe/timeoutSeconds","value":5}]')"
+
 # Cluster API's providers: <module dir> <clusterctl provider dir> <components file> <image name>
 for p in "core cluster-api core-components.yaml cluster-api-controller" \
 	"bootstrap/kubeadm bootstrap-kubeadm bootstrap-components.yaml kubeadm-bootstrap-controller" \
@@ -49,6 +63,7 @@ for p in "core cluster-api core-components.yaml cluster-api-controller" \
 		"$KUSTOMIZE" edit set image "gcr.io/k8s-staging-cluster-api/$4=registry.k8s.io/cluster-api/$4:$capi_version"
 		"$KUSTOMIZE" edit add patch --kind Deployment \
 			--patch '[{"op":"replace","path":"/spec/template/spec/containers/0/imagePullPolicy","value":"IfNotPresent"}]'
+		"$KUSTOMIZE" edit add patch --kind Deployment --patch "$loaded_host_patch"
 	)
 	"$KUSTOMIZE" build "$tmp/$2" > "$dir/$3"
 	cp "$capi/metadata.yaml" "$dir/metadata.yaml"
@@ -81,7 +96,9 @@ mkdir -p "$dir"
 	cat "$cm/deploy/manifests/namespace.yaml"
 	echo "---"
 	"$HELM" template cert-manager "$chart" --namespace cert-manager --api-versions="" --kube-version 1.34.0 \
-		--set installCRDs=true --set creator=static --set startupapicheck.enabled=false | sed -e '1{/^---$/d;}'
+		--set installCRDs=true --set creator=static --set startupapicheck.enabled=false \
+		--set webhook.livenessProbe.timeoutSeconds=5 --set webhook.livenessProbe.failureThreshold=6 \
+		--set webhook.readinessProbe.timeoutSeconds=5 | sed -e '1{/^---$/d;}'
 } > "$dir/cert-manager.yaml"
 
 cat > out/clusterctl.yaml <<CONFIG

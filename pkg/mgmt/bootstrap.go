@@ -70,6 +70,18 @@ func bootstrapNode(ctx context.Context, node *docker.Node, c *Cluster, opts Opti
 	})
 }
 
+// loadedHostLeases keep the management cluster's controller manager and scheduler leading
+// while the host is loaded by workload nodes (renewals then take seconds; with client-go's
+// 15 s / 10 s both exit and restart): the durations Cluster API's components get in the
+// clusterctl repository (hack/release-manifests.sh).
+func loadedHostLeases() []bootstrapv1.Arg {
+	return []bootstrapv1.Arg{
+		{Name: "leader-elect-lease-duration", Value: ptr.To("60s")},
+		{Name: "leader-elect-renew-deadline", Value: ptr.To("40s")},
+		{Name: "leader-elect-retry-period", Value: ptr.To("5s")},
+	}
+}
+
 // initData renders the node's cloud-config the way Cluster API's kubeadm bootstrap provider
 // does for a cluster's first control plane machine: kubeadm's configuration through CABPK's
 // own types for the version, certificates from Cluster API's secret package. The node keeps
@@ -87,6 +99,8 @@ func initData(c *Cluster, opts Options) ([]byte, error) {
 	clusterConfig := bootstrapv1.ClusterConfiguration{
 		ControlPlaneEndpoint: fmt.Sprintf("%s:%d", c.Node, docker.APIServerPort),
 		APIServer:            bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", c.Node}},
+		ControllerManager:    bootstrapv1.ControllerManager{ExtraArgs: loadedHostLeases()},
+		Scheduler:            bootstrapv1.Scheduler{ExtraArgs: loadedHostLeases()},
 	}
 	if len(opts.AdmissionPlugins) > 0 {
 		// kubeadm's own default is NodeRestriction; the flag replaces it.

@@ -2,14 +2,20 @@ package clusterctl
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
@@ -266,4 +272,79 @@ func TestRepositoryRunsOnlyImagesBuiltHere(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRepositoryComponentsSurviveALoadedHost: the management cluster Dockyard makes shares two
+// cores with every workload node, and the host's load average reaches tens. Kubernetes' probe
+// defaults (1 s, three failures) and client-go's leases (15 s, renewed within 10 s) then restart
+// healthy controllers over and over, which was seen with five clusters on this machine. Every
+// Deployment the repository installs, cert-manager's included, waits 5 s for a probe, restarts
+// only after a minute of failures, and keeps a leader through 40 s of slow renewals.
+func TestRepositoryComponentsSurviveALoadedHost(t *testing.T) {
+	repo := requireRepository(t)
+	files := []string{filepath.Join(repo.dir, "cert-manager", repo.certManagerVersion, "cert-manager.yaml"),
+		filepath.Join(repo.dir, "infrastructure-dockyard", repo.dockyardVersion, "infrastructure-components.yaml")}
+	for _, p := range []string{"cluster-api/%s/core-components.yaml", "bootstrap-kubeadm/%s/bootstrap-components.yaml",
+		"control-plane-kubeadm/%s/control-plane-components.yaml"} {
+		files = append(files, filepath.Join(repo.dir, fmt.Sprintf(p, repo.capiVersion)))
+	}
+	deployments := 0
+	for _, f := range files {
+		for _, o := range decode(t, readFile(t, f)) {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			deployments++
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatalf("%s: %v", id(&o), err)
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				where := fmt.Sprintf("%s (%s) container %s", id(&o), filepath.Base(f), c.Name)
+				for _, problem := range loadedHostProblems(c) {
+					t.Errorf("%s: %s", where, problem)
+				}
+			}
+		}
+	}
+	if deployments < 7 {
+		t.Errorf("found %d Deployments in the repository, want cert-manager's three and the four providers'", deployments)
+	}
+}
+
+// loadedHostProblems says what of a container's probes and leader election would restart it
+// on a loaded host.
+func loadedHostProblems(c corev1.Container) []string {
+	var problems []string
+	probe := func(kind string, p *corev1.Probe, minFailing time.Duration) {
+		if p == nil {
+			return
+		}
+		if p.TimeoutSeconds < 5 {
+			problems = append(problems, fmt.Sprintf("%s probe times out after %d s, want at least 5 s", kind, max(p.TimeoutSeconds, 1)))
+		}
+		period, failures := cmp.Or(p.PeriodSeconds, 10), cmp.Or(p.FailureThreshold, 3)
+		if failing := time.Duration(period*failures) * time.Second; failing < minFailing {
+			problems = append(problems, fmt.Sprintf("%s probe gives up after %s of failures, want at least %s", kind, failing, minFailing))
+		}
+	}
+	probe("liveness", c.LivenessProbe, time.Minute)
+	probe("readiness", c.ReadinessProbe, 0)
+
+	args := map[string]string{}
+	for _, a := range append(slices.Clone(c.Command), c.Args...) {
+		k, v, _ := strings.Cut(a, "=")
+		args[k] = v
+	}
+	if v, ok := args["--leader-elect"]; ok && v != "false" {
+		for flag, want := range map[string]time.Duration{
+			"--leader-elect-lease-duration": time.Minute, "--leader-elect-renew-deadline": 40 * time.Second,
+		} {
+			got, err := time.ParseDuration(args[flag])
+			if err != nil || got < want {
+				problems = append(problems, fmt.Sprintf("%s=%q, want at least %s (client-go's default is too short for a loaded host)", flag, args[flag], want))
+			}
+		}
+	}
+	return problems
 }

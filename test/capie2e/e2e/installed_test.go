@@ -14,11 +14,13 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -86,6 +88,24 @@ var _ = Describe("Dockyard installed by clusterctl init", blocking, func() {
 		root.Spec.ExtraMounts[0].HostPath = "/tmp/.."
 		Expect(c.Create(ctx, root, client.DryRunAll)).To(MatchError(And(
 			ContainSubstring("spec.extraMounts[0].hostPath"), ContainSubstring("DOCKYARD_ALLOWED_HOST_PATHS"))))
+
+		By("every controller of the management cluster keeps its lease through a minute of slow renewals (a loaded host must not restart them)")
+		Eventually(func(g Gomega) {
+			leases := &coordinationv1.LeaseList{}
+			g.Expect(c.List(ctx, leases)).To(Succeed())
+			held := 0
+			for _, l := range leases.Items {
+				if l.Namespace == corev1.NamespaceNodeLease || l.Labels["apiserver.kubernetes.io/identity"] != "" {
+					continue // kubelets' heartbeats and API servers' identities, not leaders
+				}
+				held++
+				g.Expect(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)).To(BeNumerically(">=", 60),
+					"Lease %s/%s held by %q", l.Namespace, l.Name, ptr.Deref(l.Spec.HolderIdentity, ""))
+			}
+			// The controller manager, the scheduler, cert-manager's controller and cainjector,
+			// Cluster API's three managers and Dockyard's.
+			g.Expect(held).To(BeNumerically(">=", 8), "leader leases in the management cluster")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(3 * time.Second).Should(Succeed())
 
 		By("the manager runs under its own ServiceAccount with the generated RBAC, never cluster-admin")
 		deploy := &appsv1.Deployment{}
