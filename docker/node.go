@@ -70,6 +70,9 @@ type Resources struct {
 	NanoCPUs int64
 	// MemoryBytes is the memory limit.
 	MemoryBytes int64
+	// CPUShares weighs the node's CPU time against other containers when they compete for it;
+	// zero is the engine's default, 1024.
+	CPUShares int64
 }
 
 // predefinedNetworks are the networks every Docker engine has.
@@ -119,7 +122,7 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		Tty:            true,
 		StopSignal:     "SIGRTMIN+3", // systemd's clean shutdown
 		RestartPolicy:  "unless-stopped",
-		Resources:      container.Resources{NanoCPUs: s.Resources.NanoCPUs, MemoryBytes: s.Resources.MemoryBytes},
+		Resources:      container.Resources{NanoCPUs: s.Resources.NanoCPUs, MemoryBytes: s.Resources.MemoryBytes, CPUShares: s.Resources.CPUShares},
 		Security:       nodeSecurity(privileged),
 	}
 	if s.Role == RoleControlPlane {

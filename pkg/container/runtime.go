@@ -227,6 +227,10 @@ type SecuritySpec struct {
 type Resources struct {
 	NanoCPUs    int64
 	MemoryBytes int64
+	// CPUShares weighs the container's CPU time against the engine's other containers when
+	// they compete for it (cgroup v1 cpu.shares, converted to cpu.weight on cgroup v2 as runc
+	// does); it limits nothing on an idle host. Zero is the engine's default, 1024.
+	CPUShares int64
 }
 
 // MountType is the kind of a mount.

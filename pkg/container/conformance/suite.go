@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,23 @@ var (
 )
 
 func cmdPrintenv(key string) []string { return []string{"printenv", key} }
+
 func cmdCatFile(path string) []string { return []string{"cat", path} }
+
+// cpuWeight reads a running container's CPU weight from its own cgroup (the container has a
+// private cgroup namespace), and says what it should be for the given shares: the shares on
+// cgroup v1, runc's conversion to cpu.weight on cgroup v2.
+func cpuWeight(ctx context.Context, t *testing.T, rt container.Runtime, name string, shares int64) (got, want string) {
+	t.Helper()
+	if code, out := execOut(ctx, t, rt, name, cmdCatFile("/sys/fs/cgroup/cpu/cpu.shares"), nil); code == 0 {
+		return strings.TrimSpace(out), strconv.FormatInt(shares, 10)
+	}
+	code, out := execOut(ctx, t, rt, name, cmdCatFile("/sys/fs/cgroup/cpu.weight"), nil)
+	if code != 0 {
+		t.Errorf("neither /sys/fs/cgroup/cpu/cpu.shares nor /sys/fs/cgroup/cpu.weight can be read in the container: exit %d %q", code, out)
+	}
+	return strings.TrimSpace(out), strconv.FormatInt(1+((shares-2)*9999)/262142, 10)
+}
 
 // Run runs every behaviour of the suite as a subtest, one after the other. The caller removes
 // what carries s.Labels before and after (a failed behaviour may leave objects behind).
@@ -202,7 +219,7 @@ func Lifecycle(t *testing.T, s Subject) {
 		Security: container.SecuritySpec{
 			CapAdd: []string{"NET_ADMIN"}, CapDrop: []string{"MKNOD"}, Unconfined: true, PrivateCgroupNamespace: true,
 		},
-		Resources: container.Resources{NanoCPUs: 500_000_000, MemoryBytes: 256 << 20},
+		Resources: container.Resources{NanoCPUs: 500_000_000, MemoryBytes: 256 << 20, CPUShares: 512},
 	})
 	if c := inspect(ctx, t, rt, name); c.Running || c.State != "created" {
 		t.Errorf("a created container is %q (running %v), want created", c.State, c.Running)
@@ -230,6 +247,9 @@ func Lifecycle(t *testing.T, s Subject) {
 	}
 	if code, out := execOut(ctx, t, rt, name, cmdHostname, nil); code != 0 || strings.TrimSpace(out) != name+"-host" {
 		t.Errorf("hostname: exit %d output %q", code, out)
+	}
+	if got, want := cpuWeight(ctx, t, rt, name, 512); got != want {
+		t.Errorf("CPU shares 512: the container's cgroup has %q, want %q", got, want)
 	}
 
 	if err := rt.SignalContainer(ctx, name, "SIGKILL"); err != nil {

@@ -216,13 +216,16 @@ func deviceRules(in []string) ([]specs.LinuxDeviceCgroup, error) {
 	return out, nil
 }
 
-// resourceOpts sets a CPU quota (over a 100ms period, as Docker does for --cpus) and a memory
-// limit.
+// resourceOpts sets a CPU quota (over a 100ms period, as Docker does for --cpus), CPU shares
+// and a memory limit.
 func resourceOpts(res container.Resources) []oci.SpecOpts {
 	var opts []oci.SpecOpts
 	if res.NanoCPUs > 0 {
 		const period = 100000
 		opts = append(opts, oci.WithCPUCFS(res.NanoCPUs*period/1e9, period))
+	}
+	if res.CPUShares > 0 {
+		opts = append(opts, oci.WithCPUShares(uint64(res.CPUShares)))
 	}
 	if res.MemoryBytes > 0 {
 		opts = append(opts, oci.WithMemoryLimit(uint64(res.MemoryBytes)))

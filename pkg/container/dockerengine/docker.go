@@ -104,6 +104,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 		Tmpfs:         map[string]string{},
 		Resources: dockercontainer.Resources{
 			NanoCPUs:          spec.Resources.NanoCPUs,
+			CPUShares:         spec.Resources.CPUShares,
 			Memory:            spec.Resources.MemoryBytes,
 			DeviceCgroupRules: spec.Security.DeviceCgroupRules,
 		},

@@ -6,6 +6,7 @@ package fake
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -198,11 +200,17 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 			ID: fmt.Sprintf("%012d", r.nextID), Name: spec.Name, Hostname: spec.Hostname, Image: spec.Image, Labels: labels,
 			State: "created", Networks: map[string]container.Endpoint{},
 		},
-		Files: map[string][]byte{},
-		Data:  map[string]any{},
+		Files: map[string][]byte{
+			// What a container in its own cgroup namespace reads on a cgroup v1 host.
+			cgroupCPUShares: []byte(strconv.FormatInt(cmp.Or(spec.Resources.CPUShares, 1024), 10) + "\n"),
+		},
+		Data: map[string]any{},
 	}
 	return nil
 }
+
+// cgroupCPUShares is the file of a container's CPU shares on a cgroup v1 host.
+const cgroupCPUShares = "/sys/fs/cgroup/cpu/cpu.shares"
 
 // StartContainer starts a container and gives it an address on its network.
 func (r *Runtime) StartContainer(_ context.Context, name string) error {

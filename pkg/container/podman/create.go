@@ -80,14 +80,17 @@ type deviceCgroup struct {
 	Access string `json:"access,omitempty"`
 }
 
+type cpuResources struct {
+	Shares uint64 `json:"shares,omitempty"`
+	Quota  int64  `json:"quota,omitempty"`
+	Period uint64 `json:"period,omitempty"`
+}
+
 type resources struct {
 	Memory *struct {
 		Limit int64 `json:"limit"`
 	} `json:"memory,omitempty"`
-	CPU *struct {
-		Quota  int64  `json:"quota"`
-		Period uint64 `json:"period"`
-	} `json:"cpu,omitempty"`
+	CPU  *cpuResources `json:"cpu,omitempty"`
 	Pids *struct {
 		Limit int64 `json:"limit"`
 	} `json:"pids,omitempty"`
@@ -297,12 +300,12 @@ func setResources(s *specGenerator, res container.Resources) {
 			Limit int64 `json:"limit"`
 		}{Limit: res.MemoryBytes}
 	}
+	if res.NanoCPUs > 0 || res.CPUShares > 0 {
+		s.Resources.CPU = &cpuResources{Shares: uint64(max(res.CPUShares, 0))}
+	}
 	if res.NanoCPUs > 0 {
 		const period = 100_000
-		s.Resources.CPU = &struct {
-			Quota  int64  `json:"quota"`
-			Period uint64 `json:"period"`
-		}{Quota: res.NanoCPUs * period / 1e9, Period: period}
+		s.Resources.CPU.Quota, s.Resources.CPU.Period = res.NanoCPUs*period/1e9, period
 	}
 }
 
