@@ -19,16 +19,30 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 )
 
+// readRetryWindow is how long reading the cluster may keep failing before the wait gives up:
+// a loaded management cluster drops a connection now and then ("unexpected EOF"), which is
+// no reason to abandon a cluster that is coming up.
+const readRetryWindow = time.Minute
+
 // waitReady prints what changes until every Machine of the cluster runs and its Node is
 // Ready, as many as the control plane and the workers want.
 func waitReady(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := map[string]string{}
+	var failingSince time.Time
 	for {
 		status, ready, err := progress(ctx, c, ref)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			failingSince = time.Time{}
+		case ctx.Err() != nil:
+			return errors.Wrapf(ctx.Err(), "waiting for cluster %s (see the lines above; dockyard export logs collects the nodes' logs)", ref)
+		case failingSince.IsZero():
+			failingSince = time.Now()
+			say("reading cluster %s failed, retrying for %s: %v", ref, readRetryWindow, err)
+		case time.Since(failingSince) > readRetryWindow:
+			return errors.Wrapf(err, "reading cluster %s (failing for %s)", ref, readRetryWindow)
 		}
 		keys := make([]string, 0, len(status))
 		for k := range status {
