@@ -207,6 +207,19 @@ test-e2e-full: images component-images release-manifests ## Every Cluster API sh
 test-e2e-capi-run:
 	$(CAPI_E2E_RUN) $(CAPI_E2E_FLAGS)
 
+##@ Performance
+
+# The quick start's own 1+1 cluster stays, so nine more make ten clusters alive at once.
+DENSITY_CLUSTERS ?= 9
+DENSITY_HOLD_SECONDS ?= 1800
+
+.PHONY: density
+density: envtest-assets ## DENSITY_CLUSTERS more 1+1 clusters at once beside the quick start's, held DENSITY_HOLD_SECONDS: time to every Node Ready, load, restarts in the management cluster, idle footprint per node (hack/density.sh).
+	$(MAKE) --no-print-directory quickstart
+	$(MAKE) --no-print-directory dockyard
+	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" DENSITY_LB_IMAGE="$(TEST_LB_IMAGE)" \
+		DENSITY_CLUSTERS=$(DENSITY_CLUSTERS) DENSITY_HOLD_SECONDS=$(DENSITY_HOLD_SECONDS) hack/density.sh
+
 ##@ Release
 
 .PHONY: release-manifests

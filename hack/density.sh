@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Density: N workload clusters of one control plane and one worker each, made at once by the
+# management cluster `make quickstart` makes, then held for a while. Prints, and writes to
+# $DENSITY_OUT:
+#   - how long until every Node of every cluster is Ready;
+#   - each minute of the hold: the host's load average, Machines whose Node is not Ready, and
+#     restarts of the management cluster's containers since the clusters were created;
+#   - at the end, the idle footprint per node (CPU over a minute and memory, from the node
+#     containers' cgroups, memory as `docker stats` counts it) by role, and the management node's;
+#   - every management cluster container that restarted, with its last termination reason.
+# Called by `make density` (which makes the management cluster first) with DOCKYARD, KUBECTL
+# and DENSITY_LB_IMAGE set. The clusters live in namespace $DENSITY_NAMESPACE and are deleted
+# at the end unless DENSITY_KEEP=1; clusters of an earlier run there are deleted first.
+# Docker on cgroup v1 only
+# (the footprint is read from /sys/fs/cgroup/{cpuacct,memory}/docker/<id>).
+set -euo pipefail
+export LC_ALL=C
+
+: "${DOCKYARD:?}" "${KUBECTL:?}" "${DENSITY_LB_IMAGE:?}"
+lb_image="$DENSITY_LB_IMAGE"
+clusters="${DENSITY_CLUSTERS:-10}"
+hold="${DENSITY_HOLD_SECONDS:-1800}"
+ns="${DENSITY_NAMESPACE:-density}"
+out="${DENSITY_OUT:-${DOCKYARD_CACHE:-$HOME/.cache/dockyard}/density/$(date -u +%Y%m%dT%H%M%SZ).md}"
+mgmt_kubeconfig="${DENSITY_MANAGEMENT_KUBECONFIG:-$HOME/.dockyard/dockyard-mgmt.kubeconfig}"
+mkdir -p "$(dirname "$out")"
+: >"$out"
+
+say() { echo "$*" | tee -a "$out"; }
+k() { "$KUBECTL" --kubeconfig "$mgmt_kubeconfig" "$@"; }
+now() { date +%s; }
+since() { echo $(($(now) - $1)); }
+
+# restarts prints "<namespace>/<pod>/<container> <restarts>" for every container of the
+# management cluster.
+restarts() {
+	k get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{range .status.containerStatuses[*]}{" "}{.name}={.restartCount}{end}{"\n"}{end}' 2>/dev/null |
+		awk '{ for (i = 2; i <= NF; i++) { split($i, a, "="); print $1 "/" a[1], a[2] } }' | sort
+}
+restart_sum() { awk '{ s += $2 } END { print s + 0 }'; }
+
+# not_ready prints the Machines of the namespace whose Node is not Ready.
+not_ready() {
+	k get machines.cluster.x-k8s.io -n "$ns" \
+		-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="NodeReady")].status}{"\n"}{end}' 2>/dev/null |
+		awk '$2 != "True" { print $1 }'
+}
+
+delete_clusters() {
+	local names
+	names=$(k get clusters.cluster.x-k8s.io -n "$ns" -o jsonpath='{.items[*].metadata.name}' 2>/dev/null || true)
+	for c in $names; do
+		"$DOCKYARD" delete cluster "$c" -n "$ns"
+	done
+}
+
+[ -r "$mgmt_kubeconfig" ] || { echo "density: no management cluster kubeconfig at $mgmt_kubeconfig (make quickstart makes it)" >&2; exit 2; }
+echo "density: clusters of an earlier run in namespace $ns are deleted first"
+delete_clusters
+k create namespace "$ns" --dry-run=client -o yaml | k apply -f - >/dev/null
+
+say "# Density: $clusters clusters of 1 control plane + 1 worker, held ${hold}s ($(date -u +%FT%TZ), $(nproc) cores)"
+say ""
+before=$(restarts)
+start=$(now)
+for i in $(seq 1 "$clusters"); do
+	# The default flavor names kind's load balancer image; the local one is what the quick
+	# start's own cluster runs.
+	"$DOCKYARD" create cluster "$ns-$i" -n "$ns" --wait 0 --var DOCKYARD_LB_IMAGE="$lb_image" >/dev/null
+done
+say "- $clusters clusters' objects created in $(since "$start") s"
+while :; do
+	machines=$(k get machines.cluster.x-k8s.io -n "$ns" --no-headers 2>/dev/null | wc -l)
+	pending=$(not_ready | wc -l)
+	if [ "$machines" -ge $((2 * clusters)) ] && [ "$pending" -eq 0 ]; then
+		break
+	fi
+	if [ "$(since "$start")" -gt 3600 ]; then
+		say "- not every Node Ready after an hour: $pending of $machines Machines; stopping"
+		not_ready | tee -a "$out"
+		k get machines.cluster.x-k8s.io -n "$ns" | tee -a "$out"
+		exit 1
+	fi
+	sleep 10
+done
+say "- every Node of the $((2 * clusters)) Machines Ready $(since "$start") s after the first object was created"
+
+say ""
+say "| minute | load average (1 min) | Machines whose Node is not Ready | management cluster restarts |"
+say "|---|---|---|---|"
+held=$(now)
+minute=0
+while [ "$(since "$held")" -lt "$hold" ]; do
+	sleep 60
+	minute=$((minute + 1))
+	load=$(cut -d' ' -f1 /proc/loadavg)
+	restarted=$(($(restarts | restart_sum) - $(echo "$before" | restart_sum)))
+	say "| $minute | $load | $(not_ready | wc -l) | $restarted |"
+done
+
+# Footprint: CPU time over a minute and memory (usage minus inactive file cache) per node.
+declare -A cpu0
+cg() { echo "/sys/fs/cgroup/$1/docker/$2/$3"; }
+all=$(docker ps --no-trunc -q --filter "label=io.x-k8s.kind.role")
+for id in $all; do cpu0[$id]=$(cat "$(cg cpuacct "$id" cpuacct.usage)"); done
+t0=$(date +%s%N)
+sleep 60
+t1=$(date +%s%N)
+# usage prints "<millicores> <MiB>" for each node container matching the docker ps filters.
+usage() {
+	local id cpu mem
+	for id in $(docker ps --no-trunc -q "$@"); do
+		[ -n "${cpu0[$id]:-}" ] || continue
+		cpu=$((($(cat "$(cg cpuacct "$id" cpuacct.usage)") - ${cpu0[$id]}) * 1000 / (t1 - t0)))
+		mem=$((($(cat "$(cg memory "$id" memory.usage_in_bytes)") - $(awk '$1 == "total_inactive_file" { print $2 }' "$(cg memory "$id" memory.stat)")) >> 20))
+		echo "$cpu $mem"
+	done
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+row() { # label, then usage lines on stdin
+	local lines
+	lines=$(cat)
+	say "| $1 | $(printf '%s\n' "$lines" | grep -c . || true) | $(printf '%s\n' "$lines" | awk 'NF { print $1 }' | median) | $(printf '%s\n' "$lines" | awk 'NF { print $2 }' | median) |"
+}
+say ""
+say "| idle, over one minute | nodes | CPU (millicores, median) | memory (MiB, median) |"
+say "|---|---|---|---|"
+for role in control-plane worker; do
+	for i in $(seq 1 "$clusters"); do
+		usage --filter "label=io.x-k8s.kind.role=$role" --filter "label=io.x-k8s.kind.cluster=$ns-$i.$ns"
+	done | row "workload $role"
+done
+usage --filter "label=io.x-k8s.kind.cluster=dockyard-mgmt" | row "management node"
+say "| the whole host | $(nproc) cores | load $(cut -d' ' -f1 /proc/loadavg) | $(free -m | awk '/^Mem:/ { print $3 }') used |"
+
+say ""
+after=$(restarts)
+restarted=$(join <(echo "$before") <(echo "$after") | awk '$3 > $2 { print $1, $3 - $2 }')
+if [ -z "$restarted" ]; then
+	say "No container of the management cluster restarted."
+else
+	say "Management cluster containers that restarted (restarts, last termination):"
+	while read -r id count; do
+		IFS=/ read -r pns pod ctr <<<"$id"
+		reason=$(k get pod -n "$pns" "$pod" -o jsonpath="{.status.containerStatuses[?(@.name==\"$ctr\")].lastState.terminated.reason} {.status.containerStatuses[?(@.name==\"$ctr\")].lastState.terminated.exitCode}" 2>/dev/null || true)
+		say "- $id: $count ($reason)"
+	done <<<"$restarted"
+fi
+say ""
+say "Written to $out"
+
+if [ "${DENSITY_KEEP:-0}" != 1 ]; then
+	start=$(now)
+	delete_clusters
+	echo "density: clusters deleted in $(since "$start") s"
+fi
