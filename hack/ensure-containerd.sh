@@ -83,7 +83,8 @@ else
   echo "ensure-containerd: starting containerd on $sock (log: $own/containerd.log)"
   # Containers inherit the daemon's limits (as Docker's do): nodes run many processes and files.
   ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
-  nohup containerd --config "$own/config.toml" >"$own/containerd.log" 2>&1 &
+  # From /, as ensure-podman.sh explains: the clone this runs in may be deleted under it.
+  (cd / && exec nohup containerd --config "$own/config.toml" >"$own/containerd.log" 2>&1) &
   echo $! >"$own/pid"
 fi
 

@@ -71,7 +71,8 @@ if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
 else
   echo "ensure-docker: starting dockerd (log: $state/dockerd.log)"
   # shellcheck disable=SC2046 # the flags are words
-  nohup dockerd $(ip6tables_flags) >"$state/dockerd.log" 2>&1 &
+  # From /, as ensure-podman.sh explains: the clone this runs in may be deleted under it.
+  (cd / && exec nohup dockerd $(ip6tables_flags) >"$state/dockerd.log" 2>&1) &
   echo $! >"$state/pid"
 fi
 

@@ -124,7 +124,10 @@ if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
 else
   echo "ensure-podman: starting podman system service (log: $state/podman.log)"
   mkdir -p "$(dirname "$sock")"
-  nohup podman system service --time=0 "unix://$sock" >"$state/podman.log" 2>&1 &
+  # From /: the service (and every conmon it starts) keeps its working directory, and the clone
+  # this script ran in may be deleted while the service lives on ("Failed to get working
+  # directory", "write child: broken pipe" on every start).
+  (cd / && exec nohup podman system service --time=0 "unix://$sock" >"$state/podman.log" 2>&1) &
   echo $! >"$state/pid"
 fi
 
