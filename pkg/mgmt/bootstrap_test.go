@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 )
 
 // TestManagementControlPlaneKeepsLeadingOnALoadedHost: the management cluster's controller
@@ -38,24 +39,19 @@ func TestManagementControlPlaneKeepsLeadingOnALoadedHost(t *testing.T) {
 	}
 }
 
-// kubeadmDocument returns the document of the given kind in the kubeadm configuration file of
-// a cloud-config.
+// kubeadmDocument returns the document of the given kind in the kubeadm configuration file
+// of the cloud-config, as the node receives it (pkg/bootstrap's translation).
 func kubeadmDocument(t *testing.T, cloudConfig []byte, kind string) map[string]any {
 	t.Helper()
-	var cfg struct {
-		WriteFiles []struct {
-			Path    string `json:"path"`
-			Content string `json:"content"`
-		} `json:"write_files"`
+	plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, cloudConfig, bootstrap.Options{Hostname: "mgmt-control-plane"})
+	if err != nil {
+		t.Fatalf("translating the cloud-config: %v", err)
 	}
-	if err := yaml.Unmarshal(cloudConfig, &cfg); err != nil {
-		t.Fatalf("parsing the cloud-config: %v", err)
-	}
-	for _, f := range cfg.WriteFiles {
-		if !strings.HasSuffix(f.Path, "kubeadm.yaml") {
+	for _, step := range plan.Steps {
+		if step.File == nil || !strings.HasSuffix(step.File.Path, "kubeadm.yaml") {
 			continue
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(f.Content)), 4096)
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(step.File.Content), 4096)
 		for {
 			var doc map[string]any
 			if err := dec.Decode(&doc); err != nil {
