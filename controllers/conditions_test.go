@@ -84,7 +84,6 @@ func TestBootstrapFailureMessageShowsABoundedCleanTail(t *testing.T) {
 	out.WriteString("error execution phase preflight: the real reason\n")
 	f.sim.FailCommand, f.sim.FailOutput = "kubeadm init", out.String()
 	f.provisionCluster()
-	f.admitMachine(cpName)
 	f.reconcileMachine(cpName)
 	f.reconcileMachine(cpName)
 	got := f.getMachine(cpName)

@@ -151,7 +151,6 @@ func TestClusterLoadBalancerImageFailure(t *testing.T) {
 	if err := f.c.Update(f.ctx, dc); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcileClusterN(2)
 	if err := f.reconcileCluster(); err == nil {
 		t.Fatal("expected an error")
 	}

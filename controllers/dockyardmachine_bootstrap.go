@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sigs.k8s.io/cluster-api/util"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -27,6 +28,17 @@ import (
 // once it succeeded.
 func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	dm, node := s.dm, s.node
+	if s.bootstrapData == nil {
+		// The node is up and waits; the Machine's update wakes the reconciler when the data lands.
+		if !util.IsControlPlaneMachine(s.machine) && !ptr.Deref(s.cluster.Status.Initialization.ControlPlaneInitialized, false) {
+			setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForControlPlaneInitializedReason,
+				"Node %s is up; waiting for the control plane to be initialized before the worker's bootstrap data can exist", node.Name)
+		} else {
+			setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
+				"Node %s is up; waiting for the bootstrap provider to write the Machine's bootstrap data", node.Name)
+		}
+		return ctrl.Result{}, false, nil
+	}
 	timeout := defaultBootstrapTimeout
 	if dm.Spec.BootstrapTimeout != nil {
 		timeout = dm.Spec.BootstrapTimeout.Duration

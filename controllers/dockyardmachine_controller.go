@@ -204,15 +204,15 @@ type machinePhase func(ctx context.Context, s *machineScope) (result ctrl.Result
 //
 //  1. prerequisites (ContainerProvisioned waits): the bootstrap data's source, the Cluster's
 //     infrastructure and network; a Machine being deleted only leaves the load balancer;
-//     the bootstrap data (a worker waits for the control plane to be initialized);
 //  2. container (ContainerProvisioned): the node container created once (one that vanished
 //     after provisioning is reported, never recreated behind the user's back), started,
 //     systemd and containerd up, preLoadImages loaded;
 //  3. load balancer: a control plane node joins before its bootstrap runs (kubeadm reaches
 //     the new API server through the endpoint; health checks keep it out of the rotation
 //     until it answers);
-//  4. bootstrap (BootstrapSucceeded): the bootstrap data runs once, in the background in the
-//     node;
+//  4. bootstrap (BootstrapSucceeded): waits for the bootstrap data with the node up (a
+//     worker's comes once the control plane is initialized), then runs it once, in the
+//     background in the node;
 //  5. provisioned: providerID, addresses, failure domain, initialization.provisioned, and the
 //     workload cluster Node's providerID.
 func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {

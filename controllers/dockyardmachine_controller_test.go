@@ -39,7 +39,7 @@ func TestMachineWaitsForItsOwner(t *testing.T) {
 	_, dm, _ := machineObjects(cpName, true)
 	dm.OwnerReferences = nil
 	f := newFixture(t, dm)
-	f.admitMachine(cpName)
+	f.reconcileMachine(cpName)
 
 	got := f.getMachine(cpName)
 	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForOwnerMachineReason)
@@ -57,7 +57,7 @@ func TestMachineWaitsForItsCluster(t *testing.T) {
 	m.Labels[clusterv1.ClusterNameLabel], dm.Labels[clusterv1.ClusterNameLabel] = "missing", "missing"
 	m.Spec.ClusterName = "missing"
 	f := newFixture(t, m, dm, s)
-	f.admitMachine(cpName)
+	f.reconcileMachine(cpName)
 	got := f.getMachine(cpName)
 	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForClusterReason, "missing")
 	if controllerutil.ContainsFinalizer(got, infrav1.MachineFinalizer) {
@@ -81,13 +81,15 @@ func TestMachinePausedByTheCluster(t *testing.T) {
 func TestMachineWaitsForClusterInfrastructure(t *testing.T) {
 	m, dm, s := machineObjects(cpName, true)
 	f := newFixture(t, m, dm, s)
-	f.admitMachine(cpName)
 	f.reconcileMachine(cpName)
 	got := f.getMachine(cpName)
 	if !controllerutil.ContainsFinalizer(got, infrav1.MachineFinalizer) {
 		t.Error("finalizer missing once the owner and the cluster are known")
 	}
 	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForClusterInfrastructureReason, "DockyardCluster c1")
+	// One reconcile records all of it: the finalizer, then Paused=False with the conditions
+	// in the one deferred patch.
+	expectCondition(t, got, clusterv1.PausedCondition, metav1.ConditionFalse, clusterv1.NotPausedReason)
 }
 
 func TestMachineWaitsForBootstrapData(t *testing.T) {
@@ -109,9 +111,15 @@ func TestMachineWaitsForBootstrapData(t *testing.T) {
 			if tt.cpReady {
 				f.setClusterStatus(func(c *clusterv1.Cluster) { c.Status.Initialization.ControlPlaneInitialized = ptr.To(true) })
 			}
-			f.admitMachine("c1-m")
-			f.reconcileMachine("c1-m")
-			expectCondition(t, f.getMachine("c1-m"), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, tt.reason)
+			// The node boots while the bootstrap provider writes the data: it runs as soon as
+			// it lands instead of after a container start.
+			for range 3 { // create, start, systemd and containerd up
+				f.reconcileMachine("c1-m")
+			}
+			got := f.getMachine("c1-m")
+			expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionTrue, infrav1.ContainerProvisionedReason)
+			expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, tt.reason, "c1-m")
+			expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionFalse, tt.reason)
 		})
 	}
 }
@@ -127,7 +135,6 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	f.sim.HoldBootstrap = true
 	f.provisionCluster()
 
-	f.admitMachine(cpName)
 	res := f.reconcileMachine(cpName)
 	if res.RequeueAfter == 0 {
 		t.Error("expected a requeue while the bootstrap runs")
@@ -290,7 +297,6 @@ func TestMachineWaitsForSystemd(t *testing.T) {
 	f := newFixture(t, m, dm, s)
 	f.sim.BootChecks = 2
 	f.provisionCluster()
-	f.admitMachine(cpName)
 	res := f.reconcileMachine(cpName)
 	expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ContainerStartingReason, "systemd is starting")
 	if res.RequeueAfter == 0 {
@@ -307,7 +313,6 @@ func TestMachineWhoseContainerRuntimeCannotRunPodsIsReportedNotBootstrapped(t *t
 	// What containerd logs when the engine's host has no inotify instance left.
 	f.sim.CRIFailure = "failed to create CRI service: failed to create cni conf monitor for default: failed to create fsnotify watcher: too many open files"
 	f.provisionCluster()
-	f.admitMachine(cpName)
 	res := f.reconcileMachine(cpName)
 	f.reconcileMachine(cpName)
 	got := f.getMachine(cpName)
@@ -340,7 +345,6 @@ func TestMachineOutsideThePolicyCreatesNothing(t *testing.T) {
 			f := newFixture(t, m, dm, s)
 			f.nodes = docker.NewManager(f.rt, docker.ManagerOptions{Policy: policy.Default()})
 			f.provisionCluster()
-			f.admitMachine(cpName)
 			if err := f.reconcileMachineErr(cpName); err != nil {
 				t.Fatalf("a refusal is not an error to retry: %v", err)
 			}
@@ -358,7 +362,6 @@ func TestMachineImageFailures(t *testing.T) {
 		dm.Spec.Image = "localhost/dockyard/node:v9.9.9"
 		f := newFixture(t, m, dm, s)
 		f.provisionCluster()
-		f.admitMachine(cpName)
 		if err := f.reconcileMachineErr(cpName); err == nil {
 			t.Fatal("expected an error")
 		}
@@ -380,7 +383,6 @@ func TestMachineImageFailures(t *testing.T) {
 		dm.Spec.PreLoadImages = []string{"localhost/missing:v1"}
 		f := newFixture(t, m, dm, s)
 		f.provisionCluster()
-		f.admitMachine(cpName)
 		if err := f.reconcileMachineErr(cpName); err == nil {
 			t.Fatal("expected an error")
 		}
@@ -391,7 +393,6 @@ func TestMachineImageFailures(t *testing.T) {
 		m.Spec.Version = ""
 		f := newFixture(t, m, dm, s)
 		f.provisionCluster()
-		f.admitMachine(cpName)
 		f.reconcileMachine(cpName)
 		expectCondition(t, f.getMachine(cpName), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.ImageFailedReason, "spec.version")
 	})
@@ -438,7 +439,6 @@ func TestMachineBootstrapDataInvalid(t *testing.T) {
 	s.Data["value"] = []byte("#cloud-config\nwrite_files:\n- path: /x\n  encoding: b64\n  content: '***'\n")
 	f := newFixture(t, m, dm, s)
 	f.provisionCluster()
-	f.admitMachine(cpName)
 	f.reconcileMachine(cpName)
 	got := f.getMachine(cpName)
 	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, cpName+"-bootstrap")
@@ -450,7 +450,6 @@ func TestMachineBootstrapFailureShowsCommandAndOutput(t *testing.T) {
 	f := newFixture(t, m, dm, s)
 	f.sim.FailCommand = "kubeadm init"
 	f.provisionCluster()
-	f.admitMachine(cpName)
 	f.reconcileMachine(cpName) // starts the bootstrap
 	f.reconcileMachine(cpName) // sees it fail
 	got := f.getMachine(cpName)
@@ -472,7 +471,6 @@ func TestMachineBootstrapTimesOut(t *testing.T) {
 	f := newFixture(t, m, dm, s)
 	f.sim.HoldBootstrap = true
 	f.provisionCluster()
-	f.admitMachine(cpName)
 	f.reconcileMachine(cpName)
 	// Two minutes later the bootstrap still runs: Dockyard stops it and reports the timeout.
 	f.backdateBootstrap(cpNode, 2*time.Minute)
@@ -486,7 +484,6 @@ func TestMachineBootstrapSurvivesAManagerRestart(t *testing.T) {
 	f := newFixture(t, m, dm, s)
 	f.sim.HoldBootstrap = true
 	f.provisionCluster()
-	f.admitMachine(cpName)
 	f.reconcileMachine(cpName)
 
 	// A new manager process: a fresh node manager, nothing remembered in memory.
@@ -747,7 +744,6 @@ func TestMachineWithATakenHostPortWaitsForIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f.admitMachine(worker)
 	if res := f.reconcileMachine(worker); res.RequeueAfter != portRetry {
 		t.Errorf("requeue after %s, want %s", res.RequeueAfter, portRetry)
 	}
@@ -800,7 +796,6 @@ func TestMachineUsesTheClustersLocalRegistry(t *testing.T) {
 	if err := f.c.Update(f.ctx, dc); err != nil {
 		t.Fatal(err)
 	}
-	f.admitMachine(worker)
 	for range 3 {
 		f.reconcileMachine(worker)
 	}

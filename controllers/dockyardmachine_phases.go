@@ -28,9 +28,11 @@ import (
 // The phases of a DockyardMachine's reconcileNormal, in their order.
 
 // reconcilePrerequisites waits for what the machine needs from Cluster API before a node is
-// created: the source of its bootstrap data, the Cluster's infrastructure (network and load
-// balancer) and the bootstrap data itself. A Machine being deleted gets no new node; a control
-// plane one only leaves the load balancer.
+// created: the source of its bootstrap data and the Cluster's infrastructure (network and load
+// balancer). Not the bootstrap data itself: the node boots while the bootstrap provider writes
+// it (a worker's waits for the control plane to be initialized), so it runs as soon as it
+// lands. A Machine being deleted gets no new node; a control plane one only leaves the load
+// balancer.
 func (r *DockyardMachineReconciler) reconcilePrerequisites(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	dm, machine, cluster := s.dm, s.machine, s.cluster
 	if done, err := r.bootstrapSource(ctx, s); err != nil || done {
@@ -56,15 +58,6 @@ func (r *DockyardMachineReconciler) reconcilePrerequisites(ctx context.Context, 
 	if !machine.DeletionTimestamp.IsZero() {
 		if s.node != nil && util.IsControlPlaneMachine(machine) {
 			return ctrl.Result{}, false, r.updateLoadBalancer(ctx, s)
-		}
-		return ctrl.Result{}, false, nil
-	}
-	if s.bootstrapData == nil {
-		if !util.IsControlPlaneMachine(machine) && !ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false) {
-			setWaiting(dm, infrav1.WaitingForControlPlaneInitializedReason,
-				"Waiting for the control plane to be initialized before the worker's bootstrap data can exist")
-		} else {
-			setWaiting(dm, infrav1.WaitingForBootstrapDataReason, "Waiting for the bootstrap provider to write the Machine's bootstrap data")
 		}
 		return ctrl.Result{}, false, nil
 	}

@@ -208,14 +208,6 @@ func (f *fixture) reconcileMachine(name string) ctrl.Result {
 	return res
 }
 
-// admitMachine runs the reconciles that only record the Paused condition and add the
-// finalizer (each ends the reconcile; the object update would trigger the next one).
-func (f *fixture) admitMachine(name string) {
-	f.t.Helper()
-	f.reconcileMachine(name)
-	f.reconcileMachine(name)
-}
-
 // reconcileMachineErr reconciles and returns the error, for the branches that must fail.
 func (f *fixture) reconcileMachineErr(name string) error {
 	_, err := f.machineReconciler().Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: name}})

@@ -5,9 +5,12 @@ import (
 
 	"github.com/pkg/errors"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
@@ -16,10 +19,12 @@ import (
 
 // Every Dockyard reconciler starts the same way, in the order of Cluster API's provider
 // contracts: read the object (gone: nothing to do), find its owner and Cluster (either may be
-// missing: not yet, or gone while the object is deleted), then begin: record whether it is
-// paused and stop while it is, add the finalizer once owner and Cluster are known (nothing was
-// created before), and take a patch helper whose one deferred patch writes whatever the
-// reconcile changes.
+// missing: not yet, or gone while the object is deleted), then begin: stop while it is paused
+// (recording the Paused condition), add the finalizer once owner and Cluster are known (written
+// before anything is created, so nothing can outlive a deletion), and take a patch helper whose
+// one deferred patch writes whatever the reconcile changes, the Paused=False condition
+// included. A new object's first reconcile therefore writes twice (finalizer, then status) and
+// goes straight on to its work, rather than spending a reconcile on each.
 
 // target is what a Dockyard reconciler works on: an API object with conditions.
 type target interface {
@@ -38,18 +43,28 @@ func getTarget(ctx context.Context, c client.Client, key client.ObjectKey, obj t
 	return true, nil
 }
 
-// begin records the Paused condition, adds the finalizer when owned (owner and Cluster known)
-// and returns the patch helper; stop is true when the reconcile ends here (paused, or an
-// object update that will trigger the next reconcile).
+// begin stops a paused object's reconcile (stop is true) after recording Paused=True, adds
+// the finalizer when owned (owner and Cluster known) and returns the patch helper, with
+// Paused=False set on the object for the deferred patch to write.
 func begin(ctx context.Context, c client.Client, cluster *clusterv1.Cluster, obj target, finalizer string, owned bool) (helper *patch.Helper, stop bool, err error) {
-	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, c, cluster, obj); err != nil || isPaused || requeue {
-		return nil, true, err
+	if annotations.HasPaused(obj) || (cluster != nil && ptr.Deref(cluster.Spec.Paused, false)) {
+		_, _, err := paused.EnsurePausedCondition(ctx, c, cluster, obj)
+		return nil, true, errors.Wrapf(err, "recording that %s is paused", obj.GetName())
 	}
 	if owned {
-		if added, err := finalizers.EnsureFinalizer(ctx, c, obj, finalizer); err != nil || added {
-			return nil, true, err
+		if _, err := finalizers.EnsureFinalizer(ctx, c, obj, finalizer); err != nil {
+			return nil, true, errors.Wrapf(err, "adding finalizer %s to %s", finalizer, obj.GetName())
 		}
 	}
 	helper, err = patch.NewHelper(obj, c)
-	return helper, false, errors.Wrapf(err, "patch helper for %s", obj.GetName())
+	if err != nil {
+		return nil, true, errors.Wrapf(err, "patch helper for %s", obj.GetName())
+	}
+	// What paused.EnsurePausedCondition records for an object that is not paused, left to the
+	// one deferred patch instead of a write and a reconcile of its own.
+	conditions.Set(obj, metav1.Condition{
+		Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason,
+		ObservedGeneration: obj.GetGeneration(),
+	})
+	return helper, false, nil
 }
