@@ -220,6 +220,31 @@ density: envtest-assets ## DENSITY_CLUSTERS more 1+1 clusters at once beside the
 	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" DENSITY_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		DENSITY_CLUSTERS=$(DENSITY_CLUSTERS) DENSITY_HOLD_SECONDS=$(DENSITY_HOLD_SECONDS) hack/density.sh
 
+# make bench: the headline figures of docs/performance.md but the cold one, written under
+# $(DOCKYARD_CACHE)/bench/ (make density is its own target: it holds ten clusters for 30 minutes).
+BENCH_MACHINES ?= 10000
+BENCH_RUNS ?= 5
+BENCH_DIR := $(DOCKYARD_CACHE)/bench
+
+.PHONY: bench
+bench: bench-reconcilers bench-clusters ## The reconcilers' throughput (BENCH_MACHINES machines), then BENCH_RUNS 1+1 clusters to Nodes Ready with where the time goes and a control plane 1 -> 3; each writes under ~/.cache/dockyard/bench/.
+
+.PHONY: bench-reconcilers
+bench-reconcilers: envtest-assets ## BenchmarkProvisionMachines with BENCH_MACHINES machines (100, 1000 or 10000): machines/s, latency, reconciles and API writes per machine, peak RSS.
+	@mkdir -p "$(BENCH_DIR)"
+	@out="$(BENCH_DIR)/reconcilers-$$(date -u +%Y%m%dT%H%M%SZ)"; status=0; \
+	KUBEBUILDER_ASSETS="$(ENVTEST_ASSETS)" go test ./controllers -run '^$$' -bench 'BenchmarkProvisionMachines/machines=$(BENCH_MACHINES)$$' \
+		-benchtime 1x -timeout 60m >"$$out.log" 2>&1 || status=$$?; \
+	grep -E '^(Benchmark|goos|goarch|cpu|ok|FAIL|--- FAIL|\s+\S+_test.go)' "$$out.log" | tee "$$out.txt" || true; \
+	echo "written to $$out.txt (the manager's log: $$out.log)"; exit $$status
+
+.PHONY: bench-clusters
+bench-clusters: envtest-assets ## BENCH_RUNS 1+1 clusters one after another on the quick start's management cluster (made first), then a control plane 1 -> 3 (hack/bench-clusters.sh).
+	$(MAKE) --no-print-directory quickstart
+	$(MAKE) --no-print-directory dockyard
+	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" BENCH_LB_IMAGE="$(TEST_LB_IMAGE)" \
+		BENCH_RUNS=$(BENCH_RUNS) hack/bench-clusters.sh
+
 ##@ Release
 
 .PHONY: release-manifests

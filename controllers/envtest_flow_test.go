@@ -78,6 +78,13 @@ func envCluster(ctx context.Context, t testing.TB, name string, paused bool) (*c
 // envMachine creates a Machine, its bootstrap secret and its DockyardMachine.
 func envMachine(ctx context.Context, t testing.TB, cluster *clusterv1.Cluster, name string, controlPlane bool) {
 	t.Helper()
+	if err := createEnvMachine(ctx, cluster, name, controlPlane); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createEnvMachine is envMachine for goroutines: it returns the error.
+func createEnvMachine(ctx context.Context, cluster *clusterv1.Cluster, name string, controlPlane bool) error {
 	m, dm, secret := machineObjects(name, controlPlane)
 	for _, o := range []client.Object{m, dm, secret} {
 		o.SetNamespace(cluster.Namespace)
@@ -88,15 +95,13 @@ func envMachine(ctx context.Context, t testing.TB, cluster *clusterv1.Cluster, n
 	m.Spec.ClusterName = cluster.Name
 	m.UID = ""
 	if err := env.Client.Create(ctx, secret); err != nil {
-		t.Fatal(err)
+		return errors.Wrapf(err, "creating the bootstrap secret of %s", name)
 	}
 	if err := env.Client.Create(ctx, m); err != nil {
-		t.Fatal(err)
+		return errors.Wrapf(err, "creating Machine %s", name)
 	}
 	dm.OwnerReferences[0].UID = m.UID
-	if err := env.Client.Create(ctx, dm); err != nil {
-		t.Fatal(err)
-	}
+	return errors.Wrapf(env.Client.Create(ctx, dm), "creating DockyardMachine %s", name)
 }
 
 func getDM(ctx context.Context, ns, name string) (*infrav1.DockyardMachine, error) {

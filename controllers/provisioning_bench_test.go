@@ -14,9 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -25,19 +27,49 @@ import (
 
 // BenchmarkProvisionMachines drives N DockyardMachines from creation to provisioned through
 // the real manager (both reconcilers, ClusterCache, webhooks) against a real kube-apiserver,
-// with the fake container engine standing in for Docker. It reports machines provisioned per
-// second, the p50 and p99 time from creating a DockyardMachine to seeing it provisioned, and
-// the peak resident memory of the process running the manager.
+// with the fake container engine standing in for Docker. The machines are created by
+// benchWorkers goroutines at once, like a MachineDeployment scaled up. It reports machines
+// provisioned per second, the p50 and p99 time from creating a DockyardMachine to seeing it
+// provisioned, reconciles and API server writes per machine (the benchmark's own three creates
+// included), and the peak resident memory of the process running the manager.
 //
-//	go test ./controllers -run '^$' -bench BenchmarkProvisionMachines -benchtime 1x
+//	go test ./controllers -run '^$' -bench 'BenchmarkProvisionMachines/machines=10000$' -benchtime 1x
 func BenchmarkProvisionMachines(b *testing.B) {
-	for _, n := range []int{100, 1000} {
+	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("machines=%d", n), func(b *testing.B) {
 			for range b.N {
 				provisionMany(b, n)
 			}
 		})
 	}
+}
+
+// benchWorkers is how many goroutines create the benchmark's objects.
+const benchWorkers = 16
+
+// parallel runs do for 0..n-1 on benchWorkers goroutines and returns the first error.
+func parallel(n int, do func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		next  = make(chan int)
+		once  sync.Once
+		first error
+	)
+	for range benchWorkers {
+		wg.Go(func() {
+			for i := range next {
+				if err := do(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
 }
 
 func provisionMany(b *testing.B, n int) {
@@ -51,17 +83,16 @@ func provisionMany(b *testing.B, n int) {
 	})
 	// The kubelets register their Nodes right away in the "workload cluster" (the same API
 	// server), so each machine also goes through setting its Node's providerID.
-	for i := range n {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-md-%d", name, i)}}
-		if err := env.Client.Create(ctx, node); err != nil {
-			b.Fatal(err)
-		}
+	if err := parallel(n, func(i int) error {
+		return env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-md-%d", name, i)}})
+	}); err != nil {
+		b.Fatal(err)
 	}
 
 	// Record when each machine is first seen provisioned, from the manager's own informer.
 	var mu sync.Mutex
-	created := map[string]time.Time{}
-	provisioned := map[string]time.Time{}
+	created := make(map[string]time.Time, n)
+	provisioned := make(map[string]time.Time, n)
 	done := make(chan struct{})
 	informer, err := env.Manager.GetCache().GetInformer(ctx, &infrav1.DockyardMachine{})
 	if err != nil {
@@ -86,25 +117,29 @@ func provisionMany(b *testing.B, n int) {
 	}
 	defer func() { _ = informer.RemoveEventHandler(reg) }()
 
+	reconciles0, writes0 := reconcileCount(b, "dockyardmachine"), apiWrites(ctx, b)
 	b.StartTimer()
 	start := time.Now()
-	for i := range n {
+	if err := parallel(n, func(i int) error {
 		mname := fmt.Sprintf("%s-md-%d", name, i)
 		mu.Lock()
 		created[mname] = time.Now()
 		mu.Unlock()
-		envMachine(ctx, b, cluster, mname, false)
+		return createEnvMachine(ctx, cluster, mname, false)
+	}); err != nil {
+		b.Fatal(err)
 	}
+	timeout := 10*time.Minute + time.Duration(n)*100*time.Millisecond
 	select {
 	case <-done:
-	case <-time.After(10 * time.Minute):
+	case <-time.After(timeout):
 		mu.Lock()
-		b.Fatalf("only %d of %d machines provisioned after 10m", len(provisioned), n)
+		b.Fatalf("only %d of %d machines provisioned after %s", len(provisioned), n, timeout)
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
 
-	var latencies []time.Duration
+	latencies := make([]time.Duration, 0, n)
 	mu.Lock()
 	for m, t := range provisioned {
 		latencies = append(latencies, t.Sub(created[m]))
@@ -114,11 +149,63 @@ func provisionMany(b *testing.B, n int) {
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "machines/s")
 	b.ReportMetric(percentile(latencies, 0.50).Seconds(), "p50-s")
 	b.ReportMetric(percentile(latencies, 0.99).Seconds(), "p99-s")
+	b.ReportMetric((reconcileCount(b, "dockyardmachine")-reconciles0)/float64(n), "reconciles/machine")
+	b.ReportMetric((apiWrites(ctx, b)-writes0)/float64(n), "writes/machine")
 	b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
 
 	// Machines stop requeueing once Cluster API links them to their Nodes; do it for them and
 	// clean up so the next run starts from an idle manager.
 	cleanupBench(ctx, b, cluster, n, name)
+}
+
+// reconcileCount is how many reconciles the named controller has run in this process.
+func reconcileCount(b *testing.B, controller string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// apiWrites is how many create, update, patch and delete requests the API server has served,
+// from its own metrics.
+func apiWrites(ctx context.Context, b *testing.B) float64 {
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		if !strings.Contains(line, `verb="POST"`) && !strings.Contains(line, `verb="PUT"`) &&
+			!strings.Contains(line, `verb="PATCH"`) && !strings.Contains(line, `verb="DELETE"`) {
+			continue
+		}
+		fields := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
@@ -148,7 +235,7 @@ func peakRSSMiB() float64 {
 }
 
 func cleanupBench(ctx context.Context, b *testing.B, cluster *clusterv1.Cluster, n int, name string) {
-	for i := range n {
+	_ = parallel(n, func(i int) error {
 		mname := fmt.Sprintf("%s-md-%d", name, i)
 		m := &clusterv1.Machine{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: mname}, m); err == nil {
@@ -156,11 +243,12 @@ func cleanupBench(ctx context.Context, b *testing.B, cluster *clusterv1.Cluster,
 			m.Status.NodeRef = clusterv1.MachineNodeReference{Name: mname}
 			_ = env.Client.Status().Patch(ctx, m, client.MergeFrom(original))
 		}
-	}
+		return nil
+	})
 	if err := env.Client.DeleteAllOf(ctx, &infrav1.DockyardMachine{}, client.InNamespace(cluster.Namespace)); err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(5*time.Minute + time.Duration(n)*50*time.Millisecond)
 	for time.Now().Before(deadline) {
 		list := &infrav1.DockyardMachineList{}
 		if err := env.Client.List(ctx, list, client.InNamespace(cluster.Namespace)); err == nil && len(list.Items) == 0 {

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Cluster timings on the management cluster `make quickstart` makes: BENCH_RUNS 1+1 clusters
+# made one after another, each timed from its objects to both Nodes Ready with where the time
+# went, then one control plane scaled 1 -> 3. Prints a table per run and the medians, and
+# writes them to $BENCH_OUT. Called by `make bench` with DOCKYARD, KUBECTL and BENCH_LB_IMAGE
+# set. The clusters live in namespace $BENCH_NAMESPACE; clusters of an earlier run there are
+# deleted first, and each is deleted after its run.
+#
+# The breakdown reads the objects' own timestamps (one-second resolution), in the order
+# Cluster API and Dockyard make things happen for a 1+1 cluster:
+#   cp data       the control plane Machine's bootstrap data secret exists (CABPK)
+#   cp node up    its DockyardMachine's ContainerProvisioned (systemd and containerd up)
+#   cp bootstrap  its BootstrapSucceeded (kubeadm init and the CNI applied)
+#   cp init       the Cluster's ControlPlaneInitialized (KCP saw the API server)
+#   worker data   the worker Machine's bootstrap data secret exists
+#   worker node up, worker bootstrap (kubeadm join)
+#   nodes ready   the last Machine's NodeReady
+set -euo pipefail
+export LC_ALL=C
+
+: "${DOCKYARD:?}" "${KUBECTL:?}" "${BENCH_LB_IMAGE:?}"
+runs="${BENCH_RUNS:-5}"
+ns="${BENCH_NAMESPACE:-bench}"
+out="${BENCH_OUT:-${DOCKYARD_CACHE:-$HOME/.cache/dockyard}/bench/clusters-$(date -u +%Y%m%dT%H%M%SZ).md}"
+mgmt_kubeconfig="${BENCH_MANAGEMENT_KUBECONFIG:-$HOME/.dockyard/dockyard-mgmt.kubeconfig}"
+mkdir -p "$(dirname "$out")"
+: >"$out"
+
+say() { echo "$*" | tee -a "$out"; }
+k() { "$KUBECTL" --kubeconfig "$mgmt_kubeconfig" "$@"; }
+now() { date +%s; }
+# ts converts an RFC 3339 timestamp to seconds since the epoch; "-" when empty.
+ts() { if [ -n "$1" ]; then date -d "$1" +%s; else echo -; fi; }
+delta() { if [ "$2" = - ]; then echo -; else echo $(($2 - $1)); fi; }
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+delete_clusters() {
+	local names
+	names=$(k get clusters.cluster.x-k8s.io -n "$ns" -o jsonpath='{.items[*].metadata.name}' 2>/dev/null || true)
+	for c in $names; do
+		"$DOCKYARD" delete cluster "$c" -n "$ns"
+	done
+}
+
+# machine_json prints the Machines of a cluster with their role, bootstrap secret and
+# DockyardMachine, one JSON object per line.
+machines() {
+	k get machines.cluster.x-k8s.io -n "$ns" -l "cluster.x-k8s.io/cluster-name=$1" -o json |
+		jq -c '.items[] | {name: .metadata.name, cp: (.metadata.labels["cluster.x-k8s.io/control-plane"] != null),
+			secret: (.spec.bootstrap.dataSecretName // ""), infra: .spec.infrastructureRef.name,
+			nodeReady: ((.status.conditions // [])[] | select(.type == "NodeReady" and .status == "True") | .lastTransitionTime)}'
+}
+
+# all_ready is true when the cluster has `want` Machines, each with its Node Ready.
+all_ready() {
+	local want=$2 got
+	got=$(k get machines.cluster.x-k8s.io -n "$ns" -l "cluster.x-k8s.io/cluster-name=$1" \
+		-o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="NodeReady")].status}{"\n"}{end}' 2>/dev/null | grep -c '^True$' || true)
+	[ "$got" -ge "$want" ]
+}
+
+wait_ready() { # cluster, machines, seconds
+	local start
+	start=$(now)
+	until all_ready "$1" "$2"; do
+		if [ $(($(now) - start)) -gt "$3" ]; then
+			say "- $1: not every Node Ready after $3 s"
+			k get machines.cluster.x-k8s.io,dockyardmachines -n "$ns" -l "cluster.x-k8s.io/cluster-name=$1" | tee -a "$out"
+			exit 1
+		fi
+		sleep 1
+	done
+}
+
+cond_time() { # kind, name, condition
+	k get "$1" -n "$ns" "$2" -o jsonpath="{.status.conditions[?(@.type==\"$3\")].lastTransitionTime}" 2>/dev/null || true
+}
+secret_time() { # name
+	[ -n "$1" ] || { echo; return; }
+	k get secret -n "$ns" "$1" -o jsonpath='{.metadata.creationTimestamp}' 2>/dev/null || true
+}
+
+[ -r "$mgmt_kubeconfig" ] || { echo "bench: no management cluster kubeconfig at $mgmt_kubeconfig (make quickstart makes it)" >&2; exit 2; }
+delete_clusters
+k create namespace "$ns" --dry-run=client -o yaml | k apply -f - >/dev/null
+
+say "# Cluster timings: $runs 1+1 clusters one after another, then a control plane 1 -> 3 ($(date -u +%FT%TZ), $(nproc) cores)"
+say ""
+say "Seconds from creating the cluster's objects:"
+say ""
+say "| run | cp data | cp node up | cp bootstrap | cp init | worker data | worker node up | worker bootstrap | both Nodes Ready |"
+say "|---|---|---|---|---|---|---|---|---|"
+totals=()
+for i in $(seq 1 "$runs"); do
+	name="$ns-$i"
+	start=$(now)
+	"$DOCKYARD" create cluster "$name" -n "$ns" --wait 0 --var DOCKYARD_LB_IMAGE="$BENCH_LB_IMAGE" >/dev/null
+	wait_ready "$name" 2 900
+	total=$(($(now) - start))
+	t0=$(ts "$(k get clusters.cluster.x-k8s.io -n "$ns" "$name" -o jsonpath='{.metadata.creationTimestamp}')")
+	cp=$(machines "$name" | jq -s -c 'map(select(.cp)) | .[0]')
+	wk=$(machines "$name" | jq -s -c 'map(select(.cp | not)) | .[0]')
+	row="| $i"
+	row+=" | $(delta "$t0" "$(ts "$(secret_time "$(jq -r .secret <<<"$cp")")")")"
+	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$cp")" ContainerProvisioned)")")"
+	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$cp")" BootstrapSucceeded)")")"
+	row+=" | $(delta "$t0" "$(ts "$(cond_time clusters.cluster.x-k8s.io "$name" ControlPlaneInitialized)")")"
+	row+=" | $(delta "$t0" "$(ts "$(secret_time "$(jq -r .secret <<<"$wk")")")")"
+	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$wk")" ContainerProvisioned)")")"
+	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$wk")" BootstrapSucceeded)")")"
+	row+=" | $total |"
+	say "$row"
+	totals+=("$total")
+	if [ "$i" -lt "$runs" ]; then
+		"$DOCKYARD" delete cluster "$name" -n "$ns" >/dev/null
+	fi
+done
+say ""
+say "- 1+1 to both Nodes Ready: median $(printf '%s\n' "${totals[@]}" | median) s of $runs runs (each: ${totals[*]} s)"
+
+# The last cluster's control plane 1 -> 3: until three control plane Machines have their Node
+# Ready and the KubeadmControlPlane reports three ready replicas.
+name="$ns-$runs"
+kcp=$(k get kubeadmcontrolplanes -n "$ns" -l "cluster.x-k8s.io/cluster-name=$name" -o jsonpath='{.items[0].metadata.name}')
+start=$(now)
+k patch kubeadmcontrolplane -n "$ns" "$kcp" --type merge -p '{"spec":{"replicas":3}}' >/dev/null
+wait_ready "$name" 4 900
+until [ "$(k get kubeadmcontrolplane -n "$ns" "$kcp" -o jsonpath='{.status.readyReplicas}')" = 3 ]; do
+	if [ $(($(now) - start)) -gt 900 ]; then
+		say "- control plane 1 -> 3: KubeadmControlPlane $kcp not 3 ready replicas after 900 s"
+		exit 1
+	fi
+	sleep 1
+done
+say "- control plane 1 -> 3 (three Nodes Ready, KubeadmControlPlane 3 ready replicas): $(($(now) - start)) s"
+"$DOCKYARD" delete cluster "$name" -n "$ns" >/dev/null
+say ""
+say "Written to $out"
