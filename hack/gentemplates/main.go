@@ -11,7 +11,10 @@
 // cluster-template.yaml). A source with "#@ipv6-primary <yaml>" lines is also written as the IP
 // family flavors (ipFamilies): its pod and service CIDR lines replaced by the family's, and
 // each such line replaced by its YAML where IPv6 is the primary family (kubeadm and the
-// kubelet then pick the node's IPv6 address), dropped elsewhere. Run by `make templates`.
+// kubelet then pick the node's IPv6 address), dropped elsewhere. A line "#@inline <file>"
+// is replaced by templates/src/inline/<file> at its indentation: YAML that flavors with
+// different shapes (the default flavor's KubeadmControlPlane, the ClusterClass's template)
+// share. Run by `make templates`.
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pkg/errors"
@@ -41,6 +45,9 @@ const ignitionHeader = `# The ignition flavor: the flavor below with the kubeadm
 
 // includeMarker is a line "#@include <file of templates/src>".
 var includeMarker = regexp.MustCompile(`(?m)^#@include ([A-Za-z0-9._-]+\.yaml)\n`)
+
+// inlineMarker is a line "#@inline <file of templates/src/inline>".
+var inlineMarker = regexp.MustCompile(`(?m)^([ \t]*)#@inline ([A-Za-z0-9._-]+)\n`)
 
 // endShared ends the part of a source that other sources include.
 var endShared = regexp.MustCompile(`(?m)^#@end-shared\n`)
@@ -106,6 +113,9 @@ func run(srcDir, outDir, script string) error {
 		from := []string{filepath.ToSlash(src)}
 		included, err := includeShared(srcDir, string(in), &from)
 		if err != nil {
+			return errors.Wrap(err, src)
+		}
+		if included, err = inline(srcDir, included, &from); err != nil {
 			return errors.Wrap(err, src)
 		}
 		out := marker.ReplaceAllStringFunc(included, func(m string) string {
@@ -202,6 +212,29 @@ func includeShared(srcDir, text string, from *[]string) (string, error) {
 		return "", errs[0]
 	}
 	return endShared.ReplaceAllString(out, ""), nil
+}
+
+// inline replaces each "#@inline" line with the file it names (recorded in from, once) at the
+// line's indentation.
+func inline(srcDir, text string, from *[]string) (string, error) {
+	var errs []error
+	out := inlineMarker.ReplaceAllStringFunc(text, func(m string) string {
+		sub := inlineMarker.FindStringSubmatch(m)
+		path := filepath.Join(srcDir, "inline", sub[2])
+		data, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, err)
+			return m
+		}
+		if !slices.Contains(*from, filepath.ToSlash(path)) {
+			*from = append(*from, filepath.ToSlash(path))
+		}
+		return indent(string(data), sub[1])
+	})
+	if len(errs) > 0 {
+		return "", errs[0]
+	}
+	return out, nil
 }
 
 func indent(text, prefix string) string {
