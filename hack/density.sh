@@ -7,7 +7,8 @@
 #     restarts of the management cluster's containers since the clusters were created;
 #   - at the end, the idle footprint per node (CPU over a minute and memory, from the node
 #     containers' cgroups, memory as `docker stats` counts it) by role, and the management node's;
-#   - every management cluster container that restarted, with its last termination reason.
+#   - every management cluster container that restarted, with its last termination reason;
+#   - every kube-system container of the workload clusters that restarted.
 # Called by `make density` (which makes the management cluster first) with DOCKYARD, KUBECTL
 # and DENSITY_LB_IMAGE set. The clusters live in namespace $DENSITY_NAMESPACE and are deleted
 # at the end unless DENSITY_KEEP=1; clusters of an earlier run there are deleted first.
@@ -145,6 +146,22 @@ else
 		reason=$(k get pod -n "$pns" "$pod" -o jsonpath="{.status.containerStatuses[?(@.name==\"$ctr\")].lastState.terminated.reason} {.status.containerStatuses[?(@.name==\"$ctr\")].lastState.terminated.exitCode}" 2>/dev/null || true)
 		say "- $id: $count ($reason)"
 	done <<<"$restarted"
+fi
+
+# The workload clusters' own control planes, read from inside each control plane node.
+say ""
+wl=$(for i in $(seq 1 "$clusters"); do
+	for node in $(docker ps --format '{{.Names}}' --filter "label=io.x-k8s.kind.role=control-plane" --filter "label=io.x-k8s.kind.cluster=$ns-$i.$ns"); do
+		docker exec "$node" kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -n kube-system \
+			-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[0].restartCount}{"\n"}{end}' 2>/dev/null |
+			awk -v c="$ns-$i" '$2 > 0 { print "- " c ": " $1 " restarted " $2 " times" }'
+	done
+done)
+if [ -z "$wl" ]; then
+	say "No kube-system container of a workload cluster restarted."
+else
+	say "Workload clusters' kube-system containers that restarted (since the clusters were created):"
+	say "$wl"
 fi
 say ""
 say "Written to $out"
