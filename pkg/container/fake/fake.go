@@ -46,13 +46,20 @@ type Container struct {
 	Logs []string
 	// Data is free for ExecFuncs to keep simulated state in.
 	Data map[string]any
+
+	// indexed is where reindex filed the container: its byLabel and byNetwork keys.
+	indexed []string
 }
 
 // Runtime is an in-memory container.Runtime. The zero value is not usable; call New.
 type Runtime struct {
 	mu         sync.Mutex
 	containers map[string]*Container
-	networks   map[string]*container.Network
+	// index finds containers by label ("label:key=value" and "key:key") and by the network they
+	// are attached to ("network:name") without a scan: a benchmark runs thousands of nodes on
+	// one fake engine. reindex keeps it after every change to a container's networks.
+	index    map[string]map[string]bool
+	networks map[string]*container.Network
 	// pools hand out the addresses of each network.
 	pools map[string]*pool
 	// pools6 hand out the IPv6 addresses of dual-stack networks.
@@ -102,6 +109,7 @@ var _ container.Runtime = &Runtime{}
 func New(images ...string) *Runtime {
 	r := &Runtime{
 		containers: map[string]*Container{},
+		index:      map[string]map[string]bool{},
 		networks:   map[string]*container.Network{},
 		pools:      map[string]*pool{},
 		pools6:     map[string]*pool{},
@@ -206,7 +214,72 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 		},
 		Data: map[string]any{},
 	}
+	r.reindex(r.containers[spec.Name])
 	return nil
+}
+
+// reindex files a container under its labels and the networks it is attached to (its own,
+// and those it joined), replacing where it was filed before.
+func (r *Runtime) reindex(c *Container) {
+	r.unindex(c)
+	keys := make([]string, 0, 2*len(c.State.Labels)+len(c.State.Networks)+1)
+	for k, v := range c.State.Labels {
+		keys = append(keys, "label:"+k+"="+v, "key:"+k)
+	}
+	if c.Spec.Network != "" {
+		keys = append(keys, "network:"+c.Spec.Network)
+	}
+	for n := range c.State.Networks {
+		if n != c.Spec.Network {
+			keys = append(keys, "network:"+n)
+		}
+	}
+	for _, k := range keys {
+		if r.index[k] == nil {
+			r.index[k] = map[string]bool{}
+		}
+		r.index[k][c.Spec.Name] = true
+	}
+	c.indexed = keys
+}
+
+func (r *Runtime) unindex(c *Container) {
+	for _, k := range c.indexed {
+		delete(r.index[k], c.Spec.Name)
+		if len(r.index[k]) == 0 {
+			delete(r.index, k)
+		}
+	}
+	c.indexed = nil
+}
+
+// labelled returns the containers carrying every label of the selector (an empty value: any
+// value of the key), from the smallest index entry the selector names.
+func (r *Runtime) labelled(labels map[string]string) []*Container {
+	var names map[string]bool
+	first := true
+	for k, v := range labels {
+		key := "label:" + k + "=" + v
+		if v == "" {
+			key = "key:" + k
+		}
+		if set := r.index[key]; first || len(set) < len(names) {
+			names, first = set, false
+		}
+	}
+	var out []*Container
+	if first { // no label: every container
+		for _, c := range r.containers {
+			out = append(out, c)
+		}
+		return out
+	}
+	for name := range names {
+		if c := r.containers[name]; c != nil && container.MatchLabels(c.State.Labels, labels) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // cgroupCPUShares is the file of a container's CPU shares on a cgroup v1 host.
@@ -251,6 +324,7 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 		}
 		c.State.Networks[c.Spec.Network] = ep
 	}
+	r.reindex(c)
 	c.State.State, c.State.Running, c.State.ExitCode = "running", true, 0
 	c.State.StartedAt = time.Now()
 	r.emit(container.Event{Type: container.EventContainer, Action: "start", Name: name, Labels: c.State.Labels})
@@ -318,9 +392,11 @@ func (r *Runtime) stop(c *Container, exitCode int) {
 
 // holder is the running container that has an address on a network, "" when none does.
 func (r *Runtime) holder(network, ip string) string {
-	for _, c := range r.containers {
-		if ep := c.State.Networks[network]; c.State.Running && (ep.IPv4 == ip || ep.IPv6 == ip) {
-			return c.Spec.Name
+	for name := range r.index["network:"+network] {
+		if c := r.containers[name]; c != nil {
+			if ep := c.State.Networks[network]; c.State.Running && (ep.IPv4 == ip || ep.IPv6 == ip) {
+				return c.Spec.Name
+			}
 		}
 	}
 	return ""
@@ -396,10 +472,8 @@ func (r *Runtime) ListContainers(_ context.Context, labels map[string]string) ([
 	defer r.mu.Unlock()
 	r.count("ListContainers")
 	var out []container.Container
-	for _, c := range r.containers {
-		if container.MatchLabels(c.State.Labels, labels) {
-			out = append(out, copyState(c.State))
-		}
+	for _, c := range r.labelled(labels) {
+		out = append(out, copyState(c.State))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
@@ -436,6 +510,7 @@ func (r *Runtime) RemoveContainer(_ context.Context, name string) error {
 	if c, ok := r.containers[name]; ok {
 		r.stop(c, 137)
 		r.emit(container.Event{Type: container.EventContainer, Action: "destroy", Name: name, Labels: c.State.Labels})
+		r.unindex(c)
 	}
 	delete(r.containers, name)
 	return nil
@@ -714,10 +789,8 @@ func (r *Runtime) InspectNetwork(_ context.Context, name string) (*container.Net
 
 func (r *Runtime) attached(network string) []string {
 	var names []string
-	for _, c := range r.containers {
-		if _, connected := c.State.Networks[network]; connected || c.Spec.Network == network {
-			names = append(names, c.Spec.Name)
-		}
+	for name := range r.index["network:"+network] {
+		names = append(names, name)
 	}
 	sort.Strings(names)
 	return names
@@ -773,6 +846,7 @@ func (r *Runtime) ConnectNetwork(_ context.Context, network, name string) error 
 	if c.State.Running {
 		c.State.Networks[network] = r.dynamicEndpoint(network)
 	}
+	r.reindex(c)
 	return nil
 }
 
@@ -789,6 +863,7 @@ func (r *Runtime) DisconnectNetwork(_ context.Context, network, name string) err
 	if c.Spec.Network == network {
 		c.Spec.Network = ""
 	}
+	r.reindex(c)
 	return nil
 }
 
@@ -988,6 +1063,7 @@ func (r *Runtime) WithContainer(name string, f func(c *Container)) bool {
 	c, ok := r.containers[name]
 	if ok {
 		f(c)
+		r.reindex(c) // f may have changed its labels or networks
 	}
 	return ok
 }
