@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
+	"sigs.k8s.io/cluster-api/core/setup"
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
@@ -40,8 +42,13 @@ func TestMain(m *testing.M) {
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			return setupForTest(ctx, mgr, envRuntime, 10)
 		},
-		// The manager has only the permissions config/ grants it.
+		// The manager has only the permissions config/ grants it, and caches what main.go's
+		// does (Cluster API's choices: no Secrets or ConfigMaps but the labelled ones).
 		ManagerClusterRole: filepath.Join(envtest.RepoRoot(), "config", "rbac", "role.yaml"),
+		ManagerOptions: func(o *ctrl.Options) {
+			o.Cache = setup.ManagerCacheOptions(o.Scheme, "dockyard-test", "", 10*time.Minute)
+			o.Client = setup.ManagerClientOptions()
+		},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test environment: %v\n", err)
@@ -63,7 +70,8 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretClient,
-		Client:       clustercache.ClientOptions{UserAgent: "dockyard-test", QPS: 100, Burst: 200},
+		Cache:        setup.ClusterCacheCacheOptions(),
+		Client:       setup.ClusterCacheClientOptions("dockyard-test", 100, 200),
 	}, controller.Options{MaxConcurrentReconciles: concurrency})
 	if err != nil {
 		return err

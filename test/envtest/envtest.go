@@ -41,6 +41,9 @@ type Options struct {
 	// permissions instead of as an administrator, so a permission missing from config/ fails
 	// the tests the way it would fail the manager's pod.
 	ManagerClusterRole string
+	// ManagerOptions, when set, changes the manager's options before it is made (main.go's
+	// cache and client options, for instance).
+	ManagerOptions func(*ctrl.Options)
 }
 
 // ManagerUser is who the manager runs as under Options.ManagerClusterRole: the ServiceAccount
@@ -133,14 +136,18 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 
 	wh := env.WebhookInstallOptions
-	mgr, err := ctrl.NewManager(mgrConfig, ctrl.Options{
+	mgrOptions := ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
 		}),
-	})
+	}
+	if opts.ManagerOptions != nil {
+		opts.ManagerOptions(&mgrOptions)
+	}
+	mgr, err := ctrl.NewManager(mgrConfig, mgrOptions)
 	if err != nil {
 		_ = env.Stop()
 		return nil, errors.Wrap(err, "creating manager")
