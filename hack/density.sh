@@ -47,12 +47,19 @@ not_ready() {
 		awk '$2 != "True" { print $1 }'
 }
 
+# delete_clusters deletes every cluster of the namespace at once, each waited for until nothing
+# of it is left on the engine.
 delete_clusters() {
-	local names
+	local names c pid failed=0 pids=()
 	names=$(k get clusters.cluster.x-k8s.io -n "$ns" -o jsonpath='{.items[*].metadata.name}' 2>/dev/null || true)
 	for c in $names; do
-		"$DOCKYARD" delete cluster "$c" -n "$ns"
+		"$DOCKYARD" delete cluster "$c" -n "$ns" &
+		pids+=("$!")
 	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" || failed=1
+	done
+	return "$failed"
 }
 
 [ -r "$mgmt_kubeconfig" ] || { echo "density: no management cluster kubeconfig at $mgmt_kubeconfig (make quickstart makes it)" >&2; exit 2; }
