@@ -26,28 +26,12 @@ mgmt_kubeconfig="${BENCH_MANAGEMENT_KUBECONFIG:-$HOME/.dockyard/dockyard-mgmt.ku
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
-say() { echo "$*" | tee -a "$out"; }
-k() { "$KUBECTL" --kubeconfig "$mgmt_kubeconfig" "$@"; }
-now() { date +%s; }
+# shellcheck source=hack/lib/clusters.sh
+. "$(dirname "$0")/lib/clusters.sh"
 # ts converts an RFC 3339 timestamp to seconds since the epoch; "-" when empty.
 ts() { if [ -n "$1" ]; then date -d "$1" +%s; else echo -; fi; }
 delta() { if [ "$2" = - ]; then echo -; else echo $(($2 - $1)); fi; }
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-# delete_clusters deletes every cluster of the namespace at once, each waited for until nothing
-# of it is left on the engine.
-delete_clusters() {
-	local names c pid failed=0 pids=()
-	names=$(k get clusters.cluster.x-k8s.io -n "$ns" -o jsonpath='{.items[*].metadata.name}' 2>/dev/null || true)
-	for c in $names; do
-		"$DOCKYARD" delete cluster "$c" -n "$ns" &
-		pids+=("$!")
-	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" || failed=1
-	done
-	return "$failed"
-}
 
 # machine_json prints the Machines of a cluster with their role, bootstrap secret and
 # DockyardMachine, one JSON object per line.

@@ -27,9 +27,8 @@ mgmt_kubeconfig="${DENSITY_MANAGEMENT_KUBECONFIG:-$HOME/.dockyard/dockyard-mgmt.
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
-say() { echo "$*" | tee -a "$out"; }
-k() { "$KUBECTL" --kubeconfig "$mgmt_kubeconfig" "$@"; }
-now() { date +%s; }
+# shellcheck source=hack/lib/clusters.sh
+. "$(dirname "$0")/lib/clusters.sh"
 since() { echo $(($(now) - $1)); }
 
 # restarts prints "<namespace>/<pod>/<container> <restarts>" for every container of the
@@ -45,21 +44,6 @@ not_ready() {
 	k get machines.cluster.x-k8s.io -n "$ns" \
 		-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="NodeReady")].status}{"\n"}{end}' 2>/dev/null |
 		awk '$2 != "True" { print $1 }'
-}
-
-# delete_clusters deletes every cluster of the namespace at once, each waited for until nothing
-# of it is left on the engine.
-delete_clusters() {
-	local names c pid failed=0 pids=()
-	names=$(k get clusters.cluster.x-k8s.io -n "$ns" -o jsonpath='{.items[*].metadata.name}' 2>/dev/null || true)
-	for c in $names; do
-		"$DOCKYARD" delete cluster "$c" -n "$ns" &
-		pids+=("$!")
-	done
-	for pid in "${pids[@]}"; do
-		wait "$pid" || failed=1
-	done
-	return "$failed"
 }
 
 [ -r "$mgmt_kubeconfig" ] || { echo "density: no management cluster kubeconfig at $mgmt_kubeconfig (make quickstart makes it)" >&2; exit 2; }
