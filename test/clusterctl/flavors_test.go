@@ -283,7 +283,9 @@ func flavorCIDRVariables(flavor string, vars ...string) []string {
 
 // checkNetworkVariable: a flavor with a DockyardCluster puts it on the network DOCKYARD_NETWORK
 // names (spec.network.existing.name); left unset, the name is empty, which the API server
-// takes and which means the cluster's own network, as before.
+// takes and which means the cluster's own network, as before. DOCKYARD_LB_IMAGE left unset
+// too, the load balancer image is the manager's --load-balancer-image (a machine without a
+// registry has only the one clusterctl init was given).
 func checkNetworkVariable(ctx context.Context, t *testing.T, repo repository, plane *framework.ManagementPlane, flavor, ns string, objs []unstructured.Unstructured) {
 	t.Helper()
 	existingName := func(objs []unstructured.Unstructured) (string, bool) {
@@ -305,6 +307,7 @@ func checkNetworkVariable(ctx context.Context, t *testing.T, repo repository, pl
 
 	vars := withVariables(nil)
 	delete(vars, "DOCKYARD_NETWORK")
+	delete(vars, "DOCKYARD_LB_IMAGE")
 	clusterName := "cctl-own-net"
 	unset := generate(ctx, t, repo, plane, clusterName, ns, flavor, "", 1, 0, vars)
 	if name, _ := existingName(unset); name != "" {
@@ -323,6 +326,9 @@ func checkNetworkVariable(ctx context.Context, t *testing.T, repo repository, pl
 		network, _, _ := unstructured.NestedMap(o.Object, "spec", "network")
 		if name, _, _ := unstructured.NestedString(o.Object, "spec", "network", "existing", "name"); name != "" || len(network) > 1 {
 			t.Errorf("flavor %q without DOCKYARD_NETWORK: the API server stores spec.network %v, want no network named (Dockyard's own)", flavor, network)
+		}
+		if image, _, _ := unstructured.NestedString(o.Object, "spec", "loadBalancer", "image"); image != dockerenv.LoadBalancerImage() {
+			t.Errorf("flavor %q without DOCKYARD_LB_IMAGE: load balancer image %q, want the manager's --load-balancer-image %s", flavor, image, dockerenv.LoadBalancerImage())
 		}
 	}
 }
