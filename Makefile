@@ -48,13 +48,11 @@ QUICKSTART_IMAGES ?= local
 QUICKSTART_FLAGS ?=
 
 .PHONY: quickstart
-quickstart: ## Set up everything on this machine: a management cluster in containers with Cluster API and Dockyard installed by clusterctl, and a 1+1 workload cluster (both persist). CONTAINER_RUNTIME=podman runs them on Podman.
+quickstart: ## Set up everything on this machine: a management cluster in containers with Cluster API and Dockyard installed by clusterctl, and a 1+1 workload cluster (both persist); ends with each step's time (hack/quickstart.sh). CONTAINER_RUNTIME=podman runs them on Podman.
 	@if [ "$(CONTAINER_RUNTIME)" = containerd ]; then echo "make quickstart runs Dockyard's manager in a pod, which cannot drive Dockyard's containerd runtime (it keeps networks and volumes on the host): use CONTAINER_RUNTIME=docker or podman; make test-e2e-engine CONTAINER_RUNTIME=containerd runs a cluster on containerd (docs/runtimes.md)" >&2; exit 2; fi
-	$(MAKE) --no-print-directory ensure-engine
-	@if [ "$(QUICKSTART_IMAGES)" = local ]; then $(MAKE) --no-print-directory images; fi
-	$(MAKE) --no-print-directory component-images release-manifests
-	go run ./cmd/dockyard quickstart --images $(QUICKSTART_IMAGES) --kubernetes-version $(KUBERNETES_VERSION) \
-		--container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" $(QUICKSTART_FLAGS)
+	MAKE="$(MAKE)" CONTAINER_RUNTIME="$(CONTAINER_RUNTIME)" CONTAINER_RUNTIME_ENDPOINT="$(CONTAINER_RUNTIME_ENDPOINT)" \
+		KUBERNETES_VERSION="$(KUBERNETES_VERSION)" QUICKSTART_IMAGES="$(QUICKSTART_IMAGES)" QUICKSTART_FLAGS="$(QUICKSTART_FLAGS)" \
+		DOCKYARD_CACHE="$(DOCKYARD_CACHE)" hack/quickstart.sh
 
 .PHONY: quickstart-delete
 quickstart-delete: ## Delete every workload cluster through Cluster API, then the management cluster: nothing is left on the engine.

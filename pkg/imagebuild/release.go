@@ -167,11 +167,16 @@ func (b *Builder) buildManager(ctx context.Context, repoDir string) (string, err
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", err
 	}
+	// A first build compiles controller-runtime and Cluster API (about 2 minutes on a cold
+	// Go cache): say so, not a silent gap.
+	start := time.Now()
+	b.logf("[go] building Dockyard's manager from %s", repoDir)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", out+".tmp", ".")
 	cmd.Dir = repoDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if output, err := cmd.CombinedOutput(); err != nil {
 		return "", errors.Errorf("building Dockyard's manager in %s: %v\n%s", repoDir, err, output)
 	}
-	return out, os.Rename(out+".tmp", out)
+	b.logf("[go] built Dockyard's manager in %s", time.Since(start).Round(time.Second))
+	return out, errors.Wrap(os.Rename(out+".tmp", out), "storing Dockyard's manager binary")
 }
