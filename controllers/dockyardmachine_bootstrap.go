@@ -73,8 +73,15 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 				return ctrl.Result{}, false, err
 			}
 		}
-		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapRunningReason, "Running bootstrap step %d in node %s for %s",
-			status.Step, node.Name, elapsed)
+		// The message names the step and when the run began, not the seconds since: a poll
+		// that finds the same step then writes nothing (each write wakes Cluster API's Machine
+		// controller; with the seconds in it, every node was written every bootstrapPoll).
+		since := ""
+		if !status.StartedAt.IsZero() {
+			since = " since " + status.StartedAt.UTC().Format(time.TimeOnly+" MST")
+		}
+		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapRunningReason, "Running bootstrap step %d in node %s%s",
+			status.Step, node.Name, since)
 		return ctrl.Result{RequeueAfter: bootstrapPoll}, false, nil
 
 	case docker.BootstrapSucceeded:

@@ -479,6 +479,28 @@ func TestMachineBootstrapTimesOut(t *testing.T) {
 	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapTimedOutReason, "1m0s")
 }
 
+// While kubeadm runs, a poll that finds the same step writes nothing: every status write wakes
+// Cluster API's Machine controller, and with ten clusters coming up at once a message that
+// counted the seconds wrote each DockyardMachine every two seconds.
+func TestMachineBootstrapPollWritesOnlyWhenTheStepChanges(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.sim.HoldBootstrap = true
+	f.provisionCluster()
+	f.reconcileMachine(cpName) // starts the bootstrap
+	f.reconcileMachine(cpName) // finds it running
+	before := f.getMachine(cpName)
+	expectCondition(t, before, infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapRunningReason, "since")
+
+	time.Sleep(1100 * time.Millisecond) // later polls (a second on: a count of seconds would differ), the same step
+	f.reconcileMachine(cpName)
+	f.reconcileMachine(cpName)
+	if after := f.getMachine(cpName); after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("a poll with nothing new wrote the DockyardMachine: %q -> %q", conditions.GetMessage(before, infrav1.BootstrapSucceededCondition),
+			conditions.GetMessage(after, infrav1.BootstrapSucceededCondition))
+	}
+}
+
 func TestMachineBootstrapSurvivesAManagerRestart(t *testing.T) {
 	m, dm, s := machineObjects(cpName, true)
 	f := newFixture(t, m, dm, s)
