@@ -189,7 +189,7 @@ func run(o options) error {
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        o.healthAddr,
 		Metrics:                       *metricsOptions,
-		Cache:                         setup.ManagerCacheOptions(scheme, controllerName, o.watchNamespace, o.syncPeriod),
+		Cache:                         controllers.ManagerCacheOptions(scheme, controllerName, o.watchNamespace, o.syncPeriod),
 		Client:                        setup.ManagerClientOptions(),
 		GracefulShutdownTimeout:       ptrTo(30 * time.Second),
 		WebhookServer: webhook.NewServer(webhook.Options{

@@ -343,3 +343,28 @@ func TestEnvtestTemplateConfigMapMovesWithItsCluster(t *testing.T) {
 		return nil
 	})
 }
+
+// The manager's cache keeps no managedFields: at 10,000 machines they were a large part of
+// every cached DockyardMachine and Machine, and nothing in the manager reads them.
+func TestEnvtestManagerCacheDropsManagedFields(t *testing.T) {
+	ctx := context.Background()
+	cluster, dc := envCluster(ctx, t, "nofields", true)
+	live := &infrav1.DockyardCluster{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(dc), live); err != nil {
+		t.Fatal(err)
+	}
+	if len(live.ManagedFields) == 0 {
+		t.Fatal("the API server wrote no managedFields: nothing to check")
+	}
+	eventually(t, 30*time.Second, "the cached DockyardCluster and Cluster without managedFields", func() error {
+		for _, obj := range []client.Object{&infrav1.DockyardCluster{}, &clusterv1.Cluster{}} {
+			if err := env.Manager.GetCache().Get(ctx, client.ObjectKeyFromObject(cluster), obj); err != nil {
+				return err
+			}
+			if n := len(obj.GetManagedFields()); n != 0 {
+				return errors.Errorf("cached %T has %d managedFields entries", obj, n)
+			}
+		}
+		return nil
+	})
+}

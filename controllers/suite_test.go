@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 		// does (Cluster API's choices: no Secrets or ConfigMaps but the labelled ones).
 		ManagerClusterRole: filepath.Join(envtest.RepoRoot(), "config", "rbac", "role.yaml"),
 		ManagerOptions: func(o *ctrl.Options) {
-			o.Cache = setup.ManagerCacheOptions(o.Scheme, "dockyard-test", "", 10*time.Minute)
+			o.Cache = ManagerCacheOptions(o.Scheme, "dockyard-test", "", 10*time.Minute)
 			o.Client = setup.ManagerClientOptions()
 		},
 	})
