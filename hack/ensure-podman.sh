@@ -44,14 +44,40 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; the
   apt_install podman curl
 fi
 
+# Settings this script owns in containers.conf carry a marker, so a later run can update them;
+# the same key without the marker is an administrator's and is left alone.
+marker="# managed by dockyard hack/ensure-podman.sh"
+conf_changed=false
+
+# set_conf SECTION KEY VALUE WHY: VALUE is written as is (TOML), with the marker.
+set_conf() {
+  local section=$1 key=$2 value=$3 why=$4 want line
+  want="$key = $value $marker"
+  mkdir -p "$(dirname "$conf")"
+  touch "$conf"
+  line=$(grep -E "^[[:space:]]*$key[[:space:]]*=" "$conf" || true)
+  if [ "$line" = "$want" ]; then
+    return 0
+  elif [ -n "$line" ] && [[ "$line" != *"$marker"* ]]; then
+    echo "ensure-podman: $conf sets $key already; leaving it ($why)" >&2
+    return 0
+  elif [ -n "$line" ]; then
+    grep -vE "^[[:space:]]*$key[[:space:]]*=.*$marker" "$conf" >"$conf.dockyard-tmp" && mv "$conf.dockyard-tmp" "$conf"
+  fi
+  if grep -q "^\[$section\]" "$conf"; then
+    sed -i "/^\[$section\]/a $(sed 's/[&/\]/\\&/g' <<<"$want")" "$conf"
+  else
+    printf '\n[%s]\n%s\n' "$section" "$want" >>"$conf"
+  fi
+  echo "ensure-podman: set $key = $value in $conf ($why)"
+  conf_changed=true
+}
+
 # Rootful Podman gives containers nofile (1048576) and nproc (4194304) limits above this host's
 # hard limits, and the OCI runtime then fails to start every container ("error setting rlimit
-# type 6/7: operation not permitted"). Cap the defaults at the host's hard limits in
-# containers.conf. The line this script writes carries a marker so a later run can update it;
-# a default_ulimits line without the marker is an administrator's and is left alone.
-marker="# managed by dockyard hack/ensure-podman.sh"
+# type 6/7: operation not permitted"). Cap the defaults at the host's hard limits.
 ensure_ulimits() {
-  local nofile nproc want line
+  local nofile nproc
   nofile=$(ulimit -Hn)
   nproc=$(ulimit -Hu)
   # Podman runs (and so starts conmon and the OCI runtime) with nproc capped at kernel.pid_max
@@ -67,34 +93,42 @@ ensure_ulimits() {
   # Soft and hard are equal on purpose: Podman 4.3's API (not its CLI) swaps the soft and hard
   # values of default_ulimits, and a soft limit above the hard one fails every start with
   # "error setting rlimit type 7: invalid argument".
-  want="default_ulimits = [\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"] $marker"
-  mkdir -p "$(dirname "$conf")"
-  touch "$conf"
-  line=$(grep -E '^[[:space:]]*default_ulimits' "$conf" || true)
-  if [ "$line" = "$want" ]; then
-    return 0
-  elif [ -n "$line" ] && [[ "$line" != *"$marker"* ]]; then
-    echo "ensure-podman: $conf sets default_ulimits already; leaving it (containers fail to start if it exceeds nofile $nofile / nproc $nproc)" >&2
-    return 0
-  elif [ -n "$line" ]; then
-    grep -vF "$marker" "$conf" >"$conf.dockyard-tmp" && mv "$conf.dockyard-tmp" "$conf"
+  set_conf containers default_ulimits "[\"nofile=$nofile:$nofile\", \"nproc=$nproc:$nproc\"]" \
+    "the host's hard limits; containers fail to start above nofile $nofile / nproc $nproc"
+}
+ensure_ulimits
+
+# On a hybrid cgroup host (v1 controllers, and a cgroup v2 tree at /sys/fs/cgroup/unified that
+# holds a controller, here hugetlb), crun refuses every container ("cgroups in hybrid mode not
+# supported, drop all controllers from cgroupv2"); runc runs them. Podman prefers crun when both
+# are installed, and Debian's podman pulls in crun when runc is not there yet, so which one a
+# machine gets depends on what was installed first. Pick runc on such hosts.
+ensure_oci_runtime() {
+  local controllers
+  # cgroup files report a size of 0, so read them rather than test them with -s.
+  controllers=$(cat /sys/fs/cgroup/unified/cgroup.controllers 2>/dev/null || true)
+  if [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ] || [ -z "$controllers" ]; then
+    return 0 # cgroup v2 only, or v1 without controllers on the v2 tree: crun works
   fi
-  if grep -q '^\[containers\]' "$conf"; then
-    sed -i "/^\[containers\]/a $(sed 's/[&/\]/\\&/g' <<<"$want")" "$conf"
-  else
-    printf '\n[containers]\n%s\n' "$want" >>"$conf"
+  if ! command -v runc >/dev/null 2>&1; then
+    echo "ensure-podman: hybrid cgroups with controllers on cgroup v2 ($controllers): installing runc, which crun cannot stand in for here"
+    apt_install runc
   fi
-  echo "ensure-podman: set default_ulimits nofile=$nofile nproc=$nproc (the host's hard limits) in $conf"
-  # A running service read the old configuration; only one this script started is restarted.
+  set_conf engine runtime '"runc"' \
+    "hybrid cgroups with controllers on cgroup v2; crun refuses to start containers there"
+}
+ensure_oci_runtime
+
+# A running service read the old configuration; only one this script started is restarted.
+if [ "$conf_changed" = true ]; then
   if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
-    echo "ensure-podman: restarting the service it started (pid $(cat "$state/pid")) to apply it"
+    echo "ensure-podman: restarting the service it started (pid $(cat "$state/pid")) to apply $conf"
     kill "$(cat "$state/pid")"
     for _ in $(seq 1 20); do kill -0 "$(cat "$state/pid")" 2>/dev/null || break; sleep 0.5; done
   elif ping; then
     echo "ensure-podman: a Podman service this script did not start answers on $sock; restart it to apply $conf" >&2
   fi
-}
-ensure_ulimits
+fi
 
 # Where Docker runs too, the host's FORWARD policy is DROP and bridged frames go through it
 # (br_netfilter). Netavark accepts only what comes from a network's own subnet, so pod traffic

@@ -52,6 +52,10 @@
 //     default_ulimits with the host's hard limits, nproc at most kernel.pid_max, soft equal
 //     to hard because Podman 4.3's API swaps soft and hard); hack/ensure-podman.sh writes
 //     it, and StartContainer's error names it.
+//   - OCI runtime: crun refuses hybrid cgroups with a controller on cgroup v2 ("cgroups in
+//     hybrid mode not supported"), and Podman prefers crun when both are installed;
+//     hack/ensure-podman.sh sets [engine] runtime = "runc" on such hosts, and
+//     StartContainer's error names it.
 //   - Restart policies are kept by Podman's conmon while the engine runs; after a host
 //     reboot Podman restarts "always" containers only through its podman-restart systemd
 //     unit, which a host without systemd does not run.

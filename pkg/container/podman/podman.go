@@ -88,17 +88,33 @@ func (r *Runtime) RemoveContainer(ctx context.Context, name string) error {
 	return errors.Wrapf(err, "removing container %s", name)
 }
 
-// StartContainer starts a container, naming the fix when the engine's default ulimits exceed
-// the host's hard limits (every container then fails to start).
+// StartContainer starts a container. When the host's configuration makes every container fail
+// to start, the error names the fix (startFailureFix).
 func (r *Runtime) StartContainer(ctx context.Context, name string) error {
 	err := r.Runtime.StartContainer(ctx, name)
-	if err != nil && strings.Contains(err.Error(), "error setting rlimit") {
-		return errors.Wrap(err, "the engine's default container ulimits exceed the engine host's hard limits: "+
-			`set [containers] default_ulimits = ["nofile=<ulimit -Hn>:<ulimit -Hn>", "nproc=<N>:<N>"] (N: ulimit -Hu, at most kernel.pid_max; `+
-			"soft equal to hard, as Podman 4.3's API swaps them) "+
-			"in /etc/containers/containers.conf and restart the Podman service (hack/ensure-podman.sh does this)")
+	if fix := startFailureFix(err); fix != "" {
+		return errors.Wrap(err, fix)
 	}
 	return err
+}
+
+// startFailureFix names the fix for the start failures that come from the engine host's
+// configuration rather than from the container, or "" for any other error (and for nil).
+func startFailureFix(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case strings.Contains(err.Error(), "error setting rlimit"):
+		return "the engine's default container ulimits exceed the engine host's hard limits: " +
+			`set [containers] default_ulimits = ["nofile=<ulimit -Hn>:<ulimit -Hn>", "nproc=<N>:<N>"] (N: ulimit -Hu, at most kernel.pid_max; ` +
+			"soft equal to hard, as Podman 4.3's API swaps them) " +
+			"in /etc/containers/containers.conf and restart the Podman service (hack/ensure-podman.sh does this)"
+	case strings.Contains(err.Error(), "cgroups in hybrid mode not supported"):
+		return "the OCI runtime crun refuses hybrid cgroups with controllers on cgroup v2, as this host has: " +
+			`install runc, set [engine] runtime = "runc" in /etc/containers/containers.conf ` +
+			"and restart the Podman service (hack/ensure-podman.sh does this)"
+	}
+	return ""
 }
 
 // InspectContainer returns the state of a container. A container on the engine's default
