@@ -2,9 +2,12 @@ package docker
 
 import (
 	"context"
+	_ "embed" // scripts/own-routes.sh
+	"strings"
 	"time"
 
 	"github.com/pkg/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -17,6 +20,16 @@ import (
 // API servers on the clusters' networks. Dockyard connects the management nodes, and only
 // them, to every cluster network it ensures; workload clusters stay isolated from each other.
 // Load balancers of the management cluster are left out: they forward to it, not from it.
+//
+// A management node keeps its own network's routes. Docker gives a container's default route
+// to one of its networks by name, so joining cluster networks moved a management node's
+// default route onto one of them: traffic without a route of its own, the cluster IPs of its
+// Services among it, left from the node's address on that cluster's network. The API server's
+// connections to webhooks kept that address, and when the cluster was deleted they hung until
+// their 10 s timeout, one webhook call after another (a KubeadmControlPlane's first Machine
+// 20 to 80 s late, objects refused). After joining or leaving a network, and the first time a
+// manager sees a node, it runs scripts/own-routes.sh there: two half-default routes through
+// the node's own network (eth0), more specific than whatever default route the engine set.
 
 // ManagementResync is how often a cluster network is checked for management nodes that
 // joined the management cluster after the network was made.
@@ -68,7 +81,8 @@ func (m *Manager) managementNodes(ctx context.Context) ([]container.Container, e
 }
 
 // connectManagementNodes connects every management node not yet on the network to it, and
-// reports whether it connected any.
+// reports whether it connected any. A node it connects, or sees for the first time, gets its
+// own routes back (keepOwnRoutes).
 func (m *Manager) connectManagementNodes(ctx context.Context, network string) (bool, error) {
 	nodes, err := m.managementNodes(ctx)
 	if err != nil {
@@ -76,13 +90,18 @@ func (m *Manager) connectManagementNodes(ctx context.Context, network string) (b
 	}
 	connected := false
 	for _, n := range nodes {
-		if _, ok := n.Networks[network]; ok {
-			continue
+		_, on := n.Networks[network]
+		if !on {
+			if err := m.runtime.ConnectNetwork(ctx, network, n.Name); err != nil {
+				return connected, errors.Wrapf(err, "connecting management node %s to network %s", n.Name, network)
+			}
+			connected = true
 		}
-		if err := m.runtime.ConnectNetwork(ctx, network, n.Name); err != nil {
-			return connected, errors.Wrapf(err, "connecting management node %s to network %s", n.Name, network)
+		if !on || !m.routesKept(n.ID) {
+			if err := m.keepOwnRoutes(ctx, n.Name); err != nil {
+				return connected, err
+			}
 		}
-		connected = true
 	}
 	return connected, nil
 }
@@ -100,6 +119,60 @@ func (m *Manager) disconnectManagementNodes(ctx context.Context, network string)
 		if err := m.runtime.DisconnectNetwork(ctx, network, n.Name); err != nil {
 			return errors.Wrapf(err, "disconnecting management node %s from network %s", n.Name, network)
 		}
+		if err := m.keepOwnRoutes(ctx, n.Name); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+//go:embed scripts/own-routes.sh
+var ownRoutesScript string
+
+// keepOwnRoutes sets a management node's half-default routes through its own network
+// (scripts/own-routes.sh), given the gateways of every network the node is on, and remembers
+// the node (by container ID) as done. A node gone meanwhile is not an error.
+func (m *Manager) keepOwnRoutes(ctx context.Context, name string) error {
+	c, err := m.runtime.InspectContainer(ctx, name)
+	if container.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return errors.Wrapf(err, "inspecting management node %s", name)
+	}
+	args := []string{"sh", "-c", ownRoutesScript, "own-routes.sh"}
+	for network := range c.Networks {
+		n, err := m.runtime.InspectNetwork(ctx, network)
+		if container.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return errors.Wrapf(err, "inspecting network %s of management node %s", network, name)
+		}
+		args = append(args, n.Gateways...)
+	}
+	r, err := m.exec(ctx, name, nil, args...)
+	if err == nil {
+		err = r.err(name, "keeping the management node's routes on its own network")
+	}
+	if err != nil {
+		return err
+	}
+	if set := strings.TrimSpace(r.Stdout); set != "" {
+		ctrl.LoggerFrom(ctx).Info("Management node routes set through its own network", "node", name, "routes", strings.Split(set, "\n"))
+	}
+	m.routedMu.Lock()
+	defer m.routedMu.Unlock()
+	if m.routed == nil {
+		m.routed = map[string]bool{}
+	}
+	m.routed[c.ID] = true
+	return nil
+}
+
+// routesKept reports whether keepOwnRoutes ran for a node container since this manager started.
+func (m *Manager) routesKept(id string) bool {
+	m.routedMu.Lock()
+	defer m.routedMu.Unlock()
+	return m.routed[id]
 }

@@ -124,3 +124,68 @@ func TestWithoutManagementNodesNetworksAreLeftAlone(t *testing.T) {
 		t.Errorf("no selector, yet the network has %v", n.Containers)
 	}
 }
+
+// The routes script runs on a management node when it joins or leaves a cluster network and
+// the first time the manager sees it, not at every check of a network it is on already.
+func TestManagementNodeRoutesAreKeptOnJoinLeaveAndFirstSight(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("img")
+	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
+	var runs [][]string // the gateways each run was given
+	rt.SetExec(func(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {
+		if len(opts.Cmd) > 3 && opts.Cmd[2] == ownRoutesScript && c.Spec.Name == "kind-control-plane" {
+			runs = append(runs, opts.Cmd[4:])
+		}
+		return 0, nil
+	})
+	kind := map[string]string{kindClusterLabel: "kind"}
+	a := ClusterKey{Namespace: "ns", Name: "a"}
+	gateways := func(networks ...string) []string {
+		var gws []string
+		for _, name := range networks {
+			n, err := rt.InspectNetwork(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gws = append(gws, n.Gateways...)
+		}
+		slices.Sort(gws)
+		return gws
+	}
+	check := func(when string, want int, networks ...string) {
+		t.Helper()
+		if len(runs) != want {
+			t.Fatalf("%s: the routes script ran %d times, want %d", when, len(runs), want)
+		}
+		if want == 0 {
+			return
+		}
+		got := slices.Clone(runs[len(runs)-1])
+		slices.Sort(got)
+		if wantGWs := gateways(networks...); !slices.Equal(got, wantGWs) {
+			t.Errorf("%s: the routes script got gateways %v, want those of %v: %v", when, got, networks, wantGWs)
+		}
+	}
+
+	m := NewManager(rt, ManagerOptions{ManagementNodes: kind})
+	if _, err := m.ensureClusterNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
+		t.Fatal(err)
+	}
+	check("joined", 1, "kind", DefaultNetworkName(a))
+	if _, err := m.ensureClusterNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
+		t.Fatal(err)
+	}
+	check("checked again", 1, "kind", DefaultNetworkName(a))
+
+	// A manager that restarted has not seen the node yet.
+	m = NewManager(rt, ManagerOptions{ManagementNodes: kind})
+	if _, err := m.ensureClusterNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
+		t.Fatal(err)
+	}
+	check("first sight", 2, "kind", DefaultNetworkName(a))
+
+	if err := m.DeleteCluster(ctx, a, DefaultNetworkName(a)); err != nil {
+		t.Fatal(err)
+	}
+	check("left", 3, "kind")
+}

@@ -71,6 +71,11 @@ type Manager struct {
 
 	// clusterLocks serialize load balancer configuration changes per cluster.
 	clusterLocks sync.Map // map[string]*sync.Mutex
+
+	// routed holds the IDs of the management nodes whose own routes this manager has set
+	// (management.go); a node it has not seen gets them at the next cluster network check.
+	routedMu sync.Mutex
+	routed   map[string]bool
 }
 
 // NewManager returns a Manager for an engine.

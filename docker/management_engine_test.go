@@ -1,0 +1,89 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/test/dockerenv"
+)
+
+// A management node joined to a cluster's network keeps sending what has no route of its own
+// (a Service's cluster IP here) through its own network, from its own address, while on it and
+// after leaving it. Docker gives the default route to the network first by name; the node's
+// own network is named to sort after the cluster's, as kind's "kind" sorts after "dockyard-…".
+func TestManagementNodeKeepsItsOwnRoutesOnTheEngine(t *testing.T) {
+	rt := dockerenv.Engine(t)
+	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
+	ctx := context.Background()
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	id := hex.EncodeToString(suffix)
+	home, node := "zz-dockyard-test-home-"+id, "dockyard-test-mgmt-"+id
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: home}); err != nil {
+		t.Fatal(err)
+	}
+	// Registered first, so it runs after the node's removal and the cluster's clean-up.
+	t.Cleanup(func() {
+		if err := rt.RemoveNetwork(context.Background(), home); err != nil && !container.IsNotFound(err) {
+			t.Errorf("removing network %s: %v", home, err)
+		}
+	})
+	_, _, key := engineCluster(t)
+	labels := map[string]string{kindClusterLabel: "mgmt-" + id, kindRoleLabel: string(RoleControlPlane)}
+	if err := rt.CreateContainer(ctx, container.ContainerSpec{
+		Name: node, Image: dockerenv.NodeImage(), Labels: labels, Network: home,
+		Entrypoint: []string{"sleep"}, Cmd: []string{"infinity"}, Security: container.SecuritySpec{CapAdd: []string{"NET_ADMIN"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.RemoveContainer(context.Background(), node); err != nil {
+			t.Errorf("removing %s: %v", node, err)
+		}
+	})
+	if err := rt.StartContainer(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(rt, ManagerOptions{ManagementNodes: map[string]string{kindClusterLabel: "mgmt-" + id}})
+
+	c, err := rt.InspectContainer(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := c.Networks[home].IPv4
+	route := func(when string) {
+		t.Helper()
+		var out bytes.Buffer
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		code, err := rt.Exec(cctx, node, container.ExecOptions{Cmd: []string{"ip", "-4", "route", "get", "10.96.0.1"}, Stdout: &out, Stderr: &out})
+		if err != nil || code != 0 {
+			t.Fatalf("%s: ip route get: code %d, %v: %s", when, code, err, out.String())
+		}
+		if got := out.String(); !strings.Contains(got, " dev eth0 ") || !strings.Contains(got, " src "+own+" ") {
+			t.Errorf("%s: a cluster IP goes %q, want through eth0 from %s (the node's own network)", when, strings.TrimSpace(got), own)
+		}
+	}
+
+	network := DefaultNetworkName(key)
+	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = rt.InspectContainer(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if _, on := c.Networks[network]; !on {
+		t.Fatalf("management node not connected to %s: %v", network, c.Networks)
+	}
+	route("on the cluster's network")
+	if err := m.DeleteCluster(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	route("after the cluster's network went")
+}
