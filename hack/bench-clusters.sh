@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
 # Cluster timings on the management cluster `make quickstart` makes: BENCH_RUNS 1+1 clusters
 # made one after another, each timed from its objects to both Nodes Ready with where the time
-# went, then one control plane scaled 1 -> 3. Prints a table per run and the medians, and
-# writes them to $BENCH_OUT. Called by `make bench` with DOCKYARD, KUBECTL and BENCH_LB_IMAGE
-# set. The clusters live in namespace $BENCH_NAMESPACE; clusters of an earlier run there are
-# deleted first, and each is deleted after its run.
+# went; the last BENCH_SCALE_RUNS of them then have their control plane scaled 1 -> 3, with
+# where that time went; each cluster's deletion is timed. Prints the tables and the medians,
+# and writes them to $BENCH_OUT, with the providers' logs of each run beside it. Called by `make bench` with DOCKYARD, KUBECTL and
+# BENCH_LB_IMAGE set. The clusters live in namespace $BENCH_NAMESPACE; clusters of an earlier
+# run there are deleted first, and each is deleted after its run.
 #
 # The breakdown reads the objects' own timestamps (one-second resolution), in the order
 # Cluster API and Dockyard make things happen for a 1+1 cluster:
-#   cp data       the control plane Machine's bootstrap data secret exists (CABPK)
+#   infra ready   the Cluster's InfrastructureReady (Dockyard's network and load balancer)
+#   cp machine    the control plane Machine exists (KubeadmControlPlane made it)
+#   cp data       its bootstrap data secret exists (CABPK)
 #   cp node up    its DockyardMachine's ContainerProvisioned (systemd and containerd up)
 #   cp bootstrap  its BootstrapSucceeded (kubeadm init and the CNI applied)
 #   cp init       the Cluster's ControlPlaneInitialized (KCP saw the API server)
 #   worker data   the worker Machine's bootstrap data secret exists
 #   worker node up, worker bootstrap (kubeadm join)
 #   nodes ready   the last Machine's NodeReady
+# and for each control plane Machine a scale-up adds, from the patch of spec.replicas: the
+# Machine exists, its data, node up, bootstrap (kubeadm join as a control plane member, etcd
+# included) and its Node Ready. KCP adds one Machine at a time, each once the one before it is
+# a healthy etcd member.
 set -euo pipefail
 export LC_ALL=C
 
 : "${DOCKYARD:?}" "${KUBECTL:?}" "${BENCH_LB_IMAGE:?}"
 runs="${BENCH_RUNS:-5}"
+scale_runs="${BENCH_SCALE_RUNS:-3}"
+[ "$scale_runs" -le "$runs" ] || scale_runs=$runs
 ns="${BENCH_NAMESPACE:-bench}"
 out="${BENCH_OUT:-${DOCKYARD_CACHE:-$HOME/.cache/dockyard}/bench/clusters-$(date -u +%Y%m%dT%H%M%SZ).md}"
 mgmt_kubeconfig="${BENCH_MANAGEMENT_KUBECONFIG:-$HOME/.dockyard/dockyard-mgmt.kubeconfig}"
@@ -33,13 +42,14 @@ ts() { if [ -n "$1" ]; then date -d "$1" +%s; else echo -; fi; }
 delta() { if [ "$2" = - ]; then echo -; else echo $(($2 - $1)); fi; }
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# machine_json prints the Machines of a cluster with their role, bootstrap secret and
+# machines prints the Machines of a cluster with their role, bootstrap secret and
 # DockyardMachine, one JSON object per line.
 machines() {
 	k get machines.cluster.x-k8s.io -n "$ns" -l "cluster.x-k8s.io/cluster-name=$1" -o json |
-		jq -c '.items[] | {name: .metadata.name, cp: (.metadata.labels["cluster.x-k8s.io/control-plane"] != null),
+		jq -c '.items[] | {name: .metadata.name, created: .metadata.creationTimestamp,
+			cp: (.metadata.labels["cluster.x-k8s.io/control-plane"] != null),
 			secret: (.spec.bootstrap.dataSecretName // ""), infra: .spec.infrastructureRef.name,
-			nodeReady: ((.status.conditions // [])[] | select(.type == "NodeReady" and .status == "True") | .lastTransitionTime)}'
+			nodeReady: ([(.status.conditions // [])[] | select(.type == "NodeReady" and .status == "True") | .lastTransitionTime][0] // "")}'
 }
 
 # all_ready is true when the cluster has `want` Machines, each with its Node Ready.
@@ -75,13 +85,62 @@ secret_time() { # name
 delete_clusters
 k create namespace "$ns" --dry-run=client -o yaml | k apply -f - >/dev/null
 
-say "# Cluster timings: $runs 1+1 clusters one after another, then a control plane 1 -> 3 ($(date -u +%FT%TZ), $(nproc) cores)"
+say "# Cluster timings: $runs 1+1 clusters one after another, the last $scale_runs then scaled 1 -> 3 ($(date -u +%FT%TZ), $(nproc) cores)"
 say ""
 say "Seconds from creating the cluster's objects:"
 say ""
-say "| run | cp data | cp node up | cp bootstrap | cp init | worker data | worker node up | worker bootstrap | both Nodes Ready |"
-say "|---|---|---|---|---|---|---|---|---|"
+say "| run | infra ready | cp machine | cp data | cp node up | cp bootstrap | cp init | worker data | worker node up | worker bootstrap | both Nodes Ready |"
+say "|---|---|---|---|---|---|---|---|---|---|---|"
+
+# scale NAME: the control plane 1 -> 3, until three control plane Machines have their Node Ready
+# and the KubeadmControlPlane reports three ready replicas. Adds a row per new Machine to
+# scale_rows and the total to scale_totals.
+scale_rows=()
+scale_totals=()
+scale() {
+	local name=$1 kcp start total m n=0
+	kcp=$(k get kubeadmcontrolplanes -n "$ns" -l "cluster.x-k8s.io/cluster-name=$name" -o jsonpath='{.items[0].metadata.name}')
+	start=$(now)
+	k patch kubeadmcontrolplane -n "$ns" "$kcp" --type merge -p '{"spec":{"replicas":3}}' >/dev/null
+	wait_ready "$name" 4 900
+	until [ "$(k get kubeadmcontrolplane -n "$ns" "$kcp" -o jsonpath='{.status.readyReplicas}')" = 3 ]; do
+		if [ $(($(now) - start)) -gt 900 ]; then
+			say "- control plane 1 -> 3: KubeadmControlPlane $kcp not 3 ready replicas after 900 s"
+			exit 1
+		fi
+		sleep 1
+	done
+	total=$(($(now) - start))
+	scale_totals+=("$total")
+	# The Machines made after the patch, oldest first.
+	while read -r m; do
+		n=$((n + 1))
+		local row="| $name | $((n + 1))"
+		row+=" | $(delta "$start" "$(ts "$(jq -r .created <<<"$m")")")"
+		row+=" | $(delta "$start" "$(ts "$(secret_time "$(jq -r .secret <<<"$m")")")")"
+		row+=" | $(delta "$start" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$m")" ContainerProvisioned)")")"
+		row+=" | $(delta "$start" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$m")" BootstrapSucceeded)")")"
+		row+=" | $(delta "$start" "$(ts "$(jq -r .nodeReady <<<"$m")")")"
+		row+=" | $( [ "$n" = 2 ] && echo "$total" || echo) |"
+		scale_rows+=("$row")
+	done < <(machines "$name" | jq -s -c --arg t "$(date -u -d "@$start" +%FT%TZ)" 'map(select(.cp and .created >= $t)) | sort_by(.created, .name) | .[]')
+}
+
+# keep_logs NAME SINCE: the providers' logs over the run (Cluster API's and Dockyard's), beside
+# the report, for a run that went slower than the others.
+logs="${out%.md}-logs"
+keep_logs() {
+	local d="$logs/$1" nsd
+	mkdir -p "$d"
+	k get deployments -A -l cluster.x-k8s.io/provider -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null |
+		while read -r nsd; do
+			k logs -n "${nsd%/*}" "deployment/${nsd#*/}" --all-containers --timestamps --since-time="$(date -u -d "@$2" +%FT%TZ)" \
+				>"$d/${nsd#*/}.log" 2>&1 || true
+		done
+}
+
 totals=()
+deletes=()
 for i in $(seq 1 "$runs"); do
 	name="$ns-$i"
 	start=$(now)
@@ -92,6 +151,8 @@ for i in $(seq 1 "$runs"); do
 	cp=$(machines "$name" | jq -s -c 'map(select(.cp)) | .[0]')
 	wk=$(machines "$name" | jq -s -c 'map(select(.cp | not)) | .[0]')
 	row="| $i"
+	row+=" | $(delta "$t0" "$(ts "$(cond_time clusters.cluster.x-k8s.io "$name" InfrastructureReady)")")"
+	row+=" | $(delta "$t0" "$(ts "$(jq -r .created <<<"$cp")")")"
 	row+=" | $(delta "$t0" "$(ts "$(secret_time "$(jq -r .secret <<<"$cp")")")")"
 	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$cp")" ContainerProvisioned)")")"
 	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$cp")" BootstrapSucceeded)")")"
@@ -102,28 +163,26 @@ for i in $(seq 1 "$runs"); do
 	row+=" | $total |"
 	say "$row"
 	totals+=("$total")
-	if [ "$i" -lt "$runs" ]; then
-		"$DOCKYARD" delete cluster "$name" -n "$ns" >/dev/null
+	keep_logs "$name" "$start"
+	if [ "$i" -gt $((runs - scale_runs)) ]; then
+		scale "$name"
 	fi
+	start=$(now)
+	"$DOCKYARD" delete cluster "$name" -n "$ns" >/dev/null
+	deletes+=("$(($(now) - start))")
 done
 say ""
 say "- 1+1 to both Nodes Ready: median $(printf '%s\n' "${totals[@]}" | median) s of $runs runs (each: ${totals[*]} s)"
-
-# The last cluster's control plane 1 -> 3: until three control plane Machines have their Node
-# Ready and the KubeadmControlPlane reports three ready replicas.
-name="$ns-$runs"
-kcp=$(k get kubeadmcontrolplanes -n "$ns" -l "cluster.x-k8s.io/cluster-name=$name" -o jsonpath='{.items[0].metadata.name}')
-start=$(now)
-k patch kubeadmcontrolplane -n "$ns" "$kcp" --type merge -p '{"spec":{"replicas":3}}' >/dev/null
-wait_ready "$name" 4 900
-until [ "$(k get kubeadmcontrolplane -n "$ns" "$kcp" -o jsonpath='{.status.readyReplicas}')" = 3 ]; do
-	if [ $(($(now) - start)) -gt 900 ]; then
-		say "- control plane 1 -> 3: KubeadmControlPlane $kcp not 3 ready replicas after 900 s"
-		exit 1
-	fi
-	sleep 1
-done
-say "- control plane 1 -> 3 (three Nodes Ready, KubeadmControlPlane 3 ready replicas): $(($(now) - start)) s"
-"$DOCKYARD" delete cluster "$name" -n "$ns" >/dev/null
+if [ "$scale_runs" -gt 0 ]; then
+	say ""
+	say "Control plane 1 -> 3, seconds from the patch of spec.replicas, per Machine KCP added:"
+	say ""
+	say "| cluster | member | Machine | data | node up | bootstrap | Node Ready | 3 ready replicas |"
+	say "|---|---|---|---|---|---|---|---|"
+	for row in "${scale_rows[@]}"; do say "$row"; done
+	say ""
+	say "- control plane 1 -> 3 (three Nodes Ready, KubeadmControlPlane 3 ready replicas): median $(printf '%s\n' "${scale_totals[@]}" | median) s of $scale_runs runs (each: ${scale_totals[*]} s)"
+fi
+say "- deletion (dockyard delete cluster until nothing is left on the engine): median $(printf '%s\n' "${deletes[@]}" | median) s (each: ${deletes[*]} s)"
 say ""
-say "Written to $out"
+say "Written to $out (the providers' logs of each run: $logs/)"
