@@ -28,8 +28,10 @@ import (
 // connections to webhooks kept that address, and when the cluster was deleted they hung until
 // their 10 s timeout, one webhook call after another (a KubeadmControlPlane's first Machine
 // 20 to 80 s late, objects refused). After joining or leaving a network, and the first time a
-// manager sees a node, it runs scripts/own-routes.sh there: two half-default routes through
-// the node's own network (eth0), more specific than whatever default route the engine set.
+// manager sees a node, it runs scripts/own-routes.sh there: policy rules that send what the
+// main table has only a default route for through the node's own network (eth0), leaving the
+// main table to the engine (which refuses to join a network whose subnet overlaps a route
+// there, and rewrites its default route at each join and leave).
 
 // ManagementResync is how often a cluster network is checked for management nodes that
 // joined the management cluster after the network was made.
@@ -129,7 +131,7 @@ func (m *Manager) disconnectManagementNodes(ctx context.Context, network string)
 //go:embed scripts/own-routes.sh
 var ownRoutesScript string
 
-// keepOwnRoutes sets a management node's half-default routes through its own network
+// keepOwnRoutes sets a management node's routes through its own network
 // (scripts/own-routes.sh), given the gateways of every network the node is on, and remembers
 // the node (by container ID) as done. A node gone meanwhile is not an error.
 func (m *Manager) keepOwnRoutes(ctx context.Context, name string) error {

@@ -13,10 +13,12 @@ import (
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
-// A management node joined to a cluster's network keeps sending what has no route of its own
-// (a Service's cluster IP here) through its own network, from its own address, while on it and
-// after leaving it. Docker gives the default route to the network first by name; the node's
-// own network is named to sort after the cluster's, as kind's "kind" sorts after "dockyard-…".
+// A management node joined to clusters' networks keeps sending what has no route of its own (a
+// Service's cluster IP here) through its own network, from its own address, while on them and
+// after leaving them, and can still join more. Docker gives the default route to the network
+// first by name: the node's own network is named to sort after the clusters' (as kind's "kind"
+// sorts after "dockyard-…"), and the second cluster's network before the first's, so Docker
+// moves its default route at each join and leave.
 func TestManagementNodeKeepsItsOwnRoutesOnTheEngine(t *testing.T) {
 	rt := dockerenv.Engine(t)
 	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
@@ -71,19 +73,35 @@ func TestManagementNodeKeepsItsOwnRoutesOnTheEngine(t *testing.T) {
 		}
 	}
 
-	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
-		t.Fatal(err)
+	_, _, key2 := engineCluster(t)
+	if DefaultNetworkName(key2) > DefaultNetworkName(key) {
+		key, key2 = key2, key
 	}
-	if c, err = rt.InspectContainer(ctx, node); err != nil {
-		t.Fatal(err)
+	for _, k := range []ClusterKey{key, key2} {
+		network := DefaultNetworkName(k)
+		if _, err := m.EnsureNetwork(ctx, k, network); err != nil {
+			t.Fatal(err)
+		}
+		if c, err = rt.InspectContainer(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		ep, on := c.Networks[network]
+		if !on {
+			t.Fatalf("management node not connected to %s: %v", network, c.Networks)
+		}
+		var out bytes.Buffer
+		if code, err := rt.Exec(ctx, node, container.ExecOptions{Cmd: []string{"ip", "-4", "-o", "addr"}, Stdout: &out}); err != nil || code != 0 {
+			t.Fatalf("ip addr: code %d, %v", code, err)
+		}
+		if !strings.Contains(out.String(), " "+ep.IPv4+"/") {
+			t.Fatalf("the engine reports %s on %s, the node has no such address:\n%s", ep.IPv4, network, out.String())
+		}
+		route("on " + network)
 	}
-	if _, on := c.Networks[network]; !on {
-		t.Fatalf("management node not connected to %s: %v", network, c.Networks)
+	for _, k := range []ClusterKey{key2, key} {
+		if err := m.DeleteCluster(ctx, k, DefaultNetworkName(k)); err != nil {
+			t.Fatal(err)
+		}
+		route("after " + DefaultNetworkName(k) + " went")
 	}
-	route("on the cluster's network")
-	if err := m.DeleteCluster(ctx, key, network); err != nil {
-		t.Fatal(err)
-	}
-	route("after the cluster's network went")
 }
