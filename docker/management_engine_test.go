@@ -3,8 +3,6 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -23,19 +21,10 @@ func TestManagementNodeKeepsItsOwnRoutesOnTheEngine(t *testing.T) {
 	rt := dockerenv.Engine(t)
 	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
 	ctx := context.Background()
-	suffix := make([]byte, 3)
-	_, _ = rand.Read(suffix)
-	id := hex.EncodeToString(suffix)
-	home, node := "zz-dockyard-test-home-"+id, "dockyard-test-mgmt-"+id
-	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: home}); err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs after the node's removal and the cluster's clean-up.
-	t.Cleanup(func() {
-		if err := rt.RemoveNetwork(context.Background(), home); err != nil && !container.IsNotFound(err) {
-			t.Errorf("removing network %s: %v", home, err)
-		}
-	})
+	// Made first, so it is removed after the node and the clusters.
+	home := userNetwork(t, rt, "zz-dockyard-test-home-")
+	id := strings.TrimPrefix(home, "zz-dockyard-test-home-")
+	node := "dockyard-test-mgmt-" + id
 	_, _, key := engineCluster(t)
 	labels := map[string]string{kindClusterLabel: "mgmt-" + id, kindRoleLabel: string(RoleControlPlane)}
 	if err := rt.CreateContainer(ctx, container.ContainerSpec{

@@ -21,22 +21,30 @@ import (
 // Two clusters on one network the user created (spec.network.existing.name): each load
 // balancer serves its own cluster's backend and nothing of the other's, and deleting one
 // cluster leaves the other's load balancer serving and the network in place.
+// userNetwork creates a network of the user's (no Dockyard label) named prefix and a random
+// suffix, removed when the test ends: after the clean-ups registered later.
+func userNetwork(t *testing.T, rt container.Runtime, prefix string) string {
+	t.Helper()
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	name := prefix + hex.EncodeToString(suffix)
+	if err := rt.CreateNetwork(context.Background(), container.NetworkSpec{Name: name}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := rt.RemoveNetwork(context.Background(), name); err != nil && !container.IsNotFound(err) {
+			t.Errorf("removing network %s: %v", name, err)
+		}
+	})
+	return name
+}
+
 func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 	rt := dockerenv.Engine(t)
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
 	ctx := context.Background()
-	suffix := make([]byte, 3)
-	_, _ = rand.Read(suffix)
-	shared := "dockyard-test-shared-" + hex.EncodeToString(suffix)
-	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: shared}); err != nil {
-		t.Fatal(err)
-	}
-	// Registered first, so it runs after the clusters' own clean-ups.
-	t.Cleanup(func() {
-		if err := rt.RemoveNetwork(context.Background(), shared); err != nil && !container.IsNotFound(err) {
-			t.Errorf("removing the shared network: %v", err)
-		}
-	})
+	// Made first, so it is removed after the clusters' own clean-ups.
+	shared := userNetwork(t, rt, "dockyard-test-shared-")
 	ma, _, a := engineCluster(t)
 	mb, _, b := engineCluster(t)
 	bin := buildBackend(t)
