@@ -80,6 +80,15 @@ secret_time() { # name
 	[ -n "$1" ] || { echo; return; }
 	k get secret -n "$ns" "$1" -o jsonpath='{.metadata.creationTimestamp}' 2>/dev/null || true
 }
+# steps T0 MACHINE prints " | data | node up | bootstrap" of a Machine (one object of
+# `machines`): seconds from T0 to its bootstrap data, ContainerProvisioned, BootstrapSucceeded.
+steps() {
+	local infra
+	infra=$(jq -r .infra <<<"$2")
+	printf ' | %s | %s | %s' "$(delta "$1" "$(ts "$(secret_time "$(jq -r .secret <<<"$2")")")")" \
+		"$(delta "$1" "$(ts "$(cond_time dockyardmachines "$infra" ContainerProvisioned)")")" \
+		"$(delta "$1" "$(ts "$(cond_time dockyardmachines "$infra" BootstrapSucceeded)")")"
+}
 
 [ -r "$mgmt_kubeconfig" ] || { echo "bench: no management cluster kubeconfig at $mgmt_kubeconfig (make quickstart makes it)" >&2; exit 2; }
 delete_clusters
@@ -116,10 +125,7 @@ scale() {
 	while read -r m; do
 		n=$((n + 1))
 		local row="| $name | $((n + 1))"
-		row+=" | $(delta "$start" "$(ts "$(jq -r .created <<<"$m")")")"
-		row+=" | $(delta "$start" "$(ts "$(secret_time "$(jq -r .secret <<<"$m")")")")"
-		row+=" | $(delta "$start" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$m")" ContainerProvisioned)")")"
-		row+=" | $(delta "$start" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$m")" BootstrapSucceeded)")")"
+		row+=" | $(delta "$start" "$(ts "$(jq -r .created <<<"$m")")")$(steps "$start" "$m")"
 		row+=" | $(delta "$start" "$(ts "$(jq -r .nodeReady <<<"$m")")")"
 		row+=" | $( [ "$n" = 2 ] && echo "$total" || echo) |"
 		scale_rows+=("$row")
@@ -152,14 +158,8 @@ for i in $(seq 1 "$runs"); do
 	wk=$(machines "$name" | jq -s -c 'map(select(.cp | not)) | .[0]')
 	row="| $i"
 	row+=" | $(delta "$t0" "$(ts "$(cond_time clusters.cluster.x-k8s.io "$name" InfrastructureReady)")")"
-	row+=" | $(delta "$t0" "$(ts "$(jq -r .created <<<"$cp")")")"
-	row+=" | $(delta "$t0" "$(ts "$(secret_time "$(jq -r .secret <<<"$cp")")")")"
-	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$cp")" ContainerProvisioned)")")"
-	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$cp")" BootstrapSucceeded)")")"
-	row+=" | $(delta "$t0" "$(ts "$(cond_time clusters.cluster.x-k8s.io "$name" ControlPlaneInitialized)")")"
-	row+=" | $(delta "$t0" "$(ts "$(secret_time "$(jq -r .secret <<<"$wk")")")")"
-	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$wk")" ContainerProvisioned)")")"
-	row+=" | $(delta "$t0" "$(ts "$(cond_time dockyardmachines "$(jq -r .infra <<<"$wk")" BootstrapSucceeded)")")"
+	row+=" | $(delta "$t0" "$(ts "$(jq -r .created <<<"$cp")")")$(steps "$t0" "$cp")"
+	row+=" | $(delta "$t0" "$(ts "$(cond_time clusters.cluster.x-k8s.io "$name" ControlPlaneInitialized)")")$(steps "$t0" "$wk")"
 	row+=" | $total |"
 	say "$row"
 	totals+=("$total")
