@@ -24,6 +24,8 @@ type DockyardCluster struct {
 	DefaultLoadBalancerImage string
 	// Policy is what a cluster may ask of the engine's host.
 	Policy *policy.Policy
+	// Environment is what the webhook looks up beyond the policy.
+	Environment Environment
 }
 
 // SetupWebhookWithManager registers the webhooks with the manager's webhook server.
@@ -69,17 +71,17 @@ func oldDockyardCluster(ctx context.Context) (*infrav1.DockyardCluster, error) {
 }
 
 // ValidateCreate validates a new DockyardCluster.
-func (w *DockyardCluster) ValidateCreate(_ context.Context, c *infrav1.DockyardCluster) (admission.Warnings, error) {
+func (w *DockyardCluster) ValidateCreate(ctx context.Context, c *infrav1.DockyardCluster) (admission.Warnings, error) {
 	allErrs := validateClusterSpec(&c.Spec, field.NewPath("spec"))
-	allErrs = append(allErrs, checkClusterPolicy(w.Policy, nil, &c.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, checkClusterPolicy(ctx, w.Policy, w.Environment, c.Namespace, nil, &c.Spec, field.NewPath("spec"))...)
 	return nil, invalidIfAny(c.Name, "DockyardCluster", allErrs)
 }
 
 // ValidateUpdate validates a change to a DockyardCluster.
-func (w *DockyardCluster) ValidateUpdate(_ context.Context, oldC, newC *infrav1.DockyardCluster) (admission.Warnings, error) {
+func (w *DockyardCluster) ValidateUpdate(ctx context.Context, oldC, newC *infrav1.DockyardCluster) (admission.Warnings, error) {
 	allErrs := validateClusterSpec(&newC.Spec, field.NewPath("spec"))
 	allErrs = append(allErrs, validateClusterUpdate(&oldC.Spec, &newC.Spec, field.NewPath("spec"))...)
-	allErrs = append(allErrs, checkClusterPolicy(w.Policy, &oldC.Spec, &newC.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, checkClusterPolicy(ctx, w.Policy, w.Environment, newC.Namespace, &oldC.Spec, &newC.Spec, field.NewPath("spec"))...)
 	return nil, invalidIfAny(newC.Name, "DockyardCluster", allErrs)
 }
 

@@ -27,6 +27,8 @@ type DockyardClusterTemplate struct {
 	DefaultLoadBalancerImage string
 	// Policy is what clusters made from the template may ask of the engine's host.
 	Policy *policy.Policy
+	// Environment is what the webhook looks up beyond the policy.
+	Environment Environment
 }
 
 // SetupWebhookWithManager registers the webhooks with the manager's webhook server.
@@ -50,9 +52,9 @@ func (w *DockyardClusterTemplate) Default(_ context.Context, t *infrav1.Dockyard
 }
 
 // ValidateCreate validates a new DockyardClusterTemplate.
-func (w *DockyardClusterTemplate) ValidateCreate(_ context.Context, t *infrav1.DockyardClusterTemplate) (admission.Warnings, error) {
+func (w *DockyardClusterTemplate) ValidateCreate(ctx context.Context, t *infrav1.DockyardClusterTemplate) (admission.Warnings, error) {
 	allErrs := validateClusterSpec(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
-	allErrs = append(allErrs, checkClusterPolicy(w.Policy, nil, &t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
+	allErrs = append(allErrs, checkClusterPolicy(ctx, w.Policy, w.Environment, t.Namespace, nil, &t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	return nil, invalidIfAny(t.Name, "DockyardClusterTemplate", allErrs)
 }
@@ -61,7 +63,7 @@ func (w *DockyardClusterTemplate) ValidateCreate(_ context.Context, t *infrav1.D
 // dry-run requests the topology controller sends to compute its diff.
 func (w *DockyardClusterTemplate) ValidateUpdate(ctx context.Context, oldT, newT *infrav1.DockyardClusterTemplate) (admission.Warnings, error) {
 	allErrs := validateClusterSpec(&newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
-	allErrs = append(allErrs, checkClusterPolicy(w.Policy, &oldT.Spec.Template.Spec, &newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
+	allErrs = append(allErrs, checkClusterPolicy(ctx, w.Policy, w.Environment, newT.Namespace, &oldT.Spec.Template.Spec, &newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, newT.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	immutable, err := templateSpecChanged(ctx, newT, oldT.Spec.Template.Spec, newT.Spec.Template.Spec)
 	if err != nil {
@@ -94,7 +96,7 @@ var _ admission.Validator[*infrav1.DockyardMachineTemplate] = &DockyardMachineTe
 // ValidateCreate validates a new DockyardMachineTemplate.
 func (w *DockyardMachineTemplate) ValidateCreate(_ context.Context, t *infrav1.DockyardMachineTemplate) (admission.Warnings, error) {
 	allErrs := validateMachineSpec(&t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
-	allErrs = append(allErrs, checkMachinePolicy(w.Policy, nil, &t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
+	allErrs = append(allErrs, checkMachinePolicy(w.Policy, t.Namespace, nil, &t.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, t.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	return nil, invalidIfAny(t.Name, "DockyardMachineTemplate", allErrs)
 }
@@ -103,7 +105,7 @@ func (w *DockyardMachineTemplate) ValidateCreate(_ context.Context, t *infrav1.D
 // dry-run requests the topology controller sends to compute its diff.
 func (w *DockyardMachineTemplate) ValidateUpdate(ctx context.Context, oldT, newT *infrav1.DockyardMachineTemplate) (admission.Warnings, error) {
 	allErrs := validateMachineSpec(&newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))
-	allErrs = append(allErrs, checkMachinePolicy(w.Policy, &oldT.Spec.Template.Spec, &newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
+	allErrs = append(allErrs, checkMachinePolicy(w.Policy, newT.Namespace, &oldT.Spec.Template.Spec, &newT.Spec.Template.Spec, field.NewPath("spec", "template", "spec"))...)
 	allErrs = append(allErrs, newT.Spec.Template.ObjectMeta.Validate(field.NewPath("spec", "template", "metadata"))...)
 	immutable, err := templateSpecChanged(ctx, newT, oldT.Spec.Template.Spec, newT.Spec.Template.Spec)
 	if err != nil {

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"path"
@@ -26,6 +27,10 @@ var (
 
 	// reservedContainerPaths are mounted by Dockyard itself in every node container.
 	reservedContainerPaths = sets.New("/", "/var", "/run", "/tmp", "/lib/modules")
+
+	// reservedNetworkNames are the engine's own networks, which spec.network.name (a network
+	// Dockyard creates) may not name.
+	reservedNetworkNames = sets.New("host", "none", "bridge", "default", "podman")
 )
 
 // validateClusterSpec checks a DockyardCluster spec (also inside a template).
@@ -58,6 +63,10 @@ func validateNetwork(n *infrav1.NetworkSpec, fldPath *field.Path) field.ErrorLis
 	if n.Existing.Name != "" && (n.Name != "" || len(n.Subnets) > 0) {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("existing"),
 			"names a network that exists already; name and subnets describe the network Dockyard creates: set one or the other"))
+	}
+	if reservedNetworkNames.Has(n.Name) || strings.HasPrefix(n.Name, "dockyard-") {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("name"), n.Name,
+			"names a network Dockyard creates for the cluster: host, none and bridge are the engine's own and dockyard-* are Dockyard's; a network that exists already goes in spec.network.existing.name"))
 	}
 	families := map[bool]string{}
 	for i, s := range n.Subnets {
@@ -225,10 +234,11 @@ func validateAbsolutePath(p string, fldPath *field.Path) field.ErrorList {
 	return nil
 }
 
-// checkMachinePolicy refuses what a DockyardMachine spec asks of the engine's host beyond the
-// manager's policy: host paths to mount and the node image. With an old spec (an update) only
+// checkMachinePolicy refuses what a DockyardMachine spec (of a machine in namespace) asks of the
+// engine's host beyond the manager's policy: the node image, host paths to mount, images to
+// load from the engine, host addresses and ports to publish on. With an old spec (an update) only
 // what changes is checked, so tightening the policy never blocks updates of existing objects.
-func checkMachinePolicy(p *policy.Policy, oldSpec, newSpec *infrav1.DockyardMachineSpec, fldPath *field.Path) field.ErrorList {
+func checkMachinePolicy(p *policy.Policy, namespace string, oldSpec, newSpec *infrav1.DockyardMachineSpec, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	if newSpec.Image != "" && isImageRef(newSpec.Image) && (oldSpec == nil || oldSpec.Image != newSpec.Image) {
 		if err := p.CheckImage(newSpec.Image); err != nil {
@@ -236,10 +246,14 @@ func checkMachinePolicy(p *policy.Policy, oldSpec, newSpec *infrav1.DockyardMach
 		}
 	}
 	mounted := sets.New[string]()
+	loaded := sets.New[string]()
+	published := sets.New[infrav1.PortMapping]()
 	if oldSpec != nil {
 		for _, m := range oldSpec.ExtraMounts {
 			mounted.Insert(m.HostPath)
 		}
+		loaded.Insert(oldSpec.PreLoadImages...)
+		published.Insert(oldSpec.Ports...)
 	}
 	for i, m := range newSpec.ExtraMounts {
 		if mounted.Has(m.HostPath) {
@@ -249,18 +263,99 @@ func checkMachinePolicy(p *policy.Policy, oldSpec, newSpec *infrav1.DockyardMach
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("extraMounts").Index(i).Child("hostPath"), err.Error()))
 		}
 	}
+	allErrs = append(allErrs, checkLoadImages(p, namespace, loaded, newSpec.PreLoadImages, fldPath.Child("preLoadImages"))...)
+	for i, pm := range newSpec.Ports {
+		if published.Has(pm) {
+			continue
+		}
+		if err := p.CheckPort(pm.ListenAddress, int(pm.HostPort)); err != nil {
+			fld := fldPath.Child("ports").Index(i).Child("listenAddress")
+			if strings.Contains(err.Error(), policy.MinHostPortFlag) {
+				fld = fldPath.Child("ports").Index(i).Child("hostPort")
+			}
+			allErrs = append(allErrs, field.Forbidden(fld, err.Error()))
+		}
+	}
 	return allErrs
 }
 
-// checkClusterPolicy refuses a load balancer image beyond the manager's policy (on an update,
-// only a changed one).
-func checkClusterPolicy(p *policy.Policy, oldSpec, newSpec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
-	img := newSpec.LoadBalancer.Image
-	if img == "" || !isImageRef(img) || (oldSpec != nil && oldSpec.LoadBalancer.Image == img) {
-		return nil
+// checkLoadImages refuses the images of a list, but those loaded already, that the policy does
+// not let namespace load from the engine.
+func checkLoadImages(p *policy.Policy, namespace string, loaded sets.Set[string], images []string, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for i, img := range images {
+		if loaded.Has(img) || !isImageRef(img) {
+			continue
+		}
+		if err := p.CheckLoadImage(img, namespace); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Index(i), err.Error()))
+		}
 	}
-	if err := p.CheckImage(img); err != nil {
-		return field.ErrorList{field.Forbidden(fldPath.Child("loadBalancer", "image"), err.Error())}
+	return allErrs
+}
+
+// checkClusterPolicy refuses what a DockyardCluster spec (of a cluster in namespace) asks beyond
+// the manager's policy: the load balancer image, images to load into its nodes, a network it did
+// not make, subnets (also against what env says is in use), a local registry that does not
+// serve the namespace. On an update only what changes is checked.
+func checkClusterPolicy(ctx context.Context, p *policy.Policy, env Environment, namespace string, oldSpec, newSpec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	if img := newSpec.LoadBalancer.Image; img != "" && isImageRef(img) && (oldSpec == nil || oldSpec.LoadBalancer.Image != img) {
+		if err := p.CheckImage(img); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "image"), err.Error()))
+		}
 	}
-	return nil
+	loaded := sets.New[string]()
+	if oldSpec != nil {
+		loaded.Insert(oldSpec.LoadImages...)
+	}
+	allErrs = append(allErrs, checkLoadImages(p, namespace, loaded, newSpec.LoadImages, fldPath.Child("loadImages"))...)
+	if oldSpec == nil || !equality.Semantic.DeepEqual(oldSpec.Network, newSpec.Network) {
+		n := &newSpec.Network
+		if n.Existing.Name != "" {
+			if err := p.CheckNetwork(n.Existing.Name); err != nil {
+				allErrs = append(allErrs, field.Forbidden(fldPath.Child("network", "existing", "name"), err.Error()))
+			}
+		}
+		var inUse []netip.Prefix
+		if len(n.Subnets) > 0 && env.SubnetsInUse != nil {
+			var err error
+			if inUse, err = env.SubnetsInUse(ctx); err != nil {
+				allErrs = append(allErrs, field.InternalError(fldPath.Child("network", "subnets"), err))
+			}
+		}
+		for i, s := range n.Subnets {
+			if _, err := netip.ParsePrefix(s); err != nil {
+				continue // validateNetwork says so
+			}
+			if err := p.CheckSubnet(s, inUse...); err != nil {
+				allErrs = append(allErrs, field.Forbidden(fldPath.Child("network", "subnets").Index(i), err.Error()))
+			}
+		}
+	}
+	if newSpec.Registry != "" && env.Registries != nil && (oldSpec == nil || oldSpec.Registry != newSpec.Registry) {
+		if err := env.Registries.CheckRegistry(ctx, newSpec.Registry, namespace); policy.IsRefused(err) {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("registry"), err.Error()))
+		} else if err != nil {
+			allErrs = append(allErrs, field.InternalError(fldPath.Child("registry"), err))
+		}
+	}
+	return allErrs
+}
+
+// Environment is what the cluster webhooks look up beyond the policy; a nil field is not
+// looked up (the controllers still check it before they create anything).
+type Environment struct {
+	// Registries tells which namespaces the engine's local registries serve.
+	Registries Registries
+	// SubnetsInUse returns the subnets the management cluster and the engine's host use now.
+	SubnetsInUse policy.SubnetsFunc
+}
+
+// Registries tells whether a local registry on the engine serves a namespace.
+type Registries interface {
+	// CheckRegistry returns a policy refusal (policy.IsRefused) when registry name exists and
+	// does not serve namespace; nil when it serves it or does not exist (the cluster waits for
+	// it); any other error when the engine cannot tell.
+	CheckRegistry(ctx context.Context, name, namespace string) error
 }

@@ -2,7 +2,9 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
@@ -32,12 +34,19 @@ func TestMain(m *testing.M) {
 	var err error
 	env, err = envtest.Start(ctx, envtest.Options{
 		Setup: func(_ context.Context, mgr ctrl.Manager) error {
-			// The policy of a manager whose administrator allows mounting the engine's socket.
-			p, err := policy.New([]string{"/var/run/docker.sock"}, policy.DefaultImageRepositories)
+			// The policy of a manager whose administrator allows mounting the engine's socket,
+			// loading the CNI and pause images, and joining the network "shared"; the management
+			// cluster's Services are on 10.96.0.0/12.
+			cfg := policy.DefaultConfig()
+			cfg.HostPaths = []string{"/var/run/docker.sock"}
+			cfg.LoadImageRepositories = append(cfg.LoadImageRepositories, "localhost/dockyard/flannel", "registry.k8s.io/pause")
+			cfg.Networks = []string{"shared"}
+			cfg.ReservedSubnets = []string{"10.96.0.0/12"}
+			p, err := policy.New(cfg)
 			if err != nil {
 				return err
 			}
-			return SetupWithManager(mgr, Options{DefaultLoadBalancerImage: testLBImage, Policy: p})
+			return SetupWithManager(mgr, Options{DefaultLoadBalancerImage: testLBImage, Policy: p, Environment: Environment{Registries: testRegistries{}, SubnetsInUse: testSubnetsInUse}})
 		},
 	})
 	if err != nil {
@@ -101,6 +110,28 @@ func validClusterSpec() infrav1.DockyardClusterSpec {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// testSubnetsInUse says the engine's host routes 172.30.0.0/16.
+func testSubnetsInUse(context.Context) ([]netip.Prefix, error) {
+	return []netip.Prefix{netip.MustParsePrefix("172.30.0.0/16")}, nil
+}
+
+// testRegistries knows two local registries: team-a-registry serves namespaces whose name
+// starts with "webhooks" (the tests'), team-b-registry serves team-b only; any other is not on
+// the engine, and "broken" cannot be looked at.
+type testRegistries struct{}
+
+func (testRegistries) CheckRegistry(_ context.Context, name, namespace string) error {
+	switch {
+	case name == "broken":
+		return errors.New("the engine does not answer")
+	case name == "team-a-registry" && strings.HasPrefix(namespace, "webhooks"):
+		return nil
+	case name == "team-b-registry":
+		return policy.Refusedf("local registry %s serves namespaces team-b, not %s", name, namespace)
+	}
+	return nil
+}
 
 func TestEveryKindAcceptsAValidSample(t *testing.T) {
 	ctx := context.Background()
@@ -185,31 +216,31 @@ func TestDockyardClusterRejectsInvalidSpecs(t *testing.T) {
 			s.Network.Existing.Name = "shared"
 		}, []string{"spec.network", "set one or the other"}},
 		{"existing network together with subnets", func(s *infrav1.DockyardClusterSpec) {
-			s.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "shared"}, Subnets: []string{"10.100.0.0/24"}}
+			s.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "shared"}, Subnets: []string{"10.200.0.0/24"}}
 		}, []string{"spec.network", "set one or the other"}},
 		{"invalid existing network name", func(s *infrav1.DockyardClusterSpec) {
 			s.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "bad name"}}
 		}, []string{"spec.network.existing.name"}},
 		{"subnet that is no CIDR", func(s *infrav1.DockyardClusterSpec) {
-			s.Network.Subnets = []string{"10.100.0.0"}
+			s.Network.Subnets = []string{"10.200.0.0"}
 		}, []string{"spec.network.subnets[0]", "CIDR"}},
 		{"subnet with host bits", func(s *infrav1.DockyardClusterSpec) {
-			s.Network.Subnets = []string{"10.100.0.1/24"}
-		}, []string{"spec.network.subnets[0]", "10.100.0.0/24"}},
+			s.Network.Subnets = []string{"10.200.0.1/24"}
+		}, []string{"spec.network.subnets[0]", "10.200.0.0/24"}},
 		{"subnet too small to split", func(s *infrav1.DockyardClusterSpec) {
-			s.Network.Subnets = []string{"10.100.0.0/29"}
+			s.Network.Subnets = []string{"10.200.0.0/29"}
 		}, []string{"spec.network.subnets[0]", "/28 or larger"}},
 		{"IPv6 subnet too small", func(s *infrav1.DockyardClusterSpec) {
-			s.Network.Subnets = []string{"10.100.0.0/24", "fd00:10::/120"}
+			s.Network.Subnets = []string{"10.200.0.0/24", "fd00:10::/120"}
 		}, []string{"spec.network.subnets[1]", "/112 or larger"}},
 		{"two IPv6 subnets", func(s *infrav1.DockyardClusterSpec) {
 			s.Network.Subnets = []string{"fd00:10::/64", "fd00:11::/64"}
 		}, []string{"spec.network.subnets[1]", "at most one subnet per IP family"}},
 		{"two IPv4 subnets", func(s *infrav1.DockyardClusterSpec) {
-			s.Network.Subnets = []string{"10.100.0.0/24", "10.101.0.0/24"}
+			s.Network.Subnets = []string{"10.200.0.0/24", "10.201.0.0/24"}
 		}, []string{"spec.network.subnets[1]", "at most one subnet per IP family"}},
 		{"three subnets", func(s *infrav1.DockyardClusterSpec) {
-			s.Network.Subnets = []string{"10.100.0.0/24", "10.101.0.0/24", "10.102.0.0/24"}
+			s.Network.Subnets = []string{"10.200.0.0/24", "10.201.0.0/24", "10.202.0.0/24"}
 		}, []string{"spec.network.subnets", "must have at most 2 items"}},
 	}
 	for i, tt := range tests {
@@ -257,7 +288,7 @@ func TestDockyardClusterImmutableFields(t *testing.T) {
 	expectRejected(t, env.Client.Update(ctx, renet), "spec.network", "immutable")
 
 	resubnet := dc.DeepCopy()
-	resubnet.Spec.Network.Subnets = []string{"10.100.0.0/24"}
+	resubnet.Spec.Network.Subnets = []string{"10.200.0.0/24"}
 	expectRejected(t, env.Client.Update(ctx, resubnet), "spec.network", "immutable")
 
 	// Neither can a cluster on Dockyard's own network move to an existing one, nor back.
@@ -286,9 +317,9 @@ func TestDockyardClusterNetworkVariants(t *testing.T) {
 	ns := namespace(t)
 	for name, network := range map[string]infrav1.NetworkSpec{
 		"existing": {Existing: infrav1.ExistingNetworkSpec{Name: "shared"}},
-		"created":  {Name: "custom", Subnets: []string{"10.100.0.0/24"}},
+		"created":  {Name: "custom", Subnets: []string{"10.200.0.0/24"}},
 		"subnet":   {Subnets: []string{"192.168.200.0/28"}},
-		"dual":     {Subnets: []string{"10.100.0.0/24", "fd00:100::/64"}},
+		"dual":     {Subnets: []string{"10.200.0.0/24", "fd00:100::/64"}},
 		"ipv6":     {Subnets: []string{"fd00:100::/112"}},
 		"default":  {},
 	} {
@@ -508,16 +539,153 @@ func TestTemplatesRejectInvalidSpecs(t *testing.T) {
 // updating their labels and owner references): only what changes is checked.
 func TestPolicyChecksOnlyWhatChanges(t *testing.T) {
 	strict := policy.Default()
-	old := validMachineSpec() // mounts the engine's socket, which the default policy refuses
+	// Mounts the engine's socket and preloads two images, which the default policy refuses.
+	old := validMachineSpec()
+	old.Ports = []infrav1.PortMapping{{ContainerPort: 80, HostPort: 80, ListenAddress: "0.0.0.0"}}
 	updated := old.DeepCopy()
-	if errs := checkMachinePolicy(strict, &old, updated, nil); len(errs) != 0 {
-		t.Errorf("an unchanged mount was refused: %v", errs)
+	if errs := checkMachinePolicy(strict, "ns", &old, updated, nil); len(errs) != 0 {
+		t.Errorf("unchanged fields were refused: %v", errs)
 	}
 	updated.ExtraMounts = append(updated.ExtraMounts, infrav1.Mount{HostPath: "/etc", ContainerPath: "/host-etc"})
-	if errs := checkMachinePolicy(strict, &old, updated, nil); len(errs) != 1 || !strings.Contains(errs[0].Error(), "/etc") {
+	if errs := checkMachinePolicy(strict, "ns", &old, updated, nil); len(errs) != 1 || !strings.Contains(errs[0].Error(), "/etc") {
 		t.Errorf("an added mount was not refused: %v", errs)
 	}
-	if errs := checkMachinePolicy(strict, nil, &old, nil); len(errs) != 1 {
-		t.Errorf("a new object's mount was not refused: %v", errs)
+	if errs := checkMachinePolicy(strict, "ns", nil, &old, nil); len(errs) != 4 {
+		t.Errorf("a new object's mount, two images and port were not all refused: %v", errs)
 	}
+	oldCluster := infrav1.DockyardClusterSpec{LoadImages: []string{"app:dev"}, Network: infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "host"}}}
+	updatedCluster := oldCluster.DeepCopy()
+	updatedCluster.LoadImages = append(updatedCluster.LoadImages, "localhost/ns/app:dev")
+	if errs := checkClusterPolicy(context.Background(), strict, Environment{Registries: testRegistries{}}, "ns", &oldCluster, updatedCluster, nil); len(errs) != 0 {
+		t.Errorf("unchanged fields of a cluster were refused: %v", errs)
+	}
+}
+
+// What a team with rights in one namespace could ask to reach outside it, each refused by the
+// webhooks with the field and the flag named.
+func TestPolicyRefusesWhatReachesOutsideTheNamespace(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	clusters := []struct {
+		name   string
+		mutate func(*infrav1.DockyardClusterSpec)
+		says   []string
+	}{
+		{"another team's images and the manager's own", func(s *infrav1.DockyardClusterSpec) {
+			s.LoadImages = []string{"quay.io/jetstack/cert-manager-controller:v1.11.5", "localhost/dockyard/manager:v0.1.0"}
+		}, []string{"spec.loadImages[0]", "spec.loadImages[1]", "--allowed-load-image-repositories", "localhost/" + ns + "/"}},
+		{"the host's network", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "host"}}
+		}, []string{"spec.network.existing.name", "--allowed-networks"}},
+		{"a network of the engine's by the name Dockyard creates", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Name: "bridge"}
+		}, []string{"spec.network.name", "the engine's own"}},
+		{"another cluster's network", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Name: "dockyard-dev.team-b"}
+		}, []string{"spec.network.name", "dockyard-*"}},
+		{"the management cluster's Service range", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Subnets: []string{"10.96.0.0/24"}}
+		}, []string{"spec.network.subnets[0]", "10.96.0.0/12", "reserved", "--reserved-subnets"}},
+		{"a public range", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Subnets: []string{"8.8.8.0/24"}}
+		}, []string{"spec.network.subnets[0]", "--allowed-subnet-pools"}},
+		{"a subnet the engine's host routes", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Subnets: []string{"172.30.5.0/24"}}
+		}, []string{"spec.network.subnets[0]", "172.30.0.0/16", "in use"}},
+		{"link-local", func(s *infrav1.DockyardClusterSpec) {
+			s.Network = infrav1.NetworkSpec{Subnets: []string{"169.254.0.0/24"}}
+		}, []string{"spec.network.subnets[0]", "link-local"}},
+		{"another team's registry", func(s *infrav1.DockyardClusterSpec) {
+			s.Registry = "team-b-registry"
+		}, []string{"spec.registry", "team-b"}},
+		{"a registry the engine cannot tell about", func(s *infrav1.DockyardClusterSpec) {
+			s.Registry = "broken"
+		}, []string{"spec.registry", "does not answer"}},
+	}
+	for i, tc := range clusters {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := validClusterSpec()
+			tc.mutate(&spec)
+			dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c-%d", i), Namespace: ns}, Spec: spec}
+			expectRejected(t, env.Client.Create(ctx, dc), tc.says...)
+			dct := &infrav1.DockyardClusterTemplate{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ct-%d", i), Namespace: ns},
+				Spec: infrav1.DockyardClusterTemplateSpec{Template: infrav1.DockyardClusterTemplateResource{Spec: spec}}}
+			expectRejected(t, env.Client.Create(ctx, dct), "spec.template.spec."+strings.TrimPrefix(tc.says[0], "spec."))
+		})
+	}
+	// What the namespace may use is accepted: its own images, its registry, a private subnet,
+	// an allowed network.
+	ok := validClusterSpec()
+	ok.LoadImages = []string{"localhost/" + ns + "/app:dev"}
+	ok.Registry = "team-a-registry"
+	ok.Network = infrav1.NetworkSpec{Subnets: []string{"10.200.0.0/24"}}
+	if err := env.Client.Create(ctx, &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "allowed", Namespace: ns}, Spec: ok}); err != nil {
+		t.Errorf("what the policy allows was refused: %v", err)
+	}
+	shared := validClusterSpec()
+	shared.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "shared"}}
+	if err := env.Client.Create(ctx, &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: ns}, Spec: shared}); err != nil {
+		t.Errorf("an allowed network was refused: %v", err)
+	}
+	// Adding a refused image to a cluster admitted before is refused too.
+	added := &infrav1.DockyardCluster{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "allowed"}, added); err != nil {
+		t.Fatal(err)
+	}
+	added.Spec.LoadImages = append(added.Spec.LoadImages, "localhost/dockyard/manager:v0.1.0")
+	expectRejected(t, env.Client.Update(ctx, added), "spec.loadImages[1]", "--allowed-load-image-repositories")
+
+	machines := []struct {
+		name   string
+		mutate func(*infrav1.DockyardMachineSpec)
+		says   []string
+	}{
+		{"a kubelet on every interface", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 10250, HostPort: 8080, ListenAddress: "0.0.0.0"}}
+		}, []string{"spec.ports[0].listenAddress", "0.0.0.0", "--allowed-listen-addresses"}},
+		{"etcd on ::", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 2379, ListenAddress: "::"}}
+		}, []string{"spec.ports[0].listenAddress", "--allowed-listen-addresses"}},
+		{"a privileged host port", func(s *infrav1.DockyardMachineSpec) {
+			s.Ports = []infrav1.PortMapping{{ContainerPort: 10250, HostPort: 80}}
+		}, []string{"spec.ports[0].hostPort", "--min-host-port"}},
+		{"another team's image preloaded", func(s *infrav1.DockyardMachineSpec) {
+			s.PreLoadImages = []string{"localhost/team-b/app:dev"}
+		}, []string{"spec.preLoadImages[0]", "--allowed-load-image-repositories"}},
+	}
+	for i, tc := range machines {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := validMachineSpec()
+			tc.mutate(&spec)
+			dm := &infrav1.DockyardMachine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m-%d", i), Namespace: ns}, Spec: spec}
+			expectRejected(t, env.Client.Create(ctx, dm), tc.says...)
+			inner := "spec.template.spec." + strings.TrimPrefix(tc.says[0], "spec.")
+			dmt := &infrav1.DockyardMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("mt-%d", i), Namespace: ns},
+				Spec: infrav1.DockyardMachineTemplateSpec{Template: infrav1.DockyardMachineTemplateResource{Spec: spec}}}
+			expectRejected(t, env.Client.Create(ctx, dmt), inner)
+			// A MachinePool's template is a machine's spec, checked the same.
+			pool := &infrav1.DockyardMachinePool{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns},
+				Spec: infrav1.DockyardMachinePoolSpec{Template: spec}}
+			expectRejected(t, env.Client.Create(ctx, pool), "spec.template."+strings.TrimPrefix(tc.says[0], "spec."))
+			poolTemplate := &infrav1.DockyardMachinePoolTemplate{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pt-%d", i), Namespace: ns},
+				Spec: infrav1.DockyardMachinePoolTemplateSpec{Template: infrav1.DockyardMachinePoolTemplateResource{Spec: infrav1.DockyardMachinePoolSpec{Template: spec}}}}
+			expectRejected(t, env.Client.Create(ctx, poolTemplate), "spec.template.spec.template."+strings.TrimPrefix(tc.says[0], "spec."))
+		})
+	}
+	// A pool's image and mounts are held to the policy as a machine's are.
+	bad := validMachineSpec()
+	bad.Image, bad.ExtraMounts[0].HostPath = "alpine:3", "/"
+	pool := &infrav1.DockyardMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "bad-pool", Namespace: ns}, Spec: infrav1.DockyardMachinePoolSpec{Template: bad}}
+	expectRejected(t, env.Client.Create(ctx, pool), "spec.template.image", "spec.template.extraMounts[0].hostPath", "--allowed-image-repositories")
+	good := &infrav1.DockyardMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "good-pool", Namespace: ns}, Spec: infrav1.DockyardMachinePoolSpec{Template: validMachineSpec()}}
+	if err := env.Client.Create(ctx, good); err != nil {
+		t.Fatalf("a valid pool was refused: %v", err)
+	}
+	// Its template may change (the pool rolls out), but not to what the policy refuses.
+	good.Spec.Template.Ports = []infrav1.PortMapping{{ContainerPort: 30080, HostPort: 30080}}
+	if err := env.Client.Update(ctx, good); err != nil {
+		t.Errorf("an allowed change of a pool's template was refused: %v", err)
+	}
+	good.Spec.Template.Ports = append(good.Spec.Template.Ports, infrav1.PortMapping{ContainerPort: 30443, HostPort: 443})
+	expectRejected(t, env.Client.Update(ctx, good), "spec.template.ports[1].hostPort", "--min-host-port")
 }
