@@ -154,9 +154,11 @@ func (n *Node) LastOutput(ctx context.Context, lines int) (string, error) {
 func (n *Node) Check(ctx context.Context) (NodeState, error) { return n.m.checkNode(ctx, n.Name) }
 
 // LoadImages copies images from the engine into the node's containerd, each one the node does
-// not hold as the engine's current image of that name; report, when set, hears of each copy.
+// not hold as the engine's current image of that name; an image the policy does not let the
+// cluster's namespace load is refused before anything is copied. report, when set, hears of
+// each copy.
 func (n *Node) LoadImages(ctx context.Context, images []string, report func(ImageLoad)) error {
-	return n.m.loadImages(ctx, n.Name, images, report)
+	return n.m.loadImages(ctx, n.Name, n.Cluster, images, report)
 }
 
 // StartBootstrap copies a plan into the node and starts it in the background, unless it was

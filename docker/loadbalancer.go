@@ -129,7 +129,7 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 			return nil, errors.Wrapf(err, "replacing the load balancer %s, which did not start (%v)", c.Name, startErr)
 		}
 	}
-	if err := m.Allowed(spec.Image, nil); err != nil {
+	if err := m.allowedImage(spec.Image); err != nil {
 		return nil, err
 	}
 	name := LoadBalancerName(spec.Cluster)

@@ -50,9 +50,12 @@ type ManagerOptions struct {
 	// ManagementNodes selects the management cluster's node containers, which are connected
 	// to every cluster network (see ManagementSelector); nil connects nothing.
 	ManagementNodes map[string]string
-	// Policy bounds the images and host paths of the nodes and load balancers the Manager
-	// creates; nil allows everything (the administrator's own tools).
+	// Policy bounds what the nodes, load balancers and networks the Manager creates ask of
+	// the engine's host; nil allows everything (the administrator's own tools).
 	Policy *policy.Policy
+	// SubnetsInUse returns subnets besides the engine's networks that a network Dockyard
+	// creates must not overlap (the management cluster's, the host's routes); nil: none.
+	SubnetsInUse policy.SubnetsFunc
 }
 
 // Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
@@ -61,6 +64,7 @@ type Manager struct {
 	privilege  PrivilegeMode
 	management map[string]string
 	policy     *policy.Policy
+	inUse      policy.SubnetsFunc
 	// bootstrap is where the bootstrap runner lives in nodes and how it is driven.
 	bootstrap runner.Protocol
 
@@ -83,7 +87,7 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	if opts.Privilege == "" {
 		opts.Privilege = PrivilegeAuto
 	}
-	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy, bootstrap: runner.Default()}
+	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default()}
 }
 
 func (m *Manager) lockCluster(k ClusterKey) func() {
@@ -95,7 +99,7 @@ func (m *Manager) lockCluster(k ClusterKey) func() {
 // EnsureImage makes sure the engine has an image for a node or load balancer, pulling it when
 // it is missing; an image outside the policy is refused before anything is pulled.
 func (m *Manager) EnsureImage(ctx context.Context, ref string) error {
-	if err := m.Allowed(ref, nil); err != nil {
+	if err := m.allowedImage(ref); err != nil {
 		return err
 	}
 	ok, err := m.runtime.ImageExists(ctx, ref)
@@ -129,21 +133,43 @@ func IsImageError(err error) bool {
 	return errors.As(err, &ie)
 }
 
-// Allowed checks a node's or load balancer's image and host mounts against the policy (nil
-// allows everything); a refusal is a *policy.RefusedError naming the flag.
-func (m *Manager) Allowed(image string, mounts []Mount) error {
+// AllowedNode checks what a node asks of the engine's host against the policy (nil allows
+// everything): its image, host paths and published ports; a refusal is a *policy.RefusedError
+// naming the flag.
+func (m *Manager) AllowedNode(spec NodeSpec) error {
 	if m.policy == nil {
 		return nil
 	}
-	if err := m.policy.CheckImage(image); err != nil {
+	if err := m.policy.CheckImage(spec.Image); err != nil {
 		return err
 	}
-	for _, mt := range mounts {
+	for _, mt := range spec.ExtraMounts {
 		if err := m.policy.CheckHostPath(mt.HostPath); err != nil {
 			return err
 		}
 	}
+	for _, p := range spec.Ports {
+		if err := m.policy.CheckPort(p.HostIP, p.HostPort); err != nil {
+			return errors.Wrapf(err, "port %d of the node", p.ContainerPort)
+		}
+	}
 	return nil
+}
+
+// allowedImage checks the image of a node, load balancer or registry against the policy.
+func (m *Manager) allowedImage(ref string) error {
+	if m.policy == nil {
+		return nil
+	}
+	return m.policy.CheckImage(ref)
+}
+
+// allowedLoad checks an image the engine would copy into a node of a cluster.
+func (m *Manager) allowedLoad(ref string, cluster ClusterKey) error {
+	if m.policy == nil {
+		return nil
+	}
+	return m.policy.CheckLoadImage(ref, cluster.Namespace)
 }
 
 // ImageExists reports whether the engine has an image.

@@ -84,12 +84,18 @@ func (m *Manager) ensureClusterNetwork(ctx context.Context, cluster ClusterKey, 
 		return nil, &NetworkError{Network: name, NotFound: true,
 			Detail: "does not exist on the container engine; create it (for example `docker network create " + name + "`), Dockyard attaches the cluster to it then"}
 	case container.IsNotFound(err):
+		if err := m.allowedSubnets(ctx, spec.Subnets); err != nil {
+			return nil, err
+		}
 		if err := m.createNetwork(ctx, cluster, spec); err != nil {
 			return nil, err
 		}
 		n, err = m.runtime.InspectNetwork(ctx, name)
 	case err == nil:
 		if err := checkNetworkOwner(n, cluster, spec); err != nil {
+			return nil, err
+		}
+		if err := m.allowedNetwork(n, cluster); err != nil {
 			return nil, err
 		}
 		if err := checkNetworkFamilies(n, spec); err != nil {
@@ -104,6 +110,48 @@ func (m *Manager) ensureClusterNetwork(ctx context.Context, cluster ClusterKey, 
 		return n, err
 	}
 	return m.runtime.InspectNetwork(ctx, name)
+}
+
+// allowedNetwork checks a network that exists already against the policy: one Dockyard made for
+// the cluster is its own, any other (the engine's host, none and bridge networks, the
+// management cluster's, a user's) must be allowed by the administrator.
+func (m *Manager) allowedNetwork(n *container.Network, cluster ClusterKey) error {
+	if m.policy == nil || n.Labels[clusterLabel] == cluster.String() {
+		return nil
+	}
+	return m.policy.CheckNetwork(n.Name)
+}
+
+// allowedSubnets checks the subnets a network is to be created on against the policy, the
+// subnets of the networks the engine has now (its host routes them all) and those the
+// management cluster and the host use now.
+func (m *Manager) allowedSubnets(ctx context.Context, subnets []string) error {
+	if m.policy == nil || len(subnets) == 0 {
+		return nil
+	}
+	networks, err := m.runtime.ListNetworks(ctx, nil)
+	if err != nil {
+		return errors.Wrap(err, "listing the engine's networks")
+	}
+	var taken []netip.Prefix
+	if m.inUse != nil {
+		if taken, err = m.inUse(ctx); err != nil {
+			return errors.Wrap(err, "finding the subnets in use")
+		}
+	}
+	for _, n := range networks {
+		for _, s := range n.Subnets {
+			if p, err := netip.ParsePrefix(s); err == nil {
+				taken = append(taken, p)
+			}
+		}
+	}
+	for _, s := range subnets {
+		if err := m.policy.CheckSubnet(s, taken...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkNetworkOwner refuses a network that exists already when the cluster cannot use it: one

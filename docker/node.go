@@ -157,7 +157,7 @@ func nodeSecurity(privileged bool) container.SecuritySpec {
 // engine allows privileged containers.
 func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
 	name := spec.Name()
-	if err := m.Allowed(spec.Image, spec.ExtraMounts); err != nil {
+	if err := m.AllowedNode(spec); err != nil {
 		return nil, err
 	}
 	// Two nodes of a cluster created at once must not pick the same address.
@@ -378,11 +378,17 @@ type ImageLoad struct {
 // loadProgressBytes is how often a large image's copy is reported while it streams.
 const loadProgressBytes = 100 << 20
 
-// loadImages copies images from the engine into the node's containerd (namespace k8s.io):
+// loadImages copies images from the engine into the node's containerd (namespace k8s.io), those
+// the policy lets the cluster's namespace load:
 // each one the node does not hold with the engine's image ID, so an image rebuilt under the
 // same name is copied again and one copied before is not. The stream goes from the engine into
 // the node without landing on disk. report, when set, hears of every image copied.
-func (m *Manager) loadImages(ctx context.Context, node string, images []string, report func(ImageLoad)) error {
+func (m *Manager) loadImages(ctx context.Context, node string, cluster ClusterKey, images []string, report func(ImageLoad)) error {
+	for _, img := range images {
+		if err := m.allowedLoad(img, cluster); err != nil {
+			return err
+		}
+	}
 	for _, img := range images {
 		named, err := reference.ParseNormalizedNamed(img)
 		if err != nil {

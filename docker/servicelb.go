@@ -71,7 +71,7 @@ func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoa
 	c, err := m.runtime.InspectContainer(ctx, name)
 	switch {
 	case container.IsNotFound(err):
-		if err := m.Allowed(spec.Image, nil); err != nil {
+		if err := m.allowedImage(spec.Image); err != nil {
 			return nil, err
 		}
 		if err := m.EnsureImage(ctx, spec.Image); err != nil {
