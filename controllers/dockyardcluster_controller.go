@@ -319,6 +319,8 @@ func patchDockyardCluster(ctx context.Context, helper *patch.Helper, dc *infrav1
 	} else if !conditions.Has(dc, clusterv1.ReadyCondition) || conditions.GetReason(dc, clusterv1.ReadyCondition) != infrav1.DeletingReason {
 		setCondition(dc, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the load balancer and network")
 	}
+	ctx, cancel := patchContext(ctx)
+	defer cancel()
 	return helper.Patch(ctx, dc, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.ReadyCondition, infrav1.LoadBalancerAvailableCondition, clusterv1.PausedCondition,
 	}})

@@ -9,6 +9,7 @@ import (
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,6 +38,14 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 			setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason,
 				"Node %s is up; waiting for the bootstrap provider to write the Machine's bootstrap data", node.Name)
 		}
+		return ctrl.Result{}, false, nil
+	}
+	// The outcome, once known, is final: kubeadm never runs twice in a node, so the node is not
+	// asked again.
+	if conditions.IsTrue(dm, infrav1.BootstrapSucceededCondition) {
+		return ctrl.Result{}, true, nil
+	}
+	if bootstrapFailedForGood(dm) {
 		return ctrl.Result{}, false, nil
 	}
 	timeout := defaultBootstrapTimeout
@@ -125,6 +134,16 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 	}
 	setBootstrapCondition(dm, metav1.ConditionFalse, reason, "%s", msg)
 	return ctrl.Result{}, false, nil
+}
+
+// finalBootstrapReasons end a node's bootstrap for good; a MachineHealthCheck (or the user)
+// replaces the Machine.
+var finalBootstrapReasons = sets.New(infrav1.BootstrapFailedReason, infrav1.BootstrapTimedOutReason, infrav1.BootstrapInterruptedReason)
+
+// bootstrapFailedForGood reports whether the machine's bootstrap failed, timed out or was
+// interrupted, which is final for its node.
+func bootstrapFailedForGood(dm *infrav1.DockyardMachine) bool {
+	return finalBootstrapReasons.Has(conditions.GetReason(dm, infrav1.BootstrapSucceededCondition))
 }
 
 // bootstrapPlan reads the Machine's bootstrap data secret and translates it for the node, once

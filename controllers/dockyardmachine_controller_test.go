@@ -740,13 +740,85 @@ func TestClusterImagesReachNewAndRunningNodes(t *testing.T) {
 		t.Fatalf("a running node has %v after %d imports, want both images, each imported once", imgs, imports)
 	}
 
-	// A rebuilt image (another ID under the same name) is copied again.
+	// A rebuilt image (another ID under the same name) is not looked for by an idle node's
+	// reconcile; `dockyard load image` copies it (Node.LoadImages), and a node joining later
+	// gets the engine's current one.
 	if err := f.rt.LoadImages(f.ctx, rebuiltImage(t, "localhost/app:dev")); err != nil {
 		t.Fatal(err)
 	}
 	f.reconcileMachine(worker)
+	if _, imports := f.sim.Images(f.rt, node); imports != 2 {
+		t.Errorf("%d imports after a rebuild and a resync, want 2", imports)
+	}
+	handle, err := f.nodes.FindNode(f.ctx, docker.ClusterKey{Namespace: testNS, Name: testCluster}, worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := handle.LoadImages(f.ctx, []string{"localhost/app:dev"}, nil); err != nil {
+		t.Fatal(err)
+	}
 	if _, imports := f.sim.Images(f.rt, node); imports != 3 {
-		t.Errorf("%d imports after a rebuild, want 3", imports)
+		t.Errorf("%d imports after loading the rebuilt image, want 3", imports)
+	}
+
+	// An image the cluster no longer lists is forgotten, and looked for again when listed again.
+	dc = f.getDockyardCluster()
+	dc.Spec.LoadImages = []string{"localhost/tool:v1"}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(worker)
+	if got := f.getMachine(worker).Status.LoadedImages; !slices.Equal(got, []string{"localhost/tool:v1"}) {
+		t.Errorf("status.loadedImages %v, want the cluster's one image", got)
+	}
+}
+
+// An idle provisioned node costs no command: its bootstrap's outcome is final, its images are
+// loaded, its registry configured; the reconciles that keep checking it (each minute, and at
+// every resync) only look at the engine's record of its container.
+func TestIdleProvisionedNodeRunsNoCommand(t *testing.T) {
+	const worker = "c1-md-0-idle"
+	m, dm, s := machineObjects(worker, false)
+	dm.Spec.PreLoadImages = []string{"localhost/app:dev"}
+	f := newFixture(t, m, dm, s)
+	if err := f.rt.LoadImages(f.ctx, mustSave(t, "localhost/app:dev")); err != nil {
+		t.Fatal(err)
+	}
+	f.provisionCluster()
+	dc := f.getDockyardCluster()
+	dc.Spec.LoadImages = []string{"localhost/app:dev"}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.registerNode(docker.NodeHostname(testCluster, worker))
+	f.provisionMachine(worker)
+	f.reconcileMachine(worker) // the Node's providerID
+	before := f.rt.CallCount("Exec")
+	for range 10 {
+		f.reconcileMachine(worker)
+	}
+	if n := f.rt.CallCount("Exec") - before; n != 0 {
+		t.Errorf("10 reconciles of an idle provisioned node ran %d commands in it, want 0", n)
+	}
+	expectCondition(t, f.getMachine(worker), infrav1.BootstrapSucceededCondition, metav1.ConditionTrue, infrav1.BootstrapSucceededReason)
+}
+
+// A failed bootstrap is final: the node is not asked again.
+func TestFailedBootstrapIsNotReadAgain(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, s)
+	f.sim.FailCommand = "kubeadm init"
+	f.provisionCluster()
+	for range 4 {
+		f.reconcileMachine(cpName)
+	}
+	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapFailedReason)
+	before := f.rt.CallCount("Exec")
+	for range 5 {
+		f.reconcileMachine(cpName)
+	}
+	if n := f.rt.CallCount("Exec") - before; n != 0 {
+		t.Errorf("reconciles after a failed bootstrap ran %d commands in the node, want 0", n)
 	}
 }
 

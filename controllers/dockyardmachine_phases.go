@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 // The phases of a DockyardMachine's reconcileNormal, in their order.
@@ -98,6 +100,15 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 		return ctrl.Result{}, false, nil
 	}
 
+	if ptr.Deref(dm.Status.Initialization.Provisioned, false) {
+		// Booted, loaded and bootstrapped: an idle node costs no command. What the cluster
+		// gained since (images, the registry's address) still reaches it.
+		r.refreshNode(ctx, s)
+		return ctrl.Result{}, true, nil
+	}
+	if bootstrapFailedForGood(dm) {
+		return ctrl.Result{}, true, nil // nothing more will run in the node: it is not looked into
+	}
 	state, err := node.Check(ctx)
 	if err != nil {
 		return ctrl.Result{}, false, err
@@ -113,8 +124,15 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for systemd and containerd in the node container")
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
 	}
-	if err := node.LoadImages(ctx, s.imagesToLoad(), r.reportLoad(ctx, dm)); err != nil {
-		setContainerCondition(dm, metav1.ConditionFalse, infrav1.PreloadFailedReason, "%v", err)
+	if err := r.loadImages(ctx, s); err != nil {
+		reason := infrav1.PreloadFailedReason
+		if policy.IsRefused(err) {
+			reason = infrav1.NotAllowedReason
+		}
+		setContainerCondition(dm, metav1.ConditionFalse, reason, "%v", err)
+		if reason == infrav1.NotAllowedReason {
+			return ctrl.Result{}, false, nil // retrying cannot help: the spec or the policy must change
+		}
 		return ctrl.Result{}, false, err
 	}
 	if ok, err := r.useRegistry(ctx, s); err != nil || !ok {
@@ -146,6 +164,7 @@ const registryRetry = 15 * time.Second
 // the node's containerd at it; ok is false (the condition says why) while it does not exist.
 func (r *DockyardMachineReconciler) useRegistry(ctx context.Context, s *machineScope) (ok bool, err error) {
 	if s.dc == nil || s.dc.Spec.Registry == "" {
+		s.dm.Status.Registry = ""
 		return true, nil
 	}
 	reg, err := r.Nodes.ConnectRegistry(ctx, s.dc.Spec.Registry, s.network)
@@ -159,10 +178,17 @@ func (r *DockyardMachineReconciler) useRegistry(ctx context.Context, s *machineS
 			s.dc.Spec.Registry, s.dc.Spec.Registry)
 		return false, nil
 	}
+	// The node is pointed at the registry's address once, and again only when it moved (an
+	// engine restart gives the registry another address on the cluster's network).
+	configured := reg.Host() + " " + reg.Address(s.network)
+	if s.dm.Status.Registry == configured {
+		return true, nil
+	}
 	if err := s.node.UseRegistry(ctx, reg, s.network); err != nil {
 		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
 		return false, err
 	}
+	s.dm.Status.Registry = configured
 	return true, nil
 }
 
@@ -178,6 +204,28 @@ func (s *machineScope) imagesToLoad() []string {
 		}
 	}
 	return images
+}
+
+// loadImages copies into the node the images it should hold that Dockyard has not copied into
+// it yet (status.loadedImages), and records them; with nothing new it runs no command in the
+// node.
+func (r *DockyardMachineReconciler) loadImages(ctx context.Context, s *machineScope) error {
+	want := s.imagesToLoad()
+	loaded := sets.New(s.dm.Status.LoadedImages...)
+	var missing []string
+	for _, img := range want {
+		if !loaded.Has(img) {
+			missing = append(missing, img)
+		}
+	}
+	if len(missing) > 0 {
+		if err := s.node.LoadImages(ctx, missing, r.reportLoad(ctx, s.dm)); err != nil {
+			return err
+		}
+	}
+	// What the cluster no longer lists is forgotten: listed again, it is looked for again.
+	s.dm.Status.LoadedImages = want
+	return nil
 }
 
 // reportLoad logs every image copied into a node.
@@ -218,8 +266,6 @@ func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s 
 	dm.Status.Ports = publishedPorts(dm.Spec.Ports, node.Ports())
 	if !ptr.Deref(dm.Status.Initialization.Provisioned, false) {
 		ctrl.LoggerFrom(ctx).Info("Machine provisioned", "providerID", dm.Spec.ProviderID)
-	} else if s.dc != nil {
-		r.refreshNode(ctx, s)
 	}
 	dm.Status.Initialization.Provisioned = ptr.To(true)
 	if !machine.Status.NodeRef.IsDefined() {
@@ -230,20 +276,21 @@ func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s 
 }
 
 // refreshNode keeps a provisioned node in step with its cluster: images the cluster's
-// loadImages gained (or the engine rebuilt) since the node started, and the local registry's
-// address. Failing here does not make a running node unready: it is an event.
+// loadImages gained since they were loaded, and the local registry's address when it moved.
+// Each costs a command in the node only when something changed. Failing here does not make a
+// running node unready: it is an event.
 func (r *DockyardMachineReconciler) refreshNode(ctx context.Context, s *machineScope) {
-	if len(s.dc.Spec.LoadImages) > 0 {
-		if err := s.node.LoadImages(ctx, s.dc.Spec.LoadImages, r.reportLoad(ctx, s.dm)); err != nil {
-			r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.PreloadFailedReason, "Loading the cluster's images into node %s: %v", s.node.Name, err)
-		}
+	if err := r.loadImages(ctx, s); err != nil {
+		r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.PreloadFailedReason, "Loading the cluster's images into node %s: %v", s.node.Name, err)
 	}
-	if s.dc.Spec.Registry != "" {
+	if s.dc != nil && s.dc.Spec.Registry != "" {
 		dm := s.dm.DeepCopy() // the condition stays as it is on a provisioned machine
-		if ok, err := r.useRegistry(ctx, &machineScope{dm: dm, dc: s.dc, node: s.node, network: s.network}); err != nil || !ok {
+		ok, err := r.useRegistry(ctx, &machineScope{dm: dm, dc: s.dc, node: s.node, network: s.network})
+		if err != nil || !ok {
 			r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.RegistryNotFoundReason, "Pointing node %s at local registry %s: %s",
 				s.node.Name, s.dc.Spec.Registry, conditions.GetMessage(dm, infrav1.ContainerProvisionedCondition))
 		}
+		s.dm.Status.Registry = dm.Status.Registry
 	}
 }
 
@@ -319,7 +366,7 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	for _, p := range dm.Spec.Ports {
 		spec.Ports = append(spec.Ports, docker.Port{ContainerPort: int(p.ContainerPort), Protocol: p.Protocol, HostIP: p.ListenAddress, HostPort: int(p.HostPort)})
 	}
-	if err := r.Nodes.Allowed(spec.Image, spec.ExtraMounts); err != nil {
+	if err := r.Nodes.AllowedNode(spec); err != nil {
 		// Retrying cannot help; the manager reconciles everything again when it restarts with
 		// another policy.
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NotAllowedReason, "%v", err)

@@ -72,6 +72,8 @@ func patchDockyardMachine(ctx context.Context, helper *patch.Helper, dm *infrav1
 	} else {
 		setCondition(dm, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the node container")
 	}
+	ctx, cancel := patchContext(ctx)
+	defer cancel()
 	return helper.Patch(ctx, dm, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.ReadyCondition, infrav1.ContainerProvisionedCondition, infrav1.BootstrapSucceededCondition, clusterv1.PausedCondition,
 	}})

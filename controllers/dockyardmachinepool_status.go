@@ -76,6 +76,8 @@ func patchDockyardMachinePool(ctx context.Context, helper *patch.Helper, pool *i
 	} else {
 		setCondition(pool, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the pool's instances")
 	}
+	ctx, cancel := patchContext(ctx)
+	defer cancel()
 	return helper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
 		clusterv1.ReadyCondition, infrav1.ScaledCondition, infrav1.UpToDateCondition, infrav1.MachinesReadyCondition, clusterv1.PausedCondition,
 	}})

@@ -100,7 +100,9 @@ func (r *DockyardMachineTemplateReconciler) Reconcile(ctx context.Context, req c
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		if err := helper.Patch(ctx, t); err != nil {
+		patchCtx, cancel := patchContext(ctx)
+		defer cancel()
+		if err := helper.Patch(patchCtx, t); err != nil {
 			rerr = kerrors.NewAggregate([]error{rerr, errors.Wrapf(err, "patching DockyardMachineTemplate %s", req.NamespacedName)})
 		}
 	}()

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	"github.com/pkg/errors"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,4 +68,14 @@ func begin(ctx context.Context, c client.Client, cluster *clusterv1.Cluster, obj
 		ObservedGeneration: obj.GetGeneration(),
 	})
 	return helper, false, nil
+}
+
+// patchTimeout bounds the one deferred patch of a reconcile.
+const patchTimeout = 30 * time.Second
+
+// patchContext is the context of a reconcile's deferred patch: its own deadline, not the
+// reconcile's, so a reconcile that ran into the manager's --reconcile-timeout (a node or the
+// engine hung) still records what it found.
+func patchContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), patchTimeout)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 	"github.com/dockyard-dev/dockyard/pkg/webhooks"
 	"github.com/dockyard-dev/dockyard/test/envtest"
 )
@@ -99,5 +100,12 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err := templateReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
-	return webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: docker.DefaultLoadBalancerImage})
+	// An administrator's policy that lets clusters preload kind's images (the pools' tests do).
+	cfg := policy.DefaultConfig()
+	cfg.LoadImageRepositories = append(cfg.LoadImageRepositories, "docker.io/kindest/")
+	p, err := policy.New(cfg)
+	if err != nil {
+		return err
+	}
+	return webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: docker.DefaultLoadBalancerImage, Policy: p})
 }

@@ -153,6 +153,21 @@ type DockyardMachineStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=50
 	Ports []PortMapping `json:"ports,omitempty"`
+
+	// loadedImages are the images of spec.preLoadImages and of the cluster's spec.loadImages
+	// copied into the node. Dockyard looks into the node only for images not listed here, so an
+	// idle node costs no command; `dockyard load image` copies a rebuilt image again.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=200
+	// +kubebuilder:validation:items:MaxLength=512
+	LoadedImages []string `json:"loadedImages,omitempty"`
+
+	// registry is the local registry the node's containerd was pointed at, as
+	// "<host> <address on the cluster network>"; it is written again only when that changes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=600
+	Registry string `json:"registry,omitempty"`
 }
 
 // DockyardMachineInitializationStatus is part of the Cluster API v1beta2 contract.
