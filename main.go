@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -65,6 +67,13 @@ type options struct {
 	managementNode              string
 	allowedHostPaths            []string
 	allowedImageRepositories    []string
+	allowedLoadImages           []string
+	allowedListenAddresses      []string
+	minHostPort                 int
+	allowedNetworks             []string
+	allowedSubnetPools          []string
+	reservedSubnets             []string
+	reconcileTimeout            time.Duration
 	containerRuntime            string
 	containerRuntimeEndpoint    string
 	managerOptions              flags.ManagerOptions
@@ -117,6 +126,20 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Host paths (absolute) that DockyardMachines may bind-mount into node containers with spec.extraMounts, each with the paths below it. Node containers run with nearly every capability, so a mount gives whoever creates DockyardMachines that part of the engine's host; the engine's socket gives all of it. Default: none.")
 	fs.StringSliceVar(&o.allowedImageRepositories, "allowed-image-repositories", policy.DefaultImageRepositories,
 		"Image repositories node and load balancer images may come from: repository names (docker.io/kindest/node) or prefixes ending in / (localhost/dockyard/); * allows any. The repositories of --node-image-repository and --load-balancer-image are always allowed.")
+	fs.StringSliceVar(&o.allowedLoadImages, "allowed-load-image-repositories", policy.DefaultLoadImageRepositories,
+		"Image repositories (or prefixes ending in /) the engine may copy images from into a cluster's nodes (DockyardCluster spec.loadImages, DockyardMachine spec.preLoadImages); "+policy.NamespacePlaceholder+" stands for the cluster's namespace, so by default a team loads the images named localhost/<its namespace>/... and no other team's; * allows any.")
+	fs.StringSliceVar(&o.allowedListenAddresses, "allowed-listen-addresses", policy.DefaultListenAddresses,
+		"Host addresses nodes may publish ports on (DockyardMachine spec.ports[].listenAddress). Default: the host's loopback only.")
+	fs.IntVar(&o.minHostPort, "min-host-port", policy.DefaultMinHostPort,
+		"Lowest host port nodes may publish a port on (spec.ports[].hostPort); 0, a port the engine picks, is always allowed.")
+	fs.StringSliceVar(&o.allowedNetworks, "allowed-networks", nil,
+		"Engine networks Dockyard did not create that clusters may join (DockyardCluster spec.network.existing.name); host, none and bridge included. Default: none.")
+	fs.StringSliceVar(&o.allowedSubnetPools, "allowed-subnet-pools", policy.DefaultSubnetPools,
+		"Ranges the subnets of the networks Dockyard creates (spec.network.subnets) must lie in. Default: the private ranges.")
+	fs.StringSliceVar(&o.reservedSubnets, "reserved-subnets", nil,
+		"Ranges clusters' subnets must not overlap, besides what the manager finds itself: the management cluster's Service ranges (ServiceCIDRs) and Nodes' pod ranges, the engine's networks and the routes of the manager's host.")
+	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", 5*time.Minute,
+		"Deadline of one reconcile: a node or engine that hangs holds one worker for at most this long.")
 	fs.StringVar(&o.containerRuntime, "container-runtime", runtimes.Docker,
 		"Container engine the nodes run on: "+strings.Join(runtimes.Names(), ", ")+".")
 	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "",
@@ -124,8 +147,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	flags.AddManagerOptions(fs, &o.managerOptions)
 }
 
-// policy is what DockyardMachines and DockyardClusters may ask of the engine's host: the
-// allowed host paths and repositories, plus the repositories of the manager's own defaults.
+// policy is what Dockyard's objects may ask of the engine's host: the flags' policy, with the
+// repositories of the manager's own default images.
 func (o *options) policy() (*policy.Policy, error) {
 	repos := append([]string{}, o.allowedImageRepositories...)
 	for _, img := range []string{o.nodeImageRepository, o.loadBalancerImage} {
@@ -135,7 +158,37 @@ func (o *options) policy() (*policy.Policy, error) {
 		}
 		repos = append(repos, named.Name())
 	}
-	return policy.New(o.allowedHostPaths, repos)
+	return policy.New(policy.Config{
+		HostPaths:             o.allowedHostPaths,
+		ImageRepositories:     repos,
+		LoadImageRepositories: o.allowedLoadImages,
+		ListenAddresses:       o.allowedListenAddresses,
+		MinHostPort:           o.minHostPort,
+		Networks:              o.allowedNetworks,
+		SubnetPools:           o.allowedSubnetPools,
+		ReservedSubnets:       o.reservedSubnets,
+	})
+}
+
+// The manager reads the management cluster's Service and pod ranges, which clusters' subnets
+// must not overlap.
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=servicecidrs,verbs=list
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
+
+// subnetsInUse returns what the management cluster (read through reader, uncached: asked only
+// when a network is to be created) and the routes of the manager's host use now.
+func subnetsInUse(reader client.Reader) policy.SubnetsFunc {
+	return func(ctx context.Context) ([]netip.Prefix, error) {
+		inUse, err := policy.ManagementClusterSubnets(ctx, reader)
+		if err != nil {
+			return nil, err
+		}
+		routes, err := policy.Routes()
+		if err != nil {
+			return nil, err
+		}
+		return append(inUse, routes...), nil
+	}
 }
 
 func main() {
@@ -230,8 +283,11 @@ func run(o options) error {
 	if management != nil {
 		log.Info("Connecting the management cluster's nodes to every workload cluster network", "node", o.managementNode, "selector", management)
 	}
-	log.Info("What nodes and load balancers may use of the engine's host", "hostPaths", hostPolicy.HostPaths, "imageRepositories", hostPolicy.ImageRepositories)
-	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege, ManagementNodes: management, Policy: hostPolicy})
+	log.Info("What Dockyard's objects may ask of the engine's host", "hostPaths", hostPolicy.HostPaths, "imageRepositories", hostPolicy.ImageRepositories,
+		"loadImageRepositories", hostPolicy.LoadImageRepositories, "listenAddresses", hostPolicy.ListenAddresses, "minHostPort", hostPolicy.MinHostPort,
+		"networks", hostPolicy.Networks, "subnetPools", hostPolicy.SubnetPools, "reservedSubnets", hostPolicy.ReservedSubnets)
+	inUse := subnetsInUse(mgr.GetAPIReader())
+	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege, ManagementNodes: management, Policy: hostPolicy, SubnetsInUse: inUse})
 
 	engineEvents := docker.NewEngineEvents(engine)
 	if err := mgr.Add(engineEvents); err != nil {
@@ -244,7 +300,8 @@ func run(o options) error {
 	if err := setupControllers(ctx, mgr, o, nodes, engineEvents); err != nil {
 		return err
 	}
-	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy}); err != nil {
+	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy,
+		Environment: webhooks.Environment{SubnetsInUse: inUse}}); err != nil {
 		return err
 	}
 
@@ -276,7 +333,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 		Recorder:         mgr.GetEventRecorderFor("dockyardcluster-controller"), //nolint:staticcheck // Cluster API uses this recorder too
 		EngineEvents:     engineEvents,
 		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
 		return errors.Wrap(err, "setting up the DockyardCluster controller")
 	}
 	if err := (&controllers.DockyardMachineReconciler{
@@ -287,14 +344,14 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 		Recorder:            mgr.GetEventRecorderFor("dockyardmachine-controller"), //nolint:staticcheck // Cluster API uses this recorder too
 		EngineEvents:        engineEvents,
 		WatchFilterValue:    o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
 		return errors.Wrap(err, "setting up the DockyardMachine controller")
 	}
 	if err := (&controllers.DockyardMachinePoolReconciler{
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorderFor("dockyardmachinepool-controller"), //nolint:staticcheck // the recorder the other controllers use
 		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency}); err != nil {
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
 		return errors.Wrap(err, "setting up the DockyardMachinePool controller")
 	}
 	if err := (&controllers.ServiceLoadBalancerReconciler{
@@ -304,14 +361,14 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 		Image:            o.loadBalancerImage,
 		Recorder:         mgr.GetEventRecorderFor("servicelb-controller"), //nolint:staticcheck // the recorder the other controllers use
 		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency}); err != nil {
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
 		return errors.Wrap(err, "setting up the Service load balancer controller")
 	}
 	if err := (&controllers.DockyardMachineTemplateReconciler{
 		Client:           mgr.GetClient(),
 		Nodes:            nodes,
 		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
 		return errors.Wrap(err, "setting up the DockyardMachineTemplate controller")
 	}
 	return nil
