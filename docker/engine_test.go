@@ -717,7 +717,12 @@ func TestNodeLogsOnTheEngine(t *testing.T) {
 	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
 
 	dir := t.TempDir()
-	if err := node.CollectLogs(ctx, dir); err != nil {
+	out, err := OpenLogDir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := node.CollectLogs(ctx, out); err != nil {
 		t.Fatal(err)
 	}
 	for file, want := range map[string]string{
