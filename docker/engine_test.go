@@ -725,6 +725,7 @@ func TestNodeLogsOnTheEngine(t *testing.T) {
 	if err := node.CollectLogs(ctx, out); err != nil {
 		t.Fatal(err)
 	}
+	checkTree(t, dir) // 0700 directories, 0600 files
 	for file, want := range map[string]string{
 		"journal.log":          "systemd",
 		"containerd.log":       "containerd",
