@@ -15,6 +15,7 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 )
@@ -384,6 +385,7 @@ func TestOpenLogDirRefusesANonEmptyDirectoryUnlessOverwriting(t *testing.T) {
 func TestCollectLoadBalancerLogsOfTheControlPlaneAndOfServices(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("lb:v1")
+	dockertest.New(rt) // haproxy confirms each load in its log
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c1"}
 	if _, err := m.EnsureNetwork(ctx, key, "c1"); err != nil {

@@ -17,6 +17,9 @@ import (
 func TestExportLogs(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("node:v1", "lb:v1")
+	// haproxy confirms each load in its log (the fake's shell answers every other command).
+	rt.OnStart = func(c *fake.Container) { c.Logs = append(c.Logs, "Loading success") }
+	rt.OnSignal = func(c *fake.Container, _ string) { c.Logs = append(c.Logs, "Loading success") }
 	m := docker.NewManager(rt, docker.ManagerOptions{})
 	ref := clusterRef{Namespace: "ns", Name: "dev"}
 	if _, err := m.EnsureNetwork(ctx, ref.key(), "dev"); err != nil {
