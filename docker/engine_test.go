@@ -717,9 +717,15 @@ func TestNodeLogsOnTheEngine(t *testing.T) {
 	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
 
 	dir := t.TempDir()
-	if err := node.CollectLogs(ctx, dir); err != nil {
+	out, err := OpenLogDir(dir, false)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer out.Close()
+	if err := node.CollectLogs(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, dir) // 0700 directories, 0600 files
 	for file, want := range map[string]string{
 		"journal.log":          "systemd",
 		"containerd.log":       "containerd",

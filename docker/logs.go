@@ -3,19 +3,19 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"path"
+	"slices"
 	"strings"
 
 	"github.com/pkg/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	"github.com/dockyard-dev/dockyard/docker/internal/runner"
-	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 // maxLogFile bounds each file a log collection writes: a node's whole journal after a long
@@ -25,111 +25,100 @@ const maxLogFile = 64 << 20
 // consoleLines is how much of a container's console output a log collection keeps.
 const consoleLines = 5000
 
-// nodeLog is a file CollectLogs writes for a node, the output of a command in it. Output that
-// may carry bootstrap secrets (kubeadm prints join tokens) is redacted.
+// nodeLog is a file CollectLogs writes for a node, the output of a command in it.
 type nodeLog struct {
-	file   string
-	redact bool
-	cmd    []string
+	file string
+	cmd  []string
 }
 
 // nodeLogs are the files CollectLogs writes for a node whose bootstrap runner follows p.
 func nodeLogs(p runner.Protocol) []nodeLog {
 	return []nodeLog{
-		{"journal.log", true, []string{"journalctl", "--no-pager", "--output=short-precise"}},
-		{"kubelet.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=kubelet.service"}},
-		{"containerd.log", false, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=containerd.service"}},
-		{"bootstrap-unit.log", true, []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=" + p.Unit + ".service"}},
-		{"bootstrap-output.log", true, []string{"cat", p.Path(runner.OutputFile)}},
-		{"bootstrap-state", false, []string{"cat", p.Path(runner.StateFile)}},
-		{"kubelet-version.txt", false, []string{"kubelet", "--version"}},
-		{"containers.txt", false, []string{"sh", "-c", "ctr --namespace k8s.io containers list; echo; ctr --namespace k8s.io tasks list"}},
-		{"images.txt", false, []string{"ctr", "--namespace", "k8s.io", "images", "list"}},
-		{"processes.txt", false, []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
+		{"journal.log", []string{"journalctl", "--no-pager", "--output=short-precise"}},
+		{"kubelet.log", []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=kubelet.service"}},
+		{"containerd.log", []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=containerd.service"}},
+		{"bootstrap-unit.log", []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=" + p.Unit + ".service"}},
+		{"bootstrap-output.log", []string{"cat", p.Path(runner.OutputFile)}},
+		{"bootstrap-state", []string{"cat", p.Path(runner.StateFile)}},
+		{"kubelet-version.txt", []string{"kubelet", "--version"}},
+		{"containers.txt", []string{"sh", "-c", "ctr --namespace k8s.io containers list; echo; ctr --namespace k8s.io tasks list"}},
+		{"images.txt", []string{"ctr", "--namespace", "k8s.io", "images", "list"}},
+		{"processes.txt", []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
 	}
 }
 
-// CollectLogs writes what a person needs to debug the node into dir (created): its journal and
-// the journals of kubelet, containerd and the bootstrap unit, the bootstrap output and state,
-// the node's containers, tasks and images in containerd's k8s.io namespace, the pods' log files
-// (pods/), its console output and the engine's inspect data. Bootstrap secrets are redacted.
-// A stopped node gets only what the engine knows (inspect data and console). Every file is
+// CollectLogs writes what a person needs to debug the node into dir: its journal and the
+// journals of kubelet, containerd and the bootstrap unit, the bootstrap output and state, the
+// node's containers, tasks and images in containerd's k8s.io namespace, the pods' log files
+// (pods/), its console output and the engine's inspect data, every file redacted (LogDir). A
+// stopped node gets only what the engine knows (inspect data and console). Every file is
 // attempted; the error joins those that failed.
-func (n *Node) CollectLogs(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return errors.Wrapf(err, "collecting the logs of node %s", n.Name)
-	}
+func (n *Node) CollectLogs(ctx context.Context, dir *LogDir) error {
 	errs := []error{
-		writeJSON(filepath.Join(dir, "inspect.json"), n.c),
-		n.m.writeConsole(ctx, n.Name, filepath.Join(dir, "console.log")),
+		dir.writeJSON("inspect.json", n.c),
+		n.m.writeConsole(ctx, n.Name, dir, "console.log"),
 	}
-	if !n.Running() {
-		return kerrors.NewAggregate(errs)
+	if n.Running() {
+		for _, l := range nodeLogs(n.m.bootstrap) {
+			errs = append(errs, n.m.execToFile(ctx, n.Name, dir, l.file, l.cmd...))
+		}
+		errs = append(errs, n.m.copyOut(ctx, n.Name, "/var/log/pods", dir))
 	}
-	for _, l := range nodeLogs(n.m.bootstrap) {
-		errs = append(errs, n.m.execToFile(ctx, n.Name, filepath.Join(dir, l.file), l.redact, l.cmd...))
-	}
-	errs = append(errs, n.m.copyOut(ctx, n.Name, "/var/log/pods", filepath.Join(dir, "pods")))
-	return kerrors.NewAggregate(errs)
+	return errors.Wrapf(kerrors.NewAggregate(errs), "collecting the logs of node %s", n.Name)
 }
 
 // CollectLogs writes the load balancer's haproxy configuration, console output (haproxy's log)
-// and the engine's inspect data into dir (created).
-func (lb *LoadBalancer) CollectLogs(ctx context.Context, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return errors.Wrapf(err, "collecting the logs of load balancer %s", lb.Name)
-	}
+// and the engine's inspect data into dir, redacted (LogDir).
+func (lb *LoadBalancer) CollectLogs(ctx context.Context, dir *LogDir) error {
+	return errors.Wrapf(lb.m.collectLoadBalancerLogs(ctx, lb.c, dir), "collecting the logs of load balancer %s", lb.Name)
+}
+
+// CollectServiceLoadBalancerLogs writes a Service load balancer's haproxy configuration,
+// console output and the engine's inspect data into dir, like LoadBalancer.CollectLogs.
+func (m *Manager) CollectServiceLoadBalancerLogs(ctx context.Context, lb *ServiceLoadBalancer, dir *LogDir) error {
+	return errors.Wrapf(m.collectLoadBalancerLogs(ctx, lb.c, dir), "collecting the logs of the load balancer of Service %s", lb.Service)
+}
+
+func (m *Manager) collectLoadBalancerLogs(ctx context.Context, c *container.Container, dir *LogDir) error {
 	errs := []error{
-		writeJSON(filepath.Join(dir, "inspect.json"), lb.c),
-		lb.m.writeConsole(ctx, lb.Name, filepath.Join(dir, "console.log")),
+		dir.writeJSON("inspect.json", c),
+		m.writeConsole(ctx, c.Name, dir, "console.log"),
 	}
-	if lb.Running() {
-		errs = append(errs, lb.m.execToFile(ctx, lb.Name, filepath.Join(dir, "haproxy.cfg"), false, "cat", LoadBalancerConfigPath))
+	if c.Running {
+		errs = append(errs, m.execToFile(ctx, c.Name, dir, "haproxy.cfg", "cat", LoadBalancerConfigPath))
 	}
 	return kerrors.NewAggregate(errs)
 }
 
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return errors.Wrapf(err, "encoding %s", filepath.Base(path))
-	}
-	return errors.Wrapf(os.WriteFile(path, append(data, '\n'), 0o644), "writing %s", path)
-}
-
-func (m *Manager) writeConsole(ctx context.Context, name, path string) error {
+func (m *Manager) writeConsole(ctx context.Context, name string, dir *LogDir, file string) error {
 	out, err := m.runtime.ContainerLogs(ctx, name, consoleLines)
 	if err != nil {
 		return errors.Wrapf(err, "reading the console of %s", name)
 	}
-	return errors.Wrapf(os.WriteFile(path, []byte(out), 0o644), "writing %s", path)
+	return dir.WriteFile(file, []byte(out))
 }
 
-// execToFile runs a command in a container and writes its standard output to path, at most
-// maxLogFile bytes of it; a command that fails leaves its output and a last line saying so.
-func (m *Manager) execToFile(ctx context.Context, name, path string, redact bool, cmd ...string) error {
+// execToFile runs a command in a container and writes its standard output to file in dir, at
+// most maxLogFile bytes of it; a command that fails leaves its output and a last line saying so.
+func (m *Manager) execToFile(ctx context.Context, name string, dir *LogDir, file string, cmd ...string) error {
 	var out bytes.Buffer
 	limited := &limitWriter{w: &out, left: maxLogFile}
 	r, err := m.run(ctx, name, nil, limited, cmd...)
 	if err != nil {
 		return err
 	}
-	text := out.String()
-	if redact {
-		text = bootstrap.Redact(text)
-	}
 	if limited.dropped {
-		text += fmt.Sprintf("\n[dockyard: output cut at %d bytes]\n", maxLogFile)
+		fmt.Fprintf(&out, "\n[dockyard: output cut at %d bytes]\n", maxLogFile)
 	}
 	if r.Code != 0 {
-		text += fmt.Sprintf("\n[dockyard: %s exited %d: %s]\n", cmd[0], r.Code, lastLines(strings.TrimSpace(r.Output), 5))
+		fmt.Fprintf(&out, "\n[dockyard: %s exited %d: %s]\n", cmd[0], r.Code, lastLines(strings.TrimSpace(r.Output), 5))
 	}
-	return errors.Wrapf(os.WriteFile(path, []byte(text), 0o644), "writing %s", path)
+	return dir.WriteFile(file, out.Bytes())
 }
 
-// copyOut copies a directory of a running container into dir on the host, through tar in the
-// container; at most maxLogFile bytes of it.
-func (m *Manager) copyOut(ctx context.Context, name, from, dir string) error {
+// copyOut copies a directory of a running container into dir on the host (under the
+// directory's base name), through tar in the container; at most maxLogFile bytes of it.
+func (m *Manager) copyOut(ctx context.Context, name, from string, dir *LogDir) error {
 	var archive bytes.Buffer
 	limited := &limitWriter{w: &archive, left: maxLogFile}
 	// A directory that does not exist (a node that never ran a pod) copies nothing.
@@ -141,42 +130,83 @@ func (m *Manager) copyOut(ctx context.Context, name, from, dir string) error {
 	if err := r.err(name, "copying "+from+" out"); err != nil {
 		return err
 	}
-	return untar(&archive, dir, filepath.Base(from))
+	return untar(&archive, dir, path.Base(from))
 }
 
-// untar writes the regular files of a tar stream under dir, the leading prefix directory
-// stripped; paths that would leave dir are skipped.
-func untar(r io.Reader, dir, prefix string) error {
+// untar writes the regular files of a tar stream whose paths start with prefix into dir, each
+// redacted; gzip-compressed files (kubelet compresses rotated container logs) are written
+// decompressed, without their ".gz". Paths with "." or ".." elements are skipped. A stream
+// cut short (at maxLogFile) keeps what came before the cut.
+func untar(r io.Reader, dir *LogDir, prefix string) error {
+	dirs := map[string]*LogDir{}
+	defer func() {
+		for _, d := range dirs {
+			d.Close()
+		}
+	}()
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
 		if err != nil {
-			// A stream cut at maxLogFile ends mid-file: keep what came before.
+			// io.EOF, or a stream cut at maxLogFile: keep what came before.
 			return nil //nolint:nilerr // a truncated archive is expected, see above
 		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(filepath.Clean(h.Name), prefix), "/")
-		if h.Typeflag != tar.TypeReg || rel == "" || strings.HasPrefix(rel, "..") || filepath.IsAbs(rel) {
+		elems := strings.Split(strings.Trim(h.Name, "/"), "/")
+		if h.Typeflag != tar.TypeReg || len(elems) < 2 || elems[0] != prefix || slices.ContainsFunc(elems, func(e string) bool {
+			return e == "" || e == "." || e == ".."
+		}) {
 			continue
 		}
-		path := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return errors.Wrapf(err, "creating %s", filepath.Dir(path))
+		content, readErr := io.ReadAll(tr)
+		file := elems[len(elems)-1]
+		if strings.HasSuffix(file, ".gz") && readErr == nil {
+			content, readErr = gunzip(content)
+			file = strings.TrimSuffix(file, ".gz")
 		}
-		f, err := os.Create(path)
+		if readErr != nil {
+			content = fmt.Appendf(content, "\n[dockyard: cut short: %v]\n", readErr)
+		}
+		parent, err := subDir(dir, dirs, elems[:len(elems)-1])
 		if err != nil {
-			return errors.Wrapf(err, "creating %s", path)
+			return err
 		}
-		_, err = io.Copy(f, tr) //nolint:gosec // bounded by maxLogFile for the whole stream
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if err := parent.WriteFile(file, content); err != nil {
+			return err
 		}
-		if err != nil {
-			return errors.Wrapf(err, "writing %s", path)
+		if readErr != nil {
+			return nil
 		}
 	}
+}
+
+// subDir is the directory at the path elems under dir, created; dirs holds those opened.
+func subDir(dir *LogDir, dirs map[string]*LogDir, elems []string) (*LogDir, error) {
+	key := strings.Join(elems, "/")
+	if d, ok := dirs[key]; ok {
+		return d, nil
+	}
+	parent := dir
+	if len(elems) > 1 {
+		var err error
+		if parent, err = subDir(dir, dirs, elems[:len(elems)-1]); err != nil {
+			return nil, err
+		}
+	}
+	d, err := parent.Dir(elems[len(elems)-1])
+	if err != nil {
+		return nil, err
+	}
+	dirs[key] = d
+	return d, nil
+}
+
+// gunzip decompresses data, at most maxLogFile bytes of it.
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(zr, maxLogFile))
 }
 
 // limitWriter passes on at most left bytes and drops the rest, reporting all as written so the

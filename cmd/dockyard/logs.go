@@ -1,12 +1,14 @@
 package main
 
 import (
-	"path/filepath"
+	"context"
 	"time"
 
 	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	"github.com/dockyard-dev/dockyard/docker"
 )
 
 func exportCommand(g *globals) *cobra.Command {
@@ -17,17 +19,24 @@ func exportCommand(g *globals) *cobra.Command {
 
 func exportLogsCommand(g *globals) *cobra.Command {
 	var cluster, namespace string
+	var overwrite bool
 	cmd := &cobra.Command{
 		Use:   "logs DIR",
-		Short: "Write every node's journals, pods' logs and inspect data, and the load balancer's, into DIR",
+		Short: "Write every node's journals, pods' logs and inspect data, and the load balancers', into DIR",
 		Long: `Write what a person needs to debug a cluster into DIR, one directory per container: each node's
 journal and the journals of kubelet, containerd and the bootstrap unit, the bootstrap output and
-state, containerd's containers and images, the pods' log files (kube-system's included), its
-console and the engine's inspect data; the load balancer's haproxy.cfg, console and inspect
-data. Bootstrap secrets are redacted. It reads the engine only: it works on a cluster whose
-management cluster is gone.`,
-		Example: `  dockyard export logs ./logs --cluster dev`,
-		Args:    cobra.ExactArgs(1),
+state, containerd's containers and images, the processes, the pods' log files (kube-system's
+included), its console and the engine's inspect data; the haproxy.cfg, console and inspect data
+of the control plane's load balancer and of each Service load balancer.
+
+DIR is made to be handed to someone else: directories are created 0700 and files 0600, and
+every file is redacted (bootstrap tokens, certificate keys, PEM private keys, base64 holding PEM
+blocks, service account tokens). DIR must be new or empty; with --overwrite, files of the same
+names in it are replaced. No symbolic link inside DIR is followed. It reads the engine only: it
+works on a cluster whose management cluster is gone.`,
+		Example: `  dockyard export logs ./logs --cluster dev
+  dockyard export logs ./logs --cluster dev --overwrite`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			ref, err := parseClusterRef(cluster, namespace)
@@ -40,33 +49,65 @@ management cluster is gone.`,
 			}
 			defer done()
 			start := time.Now()
-			list, err := nodes.Nodes(ctx, ref.key())
-			if err != nil {
-				return err
+			n, err := exportLogs(ctx, nodes, g.runtime.Name, ref, args[0], overwrite)
+			if n > 0 {
+				say("logs of %d containers of cluster %s in %s (%s)", n, ref, args[0], time.Since(start).Round(100*time.Millisecond))
 			}
-			lb, err := nodes.FindLoadBalancer(ctx, ref.key())
-			if err != nil {
-				return err
-			}
-			if len(list) == 0 && lb == nil {
-				return errors.Errorf("cluster %s has no container on the %s engine", ref, g.runtime.Name)
-			}
-			var errs []error
-			for _, n := range list {
-				if err := n.CollectLogs(ctx, filepath.Join(args[0], n.Name)); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			if lb != nil {
-				if err := lb.CollectLogs(ctx, filepath.Join(args[0], lb.Name)); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			say("logs of %d nodes and the load balancer of cluster %s in %s (%s)", len(list), ref, args[0], time.Since(start).Round(100*time.Millisecond))
-			return kerrors.NewAggregate(errs)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "dockyard", "the cluster, NAME or NAMESPACE/NAME")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "default", "the cluster's namespace, when --cluster names none")
+	cmd.Flags().BoolVar(&overwrite, "overwrite", false, "write into a DIR that is not empty, replacing its files of the same names")
 	return cmd
+}
+
+// exportLogs writes the logs of the cluster's nodes and load balancers on the engine into dir,
+// one directory per container, and returns how many containers it wrote.
+func exportLogs(ctx context.Context, nodes *docker.Manager, engine string, ref clusterRef, dir string, overwrite bool) (int, error) {
+	list, err := nodes.Nodes(ctx, ref.key())
+	if err != nil {
+		return 0, err
+	}
+	lb, err := nodes.FindLoadBalancer(ctx, ref.key())
+	if err != nil {
+		return 0, err
+	}
+	services, err := nodes.ServiceLoadBalancers(ctx, ref.key())
+	if err != nil {
+		return 0, err
+	}
+	if len(list) == 0 && lb == nil && len(services) == 0 {
+		return 0, errors.Errorf("cluster %s has no container on the %s engine", ref, engine)
+	}
+	out, err := docker.OpenLogDir(dir, overwrite)
+	if errors.Is(err, docker.ErrLogDirNotEmpty) {
+		return 0, errors.Errorf("%v: pass --overwrite to replace its files of the same names, or name a new or empty directory", err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	var errs []error
+	collect := func(name string, f func(*docker.LogDir) error) {
+		d, err := out.Dir(name)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		defer d.Close()
+		errs = append(errs, f(d))
+	}
+	for _, n := range list {
+		collect(n.Name, func(d *docker.LogDir) error { return n.CollectLogs(ctx, d) })
+	}
+	count := len(list) + len(services)
+	if lb != nil {
+		collect(lb.Name, func(d *docker.LogDir) error { return lb.CollectLogs(ctx, d) })
+		count++
+	}
+	for _, s := range services {
+		collect(s.Name, func(d *docker.LogDir) error { return nodes.CollectServiceLoadBalancerLogs(ctx, s, d) })
+	}
+	return count, kerrors.NewAggregate(errs)
 }

@@ -113,7 +113,7 @@ func (p *ClusterProvider) CollectLogs(ctx context.Context, dir string) error {
 	if err != nil || node == nil {
 		return err
 	}
-	return node.CollectLogs(ctx, dir)
+	return collectInto(dir, func(out *docker.LogDir) error { return node.CollectLogs(ctx, out) })
 }
 
 // Dispose collects the management node's logs into the log folder, then removes the cluster

@@ -2,7 +2,6 @@ package capie2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 
 	"github.com/pkg/errors"
@@ -21,7 +20,8 @@ import (
 // LogCollector is Cluster API's framework.ClusterLogCollector for Dockyard: for each Machine,
 // its node container's journal and the journals of kubelet, containerd and the bootstrap unit,
 // the bootstrap output and state, the pods' log files, the console and the engine's inspect
-// data (docker.Node.CollectLogs); for each cluster, its load balancer's. Use it with
+// data (docker.Node.CollectLogs); for each cluster, its load balancers'. Every file is
+// redacted and private (docker.LogDir). Use it with
 // framework.WithMachineLogCollector(capie2e.LogCollector{}).
 type LogCollector struct {
 	// Engine is the container engine; the environment's (DOCKYARD_CONTAINER_RUNTIME, Docker by
@@ -65,18 +65,45 @@ func (l LogCollector) CollectMachinePoolLog(ctx context.Context, c client.Client
 }
 
 // CollectInfrastructureLogs writes the logs of a cluster's load balancer into
-// outputPath/load-balancer.
+// outputPath/load-balancer and those of its Service load balancers into
+// outputPath/service-load-balancers/<container>.
 func (l LogCollector) CollectInfrastructureLogs(ctx context.Context, _ client.Client, c *clusterv1.Cluster, outputPath string) error {
 	nodes, done, err := connect(l.Engine)
 	if err != nil {
 		return err
 	}
 	defer done()
-	lb, err := nodes.FindLoadBalancer(ctx, docker.ClusterKey{Namespace: c.Namespace, Name: c.Name})
-	if err != nil || lb == nil {
+	key := docker.ClusterKey{Namespace: c.Namespace, Name: c.Name}
+	lb, err := nodes.FindLoadBalancer(ctx, key)
+	if err != nil {
 		return err
 	}
-	return lb.CollectLogs(ctx, filepath.Join(outputPath, "load-balancer"))
+	services, err := nodes.ServiceLoadBalancers(ctx, key)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if lb != nil {
+		errs = append(errs, collectInto(filepath.Join(outputPath, "load-balancer"), func(dir *docker.LogDir) error {
+			return lb.CollectLogs(ctx, dir)
+		}))
+	}
+	if len(services) > 0 {
+		errs = append(errs, collectInto(filepath.Join(outputPath, "service-load-balancers"), func(dir *docker.LogDir) error {
+			var errs []error
+			for _, s := range services {
+				sub, err := dir.Dir(s.Name)
+				if err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				errs = append(errs, nodes.CollectServiceLoadBalancerLogs(ctx, s, sub))
+				sub.Close()
+			}
+			return kerrors.NewAggregate(errs)
+		}))
+	}
+	return kerrors.NewAggregate(errs)
 }
 
 // collectNode writes the logs of a machine's node, or a note saying it has none.
@@ -85,11 +112,22 @@ func collectNode(ctx context.Context, nodes *docker.Manager, key docker.ClusterK
 	if err != nil && !apierrors.IsNotFound(err) {
 		return errors.Wrapf(err, "finding the node of %s in cluster %s", machine, key)
 	}
-	if node == nil {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return errors.Wrapf(err, "creating %s", dir)
+	return collectInto(dir, func(out *docker.LogDir) error {
+		if node == nil {
+			return out.WriteFile("no-node.txt", []byte("DockyardMachine "+machine+" of cluster "+key.String()+" has no node container on the engine\n"))
 		}
-		return os.WriteFile(filepath.Join(dir, "no-node.txt"), []byte("DockyardMachine "+machine+" of cluster "+key.String()+" has no node container on the engine\n"), 0o644)
+		return node.CollectLogs(ctx, out)
+	})
+}
+
+// collectInto runs collect on the log directory dir (docker.LogDir: 0700, files 0600,
+// redacted, no link followed). The artifacts folder belongs to the run: files of the same
+// names in dir (a collection run twice) are replaced.
+func collectInto(dir string, collect func(*docker.LogDir) error) error {
+	out, err := docker.OpenLogDir(dir, true)
+	if err != nil {
+		return err
 	}
-	return node.CollectLogs(ctx, dir)
+	defer out.Close()
+	return collect(out)
 }
