@@ -143,8 +143,9 @@ type clusterPhase func(ctx context.Context, s *clusterScope) (result ctrl.Result
 //
 //  1. network: the cluster's container network exists (created, or the user's, which must be
 //     usable);
-//  2. load balancer: a running haproxy on it serving the endpoint's port, its configuration
-//     rendered with the running control plane nodes as backends;
+//  2. load balancer: a running haproxy on it serving the endpoint's port, published on the
+//     host port kept in spec.loadBalancer.hostPort (LoadBalancerHostPortKept says when it is
+//     not), its configuration rendered with the running control plane nodes as backends;
 //  3. endpoint: spec.controlPlaneEndpoint (a host the user set is kept; a load balancer that
 //     came back on another address is reported, since certificates name the old one), failure
 //     domains and initialization.provisioned.
@@ -201,7 +202,10 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
 		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
 	}
-	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{Cluster: s.key, Image: image, Network: s.network, Port: int(dc.Spec.ControlPlaneEndpoint.Port)})
+	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{
+		Cluster: s.key, Image: image, Network: s.network,
+		Port: int(dc.Spec.ControlPlaneEndpoint.Port), HostPort: int(dc.Spec.LoadBalancer.HostPort),
+	})
 	if policy.IsRefused(err) {
 		// Retrying cannot help; the manager reconciles everything again when it restarts with
 		// another policy.
@@ -221,6 +225,7 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason, "Load balancer %s is %s", lb.Name, lb.State())
 		return ctrl.Result{RequeueAfter: time.Second}, false, nil
 	}
+	r.keepHostPort(s)
 
 	tmpl, err := loadBalancerTemplate(ctx, r.Client, dc)
 	if err == nil {
@@ -234,6 +239,43 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 		return ctrl.Result{}, false, err
 	}
 	return ctrl.Result{}, true, nil
+}
+
+// keepHostPort records the host port the running load balancer publishes in
+// spec.loadBalancer.hostPort when it is empty (the engine's pick at the first creation, or the
+// port a load balancer made before host ports were kept has), so the load balancer is created
+// on it from then on; and reports in LoadBalancerHostPortKept whether it publishes the kept
+// port. It changes nothing else: the cluster works on another host port, only kubeconfigs
+// naming the kept one do not.
+func (r *DockyardClusterReconciler) keepHostPort(s *clusterScope) {
+	dc := s.dc
+	hostIP, published := s.lb.PublishedPort(int(dc.Spec.ControlPlaneEndpoint.Port))
+	if published == 0 {
+		return
+	}
+	if dc.Spec.LoadBalancer.HostPort == 0 {
+		dc.Spec.LoadBalancer.HostPort = int32(published) //nolint:gosec // a port, at most 65535
+	}
+	kept := int(dc.Spec.LoadBalancer.HostPort)
+	if published == kept {
+		setCondition(dc, infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionTrue, infrav1.LoadBalancerHostPortKeptReason, "")
+		return
+	}
+	why := fmt.Sprintf("it was created before that port was kept, on one the engine picked; it moves to port %d the next time it is re-created", kept)
+	if s.lb.TakenHostPort() == kept {
+		why = fmt.Sprintf("another process or container held port %d when the load balancer was created; Dockyard tries it again each time it re-creates the load balancer", kept)
+	}
+	command := "dockyard get kubeconfig " + s.cluster.Name
+	if s.cluster.Namespace != "default" {
+		command += " -n " + s.cluster.Namespace
+	}
+	msg := fmt.Sprintf("The load balancer publishes the API server on %s:%d, not on spec.loadBalancer.hostPort %d: %s. "+
+		"Kubeconfigs naming port %d, such as the one written when the cluster was created, fail until the load balancer is back on that port; `%s` prints one for port %d",
+		hostIP, published, kept, why, kept, command, published)
+	if prev := conditions.Get(dc, infrav1.LoadBalancerHostPortKeptCondition); prev == nil || prev.Message != msg {
+		r.Recorder.Event(dc, corev1.EventTypeWarning, infrav1.LoadBalancerHostPortChangedReason, msg)
+	}
+	setCondition(dc, infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionFalse, infrav1.LoadBalancerHostPortChangedReason, msg)
 }
 
 // reconcileEndpoint publishes the load balancer's address as the control plane endpoint.
@@ -322,7 +364,7 @@ func patchDockyardCluster(ctx context.Context, helper *patch.Helper, dc *infrav1
 	ctx, cancel := patchContext(ctx)
 	defer cancel()
 	return helper.Patch(ctx, dc, patch.WithOwnedConditions{Conditions: []string{
-		clusterv1.ReadyCondition, infrav1.LoadBalancerAvailableCondition, clusterv1.PausedCondition,
+		clusterv1.ReadyCondition, infrav1.LoadBalancerAvailableCondition, infrav1.LoadBalancerHostPortKeptCondition, clusterv1.PausedCondition,
 	}})
 }
 

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -459,5 +460,187 @@ func TestIPv6ClusterGetsADualStackNetwork(t *testing.T) {
 	}
 	if len(internal) != 2 || !strings.Contains(internal[1], ":") {
 		t.Errorf("machine internal addresses %v, want IPv4 then IPv6", internal)
+	}
+}
+
+// loadBalancerHostPort is the host port the running load balancer publishes the endpoint's
+// port on; 0 when it does not run.
+func (f *fixture) loadBalancerHostPort() int {
+	f.t.Helper()
+	lb, err := f.rt.InspectContainer(f.ctx, "c1-lb."+testNS)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, p := range lb.Ports {
+		if lb.Running && p.ContainerPort == docker.APIServerPort {
+			return p.HostPort
+		}
+	}
+	return 0
+}
+
+// pinnedHostPort is the host port in the load balancer's configuration: what the engine
+// publishes it on when it starts it again itself (restart policy, engine or host restart).
+func (f *fixture) pinnedHostPort() int {
+	port := -1
+	f.rt.WithContainer("c1-lb."+testNS, func(c *fake.Container) { port = c.Spec.Ports[0].HostPort })
+	return port
+}
+
+// The host port the engine picks for a new load balancer is written to
+// spec.loadBalancer.hostPort and pinned in the container: a load balancer that is killed
+// (started again, the engine would publish it elsewhere) or removed comes back on it, so the
+// kubeconfig written at creation keeps working.
+func TestLoadBalancerKeepsItsHostPort(t *testing.T) {
+	lbName := "c1-lb." + testNS
+	f := newFixture(t)
+	f.reconcileClusterN(3)
+	got := f.getDockyardCluster()
+	kept := int(got.Spec.LoadBalancer.HostPort)
+	if kept == 0 || f.loadBalancerHostPort() != kept || f.pinnedHostPort() != kept {
+		t.Fatalf("spec.loadBalancer.hostPort %d, load balancer published on %d, pinned to %d", kept, f.loadBalancerHostPort(), f.pinnedHostPort())
+	}
+	expectCondition(t, got, infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionTrue, infrav1.LoadBalancerHostPortKeptReason)
+
+	for _, tc := range []struct {
+		name string
+		gone func()
+	}{
+		{"killed", func() { f.rt.StopContainer(lbName, 137) }},
+		{"removed", func() {
+			if err := f.rt.RemoveContainer(f.ctx, lbName); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.gone()
+			f.reconcileClusterN(1)
+			if got := f.loadBalancerHostPort(); got != kept {
+				t.Errorf("the load balancer came back on host port %d, want the kept %d", got, kept)
+			}
+			dc := f.getDockyardCluster()
+			if int(dc.Spec.LoadBalancer.HostPort) != kept {
+				t.Errorf("spec.loadBalancer.hostPort changed to %d", dc.Spec.LoadBalancer.HostPort)
+			}
+			expectCondition(t, dc, infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionTrue, infrav1.LoadBalancerHostPortKeptReason)
+		})
+	}
+}
+
+// A host port the user sets at creation is the one the load balancer is published on.
+func TestLoadBalancerUsesTheHostPortAskedFor(t *testing.T) {
+	f := newFixture(t)
+	dc := f.getDockyardCluster()
+	dc.Spec.LoadBalancer.HostPort = 16443
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(3)
+	if got := f.loadBalancerHostPort(); got != 16443 || f.pinnedHostPort() != 16443 {
+		t.Errorf("load balancer published on %d, pinned to %d, want 16443", got, f.pinnedHostPort())
+	}
+	expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionTrue, infrav1.LoadBalancerHostPortKeptReason)
+}
+
+// A kept host port another container holds when the load balancer is created again: the load
+// balancer still comes up (on a port the engine picks; Cluster API uses its network address),
+// Ready stays true, and LoadBalancerHostPortKept says where it is and that the kubeconfig of
+// the creation no longer works. Each later re-creation tries the kept port again.
+func TestLoadBalancerOnATakenHostPortComesUpElsewhereAndSaysSo(t *testing.T) {
+	lbName := "c1-lb." + testNS
+	f := newFixture(t)
+	f.reconcileClusterN(3)
+	kept := int(f.getDockyardCluster().Spec.LoadBalancer.HostPort)
+	if kept == 0 {
+		t.Fatal("no host port kept in spec.loadBalancer.hostPort")
+	}
+	f.events()
+
+	if err := f.rt.RemoveContainer(f.ctx, lbName); err != nil {
+		t.Fatal(err)
+	}
+	holder := container.ContainerSpec{Name: "holder", Image: testNodeImage,
+		Ports: []container.PortMapping{{ContainerPort: 80, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: kept}}}
+	if err := f.rt.CreateContainer(f.ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rt.StartContainer(f.ctx, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	expectElsewhere := func(t *testing.T) {
+		t.Helper()
+		f.reconcileClusterN(1)
+		published := f.loadBalancerHostPort()
+		if published == 0 || published == kept {
+			t.Fatalf("load balancer published on %d with %d taken", published, kept)
+		}
+		got := f.getDockyardCluster()
+		if int(got.Spec.LoadBalancer.HostPort) != kept {
+			t.Errorf("spec.loadBalancer.hostPort changed from %d to %d", kept, got.Spec.LoadBalancer.HostPort)
+		}
+		expectCondition(t, got, infrav1.LoadBalancerAvailableCondition, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason)
+		expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
+		expectCondition(t, got, infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionFalse, infrav1.LoadBalancerHostPortChangedReason,
+			fmt.Sprintf("127.0.0.1:%d", published), fmt.Sprintf("hostPort %d", kept), "another process or container",
+			"written when the cluster was created", "dockyard get kubeconfig c1 -n ns1")
+		if events := strings.Join(f.events(), "\n"); !strings.Contains(events, "Warning "+infrav1.LoadBalancerHostPortChangedReason) {
+			t.Errorf("no %s warning event: %s", infrav1.LoadBalancerHostPortChangedReason, events)
+		}
+	}
+	t.Run("re-created while the port is taken", expectElsewhere)
+	t.Run("killed while the port is still taken", func(t *testing.T) {
+		f.rt.StopContainer(lbName, 137)
+		expectElsewhere(t)
+	})
+	t.Run("killed once the port is free", func(t *testing.T) {
+		if err := f.rt.RemoveContainer(f.ctx, "holder"); err != nil {
+			t.Fatal(err)
+		}
+		f.rt.StopContainer(lbName, 137)
+		f.reconcileClusterN(1)
+		if got := f.loadBalancerHostPort(); got != kept || f.pinnedHostPort() != kept {
+			t.Errorf("load balancer published on %d, pinned to %d, want the kept %d back", got, f.pinnedHostPort(), kept)
+		}
+		expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionTrue, infrav1.LoadBalancerHostPortKeptReason)
+	})
+}
+
+// A cluster made before host ports were kept: its load balancer runs on a port the engine
+// picked and its spec names none. The port it publishes is adopted, without replacing the
+// running load balancer, and pinned the next time the load balancer is created.
+func TestExistingClustersAdoptTheirLoadBalancersHostPort(t *testing.T) {
+	lbName := "c1-lb." + testNS
+	f := newFixture(t)
+	f.reconcileClusterN(3)
+	// What an earlier version left: no host port in the spec, none pinned in the container.
+	dc := f.getDockyardCluster()
+	dc.Spec.LoadBalancer.HostPort = 0
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.rt.WithContainer(lbName, func(c *fake.Container) {
+		c.Spec.Ports[0].HostPort = 0
+		delete(c.Spec.Labels, "dockyard.x-k8s.io/host-port")
+		delete(c.State.Labels, "dockyard.x-k8s.io/host-port")
+	})
+	before, _ := f.rt.InspectContainer(f.ctx, lbName)
+	published := f.loadBalancerHostPort()
+
+	f.reconcileClusterN(1)
+	got := f.getDockyardCluster()
+	if int(got.Spec.LoadBalancer.HostPort) != published {
+		t.Errorf("spec.loadBalancer.hostPort %d, want the port the load balancer publishes, %d", got.Spec.LoadBalancer.HostPort, published)
+	}
+	if after, _ := f.rt.InspectContainer(f.ctx, lbName); after.ID != before.ID || f.loadBalancerHostPort() != published {
+		t.Errorf("the running load balancer was replaced or moved to %d", f.loadBalancerHostPort())
+	}
+	expectCondition(t, got, infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionTrue, infrav1.LoadBalancerHostPortKeptReason)
+
+	// Started again as it is, the engine would publish it elsewhere: it is created pinned.
+	f.rt.StopContainer(lbName, 137)
+	f.reconcileClusterN(1)
+	if got := f.loadBalancerHostPort(); got != published || f.pinnedHostPort() != published {
+		t.Errorf("after a kill the load balancer publishes %d, pinned to %d, want %d", got, f.pinnedHostPort(), published)
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"maps"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +26,15 @@ const (
 	// loadBalancerReloadSignal makes haproxy's master process load the new configuration with
 	// new workers while the old ones finish their established connections.
 	loadBalancerReloadSignal = "SIGHUP"
+
+	// hostPortLabel on a load balancer holds the host port pinned in its configuration, which
+	// the engine publishes it on at every start (its own, the engine's, the host's). A load
+	// balancer without it gets the port the engine picks at each start.
+	hostPortLabel = "dockyard.x-k8s.io/host-port"
+	// hostPortTakenLabel on a load balancer holds the host port it was to be pinned to, which
+	// another process or container held when it was created: it is published on a port the
+	// engine picked instead.
+	hostPortTakenLabel = "dockyard.x-k8s.io/host-port-taken"
 )
 
 // LoadBalancerSpec describes a cluster's load balancer container.
@@ -34,6 +45,12 @@ type LoadBalancerSpec struct {
 	// Port the load balancer serves the API on (the cluster's endpoint port); APIServerPort
 	// when 0.
 	Port int
+	// HostPort is where Port is published on the engine's host (127.0.0.1), pinned in the
+	// container's configuration so that every start publishes it there. When another process
+	// or container holds it, the load balancer is published on a port the engine picks
+	// (TakenHostPort). 0: the engine picks a port for a new load balancer, which is then
+	// created again at once with that port pinned.
+	HostPort int
 }
 
 // frontendPort is the port a load balancer container serves: the one it publishes.
@@ -84,6 +101,22 @@ func (lb *LoadBalancer) PublishedPort(port int) (hostIP string, hostPort int) {
 	return "", 0
 }
 
+// TakenHostPort is the host port the load balancer was to be pinned to but is not, because
+// another process or container held it when the load balancer was created; 0 otherwise.
+func (lb *LoadBalancer) TakenHostPort() int { return labelPort(lb.c, hostPortTakenLabel) }
+
+// pinnedHostPort is the host port pinned in a load balancer's configuration; 0 when the engine
+// picks one at each start.
+func pinnedHostPort(c *container.Container) int { return labelPort(c, hostPortLabel) }
+
+func labelPort(c *container.Container, label string) int {
+	port, err := strconv.Atoi(c.Labels[label])
+	if err != nil || port < 1 || port > 65535 {
+		return 0
+	}
+	return port
+}
+
 // Update renders the load balancer's configuration with the backends the function returns,
 // and when it changed: writes it next to the live one, has haproxy check it, puts it in place
 // and reloads haproxy without dropping established connections. The backends are computed
@@ -94,9 +127,11 @@ func (lb *LoadBalancer) Update(ctx context.Context, tmpl string, backends Backen
 }
 
 // EnsureLoadBalancer returns the running load balancer of a cluster: one that stopped is
-// started again (it keeps its configuration), one that is missing or will not start is created
-// anew, on the network's fixed load balancer address when it has one, so the cluster's
-// endpoint stays valid. Its configuration is rendered by Update.
+// started again (it keeps its configuration) when it is pinned to the host port asked for;
+// one that is missing, will not start, or stopped without that pin is created anew, on the
+// network's fixed load balancer address when it has one, so the cluster's endpoint stays
+// valid, and on the host port asked for when it is free. A running one is kept whatever host
+// port it publishes (see PublishedPort). Its configuration is rendered by Update.
 func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error) {
 	c, err := m.ensureLoadBalancer(ctx, spec)
 	if err != nil {
@@ -114,11 +149,21 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 	case err != nil:
 		return nil, err
 	case c != nil && c.Running && frontendPort(c) == spec.Port:
+		// Even on another host port than the one asked for: replacing a running load balancer
+		// would drop its connections, and could move it off the endpoint on a network without
+		// fixed addresses.
 		return c, nil
 	case c != nil && frontendPort(c) != spec.Port:
 		// Made for another port before the endpoint was set: it holds nothing to keep.
 		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
 			return nil, errors.Wrapf(err, "replacing the load balancer %s, which serves port %d, not %d", c.Name, frontendPort(c), spec.Port)
+		}
+	case c != nil && (pinnedHostPort(c) == 0 || (spec.HostPort != 0 && pinnedHostPort(c) != spec.HostPort)):
+		// Stopped, and a start would publish it wherever the engine picks (made before host
+		// ports were pinned, or on a picked port because the one asked for was taken): created
+		// anew, so it tries that port again.
+		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
+			return nil, errors.Wrapf(err, "replacing the load balancer %s, which stopped and is not pinned to its host port", c.Name)
 		}
 	case c != nil:
 		startErr := m.runtime.StartContainer(ctx, c.Name)
@@ -156,10 +201,63 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		RestartPolicy: "unless-stopped",
 		Ports:         []container.PortMapping{{ContainerPort: spec.Port, Protocol: "tcp", HostIP: "127.0.0.1"}},
 	}
-	if err := m.createAndStart(ctx, cs); err != nil {
+	if err := m.createLoadBalancer(ctx, cs, spec.HostPort); err != nil {
 		return nil, errors.Wrapf(err, "creating the load balancer %s", name)
 	}
 	return m.runtime.InspectContainer(ctx, name)
+}
+
+// createLoadBalancer creates and starts a load balancer container with its host port pinned:
+// hostPort, or else the port the engine picks for it, learnt from a first container that is
+// then created again with it pinned. Dockyard cannot pick a free port itself: the engine's
+// host is not the manager's (which runs in a container, or talks to a remote engine). A
+// hostPort another process or container holds falls back to a port the engine picks, recorded
+// in hostPortTakenLabel and not pinned, so the next creation tries hostPort again.
+func (m *Manager) createLoadBalancer(ctx context.Context, cs container.ContainerSpec, hostPort int) error {
+	if hostPort != 0 {
+		err := m.createAndStart(ctx, pinHostPort(cs, hostPort))
+		if !container.IsPortInUse(err) {
+			return err
+		}
+		if err := m.runtime.RemoveContainer(ctx, cs.Name); err != nil {
+			return errors.Wrapf(err, "removing %s, which could not have host port %d", cs.Name, hostPort)
+		}
+		cs.Labels = maps.Clone(cs.Labels)
+		cs.Labels[hostPortTakenLabel] = strconv.Itoa(hostPort)
+		return m.createAndStart(ctx, cs)
+	}
+	if err := m.createAndStart(ctx, cs); err != nil {
+		return err
+	}
+	c, err := m.runtime.InspectContainer(ctx, cs.Name)
+	if err != nil {
+		return err
+	}
+	picked := 0
+	for _, p := range c.Ports {
+		if p.ContainerPort == cs.Ports[0].ContainerPort && p.HostPort != 0 {
+			picked = p.HostPort
+		}
+	}
+	if picked == 0 {
+		return errors.Errorf("the engine published port %d of %s on no host port (%+v)", cs.Ports[0].ContainerPort, cs.Name, c.Ports)
+	}
+	if err := m.runtime.RemoveContainer(ctx, cs.Name); err != nil {
+		return errors.Wrapf(err, "removing %s to pin host port %d", cs.Name, picked)
+	}
+	// Should something take the port in between, the container stays created, pinned: the
+	// next ensure fails to start it and picks again.
+	return m.createAndStart(ctx, pinHostPort(cs, picked))
+}
+
+// pinHostPort is a load balancer's container spec with its port published on a fixed host
+// port, recorded in hostPortLabel.
+func pinHostPort(cs container.ContainerSpec, port int) container.ContainerSpec {
+	cs.Ports = append([]container.PortMapping(nil), cs.Ports...)
+	cs.Ports[0].HostPort = port
+	cs.Labels = maps.Clone(cs.Labels)
+	cs.Labels[hostPortLabel] = strconv.Itoa(port)
+	return cs
 }
 
 // FindLoadBalancer returns the handle of a cluster's load balancer, nil when it does not exist.

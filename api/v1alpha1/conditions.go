@@ -51,6 +51,23 @@ const (
 	// LoadBalancerAddressChangedReason: the load balancer was replaced and came back on another
 	// address than the cluster's endpoint, which certificates and kubeconfigs name.
 	LoadBalancerAddressChangedReason = "LoadBalancerAddressChanged"
+
+	// LoadBalancerHostPortKeptCondition is true when the load balancer publishes the endpoint's
+	// port on the engine's host at spec.loadBalancer.hostPort, the port the kubeconfig written
+	// when the cluster was created names. It is not part of Ready: Cluster API and the nodes
+	// reach the load balancer on the cluster's network, which a moved host port does not change.
+	LoadBalancerHostPortKeptCondition = "LoadBalancerHostPortKept"
+
+	// LoadBalancerHostPortKeptReason: the load balancer publishes on spec.loadBalancer.hostPort.
+	LoadBalancerHostPortKeptReason = "LoadBalancerHostPortKept"
+	// LoadBalancerHostPortChangedReason: the load balancer publishes on another host port than
+	// spec.loadBalancer.hostPort: another process or container held that port when the load
+	// balancer was last created (or a load balancer made before host ports were kept moved
+	// when the engine restarted). The message names both ports. Kubeconfigs naming the kept
+	// port fail until the load balancer is back on it; `dockyard get kubeconfig` prints one for
+	// the port in use now. Dockyard tries the kept port again each time it re-creates the load
+	// balancer: free the port, then remove the load balancer container to move it back.
+	LoadBalancerHostPortChangedReason = "LoadBalancerHostPortChanged"
 )
 
 // DockyardMachine conditions.

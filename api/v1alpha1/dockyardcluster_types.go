@@ -76,6 +76,20 @@ type LoadBalancerSpec struct {
 	// data the template receives.
 	// +optional
 	ConfigTemplateRef *ConfigMapReference `json:"configTemplateRef,omitempty"`
+
+	// hostPort is the port on the engine's host (on 127.0.0.1) where the load balancer publishes
+	// the control plane endpoint's port: the kubeconfig `dockyard create cluster` writes names
+	// it. Set it to choose the port; left empty, Dockyard writes here the port the engine picks
+	// when it first creates the load balancer. From then on the load balancer is created with
+	// this port, so it keeps it when it is killed, removed, or restarted with the engine or the
+	// host. Immutable once set. When another process or container holds the port as the load
+	// balancer is created, it is published on a port the engine picks and the
+	// LoadBalancerHostPortKept condition says which; each later re-creation tries this port
+	// again.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	HostPort int32 `json:"hostPort,omitempty"`
 }
 
 // ConfigMapReference names a ConfigMap in the same namespace.
@@ -147,7 +161,8 @@ func (s NetworkSpec) NetworkName() string {
 
 // DockyardClusterStatus is the observed state of a DockyardCluster.
 type DockyardClusterStatus struct {
-	// conditions of the DockyardCluster: Ready, LoadBalancerAvailable, Paused.
+	// conditions of the DockyardCluster: Ready, LoadBalancerAvailable, LoadBalancerHostPortKept,
+	// Paused.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

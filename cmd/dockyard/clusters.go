@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path"
 	"strconv"
@@ -325,24 +326,48 @@ func clusterKubeconfig(ctx context.Context, g *globals, c client.Client, ref clu
 	if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
 		return nil, errors.Wrapf(err, "reading the DockyardCluster of %s", ref)
 	}
-	if lb == nil {
-		return nil, errors.Errorf("cluster %s has no load balancer on the engine", ref)
+	server, warning, err := hostServer(ref, dc, lb)
+	if err != nil {
+		return nil, err
 	}
-	hostIP, hostPort := lb.PublishedPort(int(dc.Spec.ControlPlaneEndpoint.Port))
-	if hostPort == 0 {
-		return nil, errors.Errorf("the load balancer of cluster %s publishes no port on the host; use --internal", ref)
+	if warning != "" {
+		fmt.Fprintf(os.Stderr, "Warning: %s\n", warning)
 	}
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
 		return nil, errors.Wrapf(err, "reading the kubeconfig of cluster %s", ref)
 	}
+	for _, cluster := range cfg.Clusters {
+		cluster.Server = server
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// hostServer is where the engine's host reaches a cluster's API server: the port its load
+// balancer publishes now, as the engine reports it. That is spec.loadBalancer.hostPort unless
+// the port was taken when the load balancer was last created (or the load balancer predates
+// it); the warning then says that kubeconfigs naming the kept port fail.
+func hostServer(ref clusterRef, dc *infrav1.DockyardCluster, lb *docker.LoadBalancer) (server, warning string, err error) {
+	if lb == nil {
+		return "", "", errors.Errorf("cluster %s has no load balancer on the engine", ref)
+	}
+	hostIP, hostPort := lb.PublishedPort(int(dc.Spec.ControlPlaneEndpoint.Port))
+	if hostPort == 0 && !lb.Running() {
+		return "", "", errors.Errorf("the load balancer of cluster %s is %s; Dockyard starts it again within seconds, then try again", ref, lb.State())
+	}
+	if hostPort == 0 {
+		return "", "", errors.Errorf("the load balancer of cluster %s publishes no port on the host; use --internal", ref)
+	}
 	if hostIP == "" || hostIP == "0.0.0.0" {
 		hostIP = "127.0.0.1"
 	}
-	for _, cluster := range cfg.Clusters {
-		cluster.Server = "https://" + hostIP + ":" + strconv.Itoa(hostPort)
+	if kept := int(dc.Spec.LoadBalancer.HostPort); kept != 0 && kept != hostPort {
+		warning = fmt.Sprintf("the load balancer of cluster %s publishes the API server on %s:%d, not on its kept port %d "+
+			"(spec.loadBalancer.hostPort; the DockyardCluster's LoadBalancerHostPortKept condition says why). "+
+			"Kubeconfigs naming port %d, such as the one written when the cluster was created, fail until the load balancer is back there; this one names port %d",
+			ref, hostIP, hostPort, kept, kept, hostPort)
 	}
-	return clientcmd.Write(*cfg)
+	return "https://" + net.JoinHostPort(hostIP, strconv.Itoa(hostPort)), warning, nil
 }
 
 // writeClusterKubeconfig writes a cluster's host kubeconfig into the kubeconfig directory.

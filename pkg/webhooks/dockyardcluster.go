@@ -53,6 +53,9 @@ func (w *DockyardCluster) Default(ctx context.Context, c *infrav1.DockyardCluste
 			c.Spec.ControlPlaneEndpoint = old.Spec.ControlPlaneEndpoint
 		}
 	}
+	if err := keepLoadBalancerHostPort(ctx, &c.Spec); err != nil {
+		return err
+	}
 	defaultClusterSpec(&c.Spec, w.DefaultLoadBalancerImage)
 	return nil
 }

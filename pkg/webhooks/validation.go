@@ -53,6 +53,7 @@ func validateClusterSpec(spec *infrav1.DockyardClusterSpec, fldPath *field.Path)
 		allErrs = append(allErrs, validateImageRef(img, fldPath.Child("loadImages").Index(i))...)
 	}
 	allErrs = append(allErrs, validateNetwork(&spec.Network, fldPath.Child("network"))...)
+	allErrs = append(allErrs, validateLoadBalancerHostPort(spec, fldPath)...)
 	return allErrs
 }
 
@@ -105,6 +106,7 @@ func validateClusterUpdate(oldSpec, newSpec *infrav1.DockyardClusterSpec, fldPat
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("network"),
 			"is immutable: the cluster's containers are attached to the network it named"))
 	}
+	allErrs = append(allErrs, validateLoadBalancerHostPortUpdate(oldSpec, newSpec, fldPath)...)
 	return allErrs
 }
 

@@ -212,6 +212,9 @@ func TestDockyardClusterRejectsInvalidSpecs(t *testing.T) {
 		{"endpoint port out of range", func(s *infrav1.DockyardClusterSpec) {
 			s.ControlPlaneEndpoint.Port = 70000
 		}, []string{"spec.controlPlaneEndpoint.port"}},
+		{"load balancer host port out of range", func(s *infrav1.DockyardClusterSpec) {
+			s.LoadBalancer.HostPort = 70000
+		}, []string{"spec.loadBalancer.hostPort"}},
 		{"existing network together with a network to create", func(s *infrav1.DockyardClusterSpec) {
 			s.Network.Existing.Name = "shared"
 		}, []string{"spec.network", "set one or the other"}},
@@ -308,6 +311,47 @@ func TestDockyardClusterImmutableFields(t *testing.T) {
 	toOwn := shared.DeepCopy()
 	toOwn.Spec.Network = infrav1.NetworkSpec{}
 	expectRejected(t, env.Client.Update(ctx, toOwn), "spec.network", "immutable")
+}
+
+// spec.loadBalancer.hostPort is set once (by the user at creation, or by Dockyard with the
+// port the engine picked) and kept: the load balancer is published there and the kubeconfig
+// written at creation names it.
+func TestDockyardClusterHostPortIsKeptOnceSet(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}, Spec: validClusterSpec()}
+	if err := env.Client.Create(ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	// Dockyard writes the port the engine picked; that is allowed.
+	dc.Spec.LoadBalancer.HostPort = 32768
+	if err := env.Client.Update(ctx, dc); err != nil {
+		t.Fatalf("setting the host port: %v", err)
+	}
+
+	moved := dc.DeepCopy()
+	moved.Spec.LoadBalancer.HostPort = 32769
+	expectRejected(t, env.Client.Update(ctx, moved), "spec.loadBalancer.hostPort", "immutable", "32768")
+
+	// An update that does not say it (the object replaced from its manifest) keeps it.
+	replaced := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns, ResourceVersion: dc.ResourceVersion},
+		Spec: validClusterSpec()}
+	if err := env.Client.Update(ctx, replaced); err != nil {
+		t.Fatalf("replacing the object without its host port: %v", err)
+	}
+	if replaced.Spec.LoadBalancer.HostPort != 32768 {
+		t.Errorf("host port after a replace without it: %d, want 32768", replaced.Spec.LoadBalancer.HostPort)
+	}
+
+	// One the user sets at creation is kept the same way.
+	chosen := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "chosen", Namespace: ns}, Spec: validClusterSpec()}
+	chosen.Spec.LoadBalancer.HostPort = 16443
+	if err := env.Client.Create(ctx, chosen); err != nil {
+		t.Fatalf("creating a cluster with a host port: %v", err)
+	}
+	rechosen := chosen.DeepCopy()
+	rechosen.Spec.LoadBalancer.HostPort = 16444
+	expectRejected(t, env.Client.Update(ctx, rechosen), "spec.loadBalancer.hostPort", "immutable")
 }
 
 // The network variants a user writes are accepted as written, and an empty existing name (what

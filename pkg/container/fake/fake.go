@@ -69,6 +69,10 @@ type Runtime struct {
 	// fake makes up when it is saved.
 	images map[string]v1.Image
 	nextID int
+	// nextHostPort is the host port the next start of a container with an unpinned published
+	// port gets: like Docker's allocator, each start takes the next one, so a container that
+	// is started again is published elsewhere.
+	nextHostPort int
 
 	// Exec simulates commands; nil runs the commands of the conformance suite (see shell) and
 	// lets every other command succeed silently.
@@ -329,9 +333,9 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 	c.State.StartedAt = time.Now()
 	r.emit(container.Event{Type: container.EventContainer, Action: "start", Name: name, Labels: c.State.Labels})
 	c.State.Ports = nil
-	for i, p := range c.Spec.Ports {
+	for _, p := range c.Spec.Ports {
 		if p.HostPort == 0 {
-			p.HostPort = 30000 + r.nextID*10 + i
+			p.HostPort = r.allocateHostPort()
 		}
 		c.State.Ports = append(c.State.Ports, p)
 	}
@@ -339,6 +343,19 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 		r.OnStart(c)
 	}
 	return nil
+}
+
+// allocateHostPort hands out the next port of Docker's default dynamic range (32768-60999),
+// going on from the last one as Docker does. Unlike Docker it does not skip the ports of
+// containers that pinned theirs: tests pin ports it does not reach, or ones it gave out.
+func (r *Runtime) allocateHostPort() int {
+	const first, last = 32768, 60999
+	if r.nextHostPort < first || r.nextHostPort > last {
+		r.nextHostPort = first
+	}
+	p := r.nextHostPort
+	r.nextHostPort++
+	return p
 }
 
 // checkPorts fails, like an engine, when a fixed host port c publishes is published by another
@@ -384,10 +401,11 @@ func (r *Runtime) stop(c *Container, exitCode int) {
 	}
 	c.State.State, c.State.Running, c.State.ExitCode = "exited", false, exitCode
 	// A stopped container gives its addresses back (a fixed one is asked for again when it
-	// starts).
+	// starts), and its host ports, which Docker no longer reports.
 	for network := range c.State.Networks {
 		c.State.Networks[network] = container.Endpoint{}
 	}
+	c.State.Ports = nil
 }
 
 // holder is the running container that has an address on a network, "" when none does.
