@@ -144,6 +144,7 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 	if spec.Port == 0 {
 		spec.Port = APIServerPort
 	}
+	allowed := m.allowedLoadBalancer(spec)
 	c, err := m.getLoadBalancer(ctx, spec.Cluster)
 	switch {
 	case err != nil:
@@ -153,6 +154,9 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		// would drop its connections, and could move it off the endpoint on a network without
 		// fixed addresses.
 		return c, nil
+	case allowed != nil:
+		// Nothing is removed or created for a spec the policy refuses.
+		return nil, allowed
 	case c != nil && frontendPort(c) != spec.Port:
 		// Made for another port before the endpoint was set: it holds nothing to keep.
 		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
@@ -173,9 +177,6 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		if err := m.runtime.RemoveContainer(ctx, c.Name); err != nil {
 			return nil, errors.Wrapf(err, "replacing the load balancer %s, which did not start (%v)", c.Name, startErr)
 		}
-	}
-	if err := m.allowedImage(spec.Image); err != nil {
-		return nil, err
 	}
 	name := LoadBalancerName(spec.Cluster)
 	if err := m.EnsureImage(ctx, spec.Image); err != nil {
@@ -205,6 +206,17 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		return nil, errors.Wrapf(err, "creating the load balancer %s", name)
 	}
 	return m.runtime.InspectContainer(ctx, name)
+}
+
+// allowedLoadBalancer checks a load balancer's image and host port against the policy.
+func (m *Manager) allowedLoadBalancer(spec LoadBalancerSpec) error {
+	if m.policy == nil {
+		return nil
+	}
+	if err := m.policy.CheckImage(spec.Image); err != nil {
+		return err
+	}
+	return errors.Wrap(m.policy.CheckPort("127.0.0.1", spec.HostPort), "the load balancer's host port (spec.loadBalancer.hostPort)")
 }
 
 // createLoadBalancer creates and starts a load balancer container with its host port pinned:

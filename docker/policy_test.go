@@ -98,6 +98,19 @@ func TestNodeLayerRefusesWhatThePolicyDoesNot(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A load balancer on a privileged host port, or from an image not allowed, is not created.
+	for _, spec := range []LoadBalancerSpec{
+		{Cluster: k, Image: "lb", Network: "mine", HostPort: 443},
+		{Cluster: k, Image: "alpine:3", Network: "mine"},
+	} {
+		if _, err := m.EnsureLoadBalancer(ctx, spec); !policy.IsRefused(err) {
+			t.Errorf("load balancer %+v: %v, want a refusal", spec, err)
+		}
+	}
+	if lb, err := m.FindLoadBalancer(ctx, k); err != nil || lb != nil {
+		t.Errorf("a refused load balancer exists: %v (%v)", lb, err)
+	}
+
 	// Images into nodes: only the namespace's own, checked before anything is copied.
 	before := rt.CallCount("Exec")
 	err = node.LoadImages(ctx, []string{"localhost/team-a/app:dev", "localhost/dockyard/manager:v0.1.0"}, nil)

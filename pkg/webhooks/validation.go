@@ -307,6 +307,11 @@ func checkClusterPolicy(ctx context.Context, p *policy.Policy, env Environment, 
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "image"), err.Error()))
 		}
 	}
+	if port := newSpec.LoadBalancer.HostPort; port != 0 && (oldSpec == nil || oldSpec.LoadBalancer.HostPort != port) {
+		if err := p.CheckPort("127.0.0.1", int(port)); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "hostPort"), err.Error()))
+		}
+	}
 	loaded := sets.New[string]()
 	if oldSpec != nil {
 		loaded.Insert(oldSpec.LoadImages...)

@@ -618,6 +618,9 @@ func TestPolicyRefusesWhatReachesOutsideTheNamespace(t *testing.T) {
 		{"another team's images and the manager's own", func(s *infrav1.DockyardClusterSpec) {
 			s.LoadImages = []string{"quay.io/jetstack/cert-manager-controller:v1.11.5", "localhost/dockyard/manager:v0.1.0"}
 		}, []string{"spec.loadImages[0]", "spec.loadImages[1]", "--allowed-load-image-repositories", "localhost/" + ns + "/"}},
+		{"the load balancer on a privileged host port", func(s *infrav1.DockyardClusterSpec) {
+			s.LoadBalancer.HostPort = 443
+		}, []string{"spec.loadBalancer.hostPort", "--min-host-port"}},
 		{"the host's network", func(s *infrav1.DockyardClusterSpec) {
 			s.Network = infrav1.NetworkSpec{Existing: infrav1.ExistingNetworkSpec{Name: "host"}}
 		}, []string{"spec.network.existing.name", "--allowed-networks"}},
