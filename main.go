@@ -85,7 +85,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	logsv1.AddFlags(o.logOptions, fs)
 
 	fs.StringVar(&o.watchNamespace, "namespace", "",
-		"Namespace the controllers watch. Defaults to all namespaces.")
+		`Namespace the controllers watch. Defaults to all namespaces ("" too, what clusterctl renders for an empty DOCKYARD_WATCH_NAMESPACE).`)
 	fs.StringVar(&o.watchFilterValue, "watch-filter", "",
 		"Reconcile only objects whose cluster.x-k8s.io/watch-filter label has this value.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false,
@@ -205,6 +205,9 @@ func main() {
 }
 
 func run(o options) error {
+	if o.watchNamespace == `""` {
+		o.watchNamespace = ""
+	}
 	if err := logsv1.ValidateAndApply(o.logOptions, nil); err != nil {
 		return errors.Wrap(err, "applying logging flags")
 	}

@@ -47,7 +47,8 @@ type DockyardClusterReconciler struct {
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters;dockyardclusters/status;dockyardclusters/finalizers,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;clusters/status,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;patch
+// ConfigMaps (haproxy templates) are read and labelled for clusterctl move with the rules of
+// config/rbac/secrets_role.yaml, bound only where the manager reconciles.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler: it watches DockyardClusters, and Clusters to learn

@@ -64,7 +64,8 @@ type DockyardMachineReconciler struct {
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=dockyardclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machines/status,verbs=get;list;watch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// Secrets (bootstrap data, kubeconfigs) are read with the rules of config/rbac/secrets_role.yaml,
+// bound only where the manager reconciles.
 
 // SetupWithManager registers the reconciler: it watches DockyardMachines, their Machines (owner
 // references, bootstrap data, deletion), Clusters (pause, infrastructure provisioned) and the

@@ -298,6 +298,8 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 		"--node-image-repository=localhost/dockyard/node", "--load-balancer-image=localhost/dockyard/haproxy:latest",
 		"--v=4", "--node-privileged=auto", "--diagnostics-address=:8443",
 		"--container-runtime=docker", "--container-runtime-endpoint=unix:///var/run/docker.sock",
+		`--namespace=""`, "--allowed-load-image-repositories=localhost/{namespace}/", "--allowed-listen-addresses=127.0.0.1,::1",
+		"--min-host-port=1024", "--allowed-subnet-pools=10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7",
 	} {
 		if !strings.Contains(args, want) {
 			t.Errorf("manager args %q lack %s", args, want)
@@ -331,6 +333,10 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 			t.Errorf("CRD %s lacks the contract label cluster.x-k8s.io/v1beta2=v1alpha1 or clusterctl's label: %v", crd.Name, crd.Labels)
 		}
 	}
+
+	// The manager's Secrets and ConfigMaps, bound in every namespace, changed only as
+	// clusterctl move needs.
+	verifyManagerRBAC(ctx, t, kubeconfig, c)
 
 	// Cluster API with ClusterTopology (CLUSTER_TOPOLOGY in out/clusterctl.yaml).
 	for _, key := range []client.ObjectKey{
