@@ -136,7 +136,7 @@ func (r *ServiceLoadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.
 		name := svc.Namespace + "/" + svc.Name
 		wanted[name] = true
 		if err := r.serve(ctx, remote, cluster, svc, docker.ServiceLoadBalancerSpec{
-			Cluster: key, Service: name, Image: orDefault(r.Image, docker.DefaultLoadBalancerImage), Network: network, Ports: ports, Nodes: backends,
+			Cluster: key, Service: name, UID: string(svc.UID), Image: orDefault(r.Image, docker.DefaultLoadBalancerImage), Network: network, Ports: ports, Nodes: backends,
 		}); err != nil {
 			errs = append(errs, err)
 		}

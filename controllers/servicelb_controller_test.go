@@ -35,7 +35,7 @@ func TestServiceLoadBalancerServesServicesOfTypeLoadBalancer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Spec: corev1.ServiceSpec{
+	web := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"}, Spec: corev1.ServiceSpec{
 		Type: corev1.ServiceTypeLoadBalancer,
 		Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, NodePort: 30080, Protocol: corev1.ProtocolTCP},
@@ -43,8 +43,8 @@ func TestServiceLoadBalancerServesServicesOfTypeLoadBalancer(t *testing.T) {
 		},
 	}}
 	others := []*corev1.Service{
-		{ObjectMeta: metav1.ObjectMeta{Name: "internal", Namespace: "default"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "metallb", Namespace: "default"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+		{ObjectMeta: metav1.ObjectMeta{Name: "internal", Namespace: "default", UID: "uid-internal"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "metallb", Namespace: "default", UID: "uid-metallb"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
 			LoadBalancerClass: ptr.To("metallb.io/metallb"), Ports: []corev1.ServicePort{{Port: 80, NodePort: 30081}}}},
 	}
 	for _, svc := range append(others, web) {
