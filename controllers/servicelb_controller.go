@@ -2,13 +2,19 @@ package controllers
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
@@ -27,6 +33,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
 // ServiceLoadBalancerReconciler gives every Service of type LoadBalancer in a Dockyard
@@ -37,18 +44,35 @@ import (
 // API's ClusterCache) and removes the containers of Services that are gone or changed type;
 // the cluster's deletion removes the rest. Services with a spec.loadBalancerClass are another
 // implementation's, and UDP ports are not served (haproxy forwards TCP).
+//
+// A cluster gets at most MaxPerCluster load balancers, so whoever may create Services in it
+// cannot fill the engine's host: Services that have one keep it, the oldest others come next,
+// and a Service over the cap waits with a Warning Event on it in the workload cluster. A
+// container serves only the Service (namespace/name and UID) its labels name, and only names,
+// addresses and ports that pkg/haproxy accepts reach its configuration.
 type ServiceLoadBalancerReconciler struct {
 	Client       client.Client
 	ClusterCache clustercache.ClusterCache
 	Nodes        *docker.Manager
 	// Image is the haproxy image of the Services' load balancers: the manager's
 	// --load-balancer-image.
-	Image            string
+	Image string
+	// MaxPerCluster caps the Service load balancers of one cluster (the manager's
+	// --max-service-load-balancers-per-cluster); DefaultMaxServiceLoadBalancersPerCluster when
+	// 0. Services over the cap get no container and a Warning Event, and wait for a place.
+	MaxPerCluster    int
 	Recorder         record.EventRecorder
 	WatchFilterValue string
 
 	controller controller.Controller
+	events     eventMemo
 }
+
+// DefaultMaxServiceLoadBalancersPerCluster is how many Services of type LoadBalancer of one
+// workload cluster get a load balancer container when the manager's
+// --max-service-load-balancers-per-cluster is not set: whoever may create Services in a
+// workload cluster cannot fill the engine's host with containers.
+const DefaultMaxServiceLoadBalancersPerCluster = 20
 
 // serviceResync is how often a cluster with Service load balancers is looked at again, to
 // catch a container stopped or removed outside Dockyard.
@@ -121,47 +145,257 @@ func (r *ServiceLoadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.
 	if err := remote.List(ctx, services); err != nil {
 		return ctrl.Result{}, errors.Wrap(err, "listing the workload cluster's Services")
 	}
-	backends, err := serviceBackends(ctx, remote)
+	backends, err := r.serviceBackends(ctx, remote, cluster)
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	wanted := map[string]bool{}
-	var errs []error
-	for i := range services.Items {
-		svc := &services.Items[i]
-		ports := loadBalancerPorts(svc)
-		if ports == nil {
-			continue
-		}
-		name := svc.Namespace + "/" + svc.Name
-		wanted[name] = true
-		if err := r.serve(ctx, remote, cluster, svc, docker.ServiceLoadBalancerSpec{
-			Cluster: key, Service: name, Image: orDefault(r.Image, docker.DefaultLoadBalancerImage), Network: network, Ports: ports, Nodes: backends,
-		}); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	existing, err := r.Nodes.ServiceLoadBalancers(ctx, key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	served, waiting := r.admit(ctx, remote, cluster, key, services.Items, existing)
+
+	// The containers of Services that are gone, changed type, were re-created or lost their
+	// place go first, so the cluster never runs more than its cap; while one cannot be
+	// removed, no Service gets a new one.
+	admitted := map[lbIdentity]bool{}
+	for _, c := range served {
+		admitted[c.identity()] = true
+	}
+	var errs []error
 	for _, lb := range existing {
-		if wanted[lb.Service] {
+		if admitted[lbIdentity{lb.Name, lb.Service, lb.UID}] {
 			continue
 		}
 		if err := r.Nodes.DeleteServiceLoadBalancer(ctx, lb); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		log.Info("Removed the load balancer of a Service that is gone or no longer of type LoadBalancer", "service", lb.Service, "container", lb.Name)
+		log.Info("Removed the load balancer of a Service that is gone, re-created, no longer of type LoadBalancer or over the cap",
+			"service", lb.Service, "uid", lb.UID, "container", lb.Name)
+	}
+	removalFailed := len(errs) > 0
+	for _, c := range served {
+		if removalFailed && !c.held {
+			continue
+		}
+		if err := r.serve(ctx, remote, cluster, c.svc, docker.ServiceLoadBalancerSpec{
+			Cluster: key, Service: c.name, UID: string(c.svc.UID), Image: orDefault(r.Image, docker.DefaultLoadBalancerImage),
+			Network: network, Ports: c.ports, Nodes: backends,
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, c := range waiting {
+		if err := clearIngress(ctx, remote, c.svc); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return ctrl.Result{}, kerrors.NewAggregate(errs)
 	}
-	if len(wanted) > 0 {
+	if len(served) > 0 {
 		return ctrl.Result{RequeueAfter: serviceResync}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// serviceCandidate is a Service of type LoadBalancer that Dockyard serves.
+type serviceCandidate struct {
+	svc *corev1.Service
+	// name is "<namespace>/<name>", containerName its load balancer's.
+	name, containerName string
+	ports               []docker.ServicePort
+	// held says a load balancer of this Service (name and UID) exists already.
+	held bool
+}
+
+// lbIdentity is what a Service load balancer serves: its container's name, and the Service's
+// namespace/name and UID its labels hold.
+type lbIdentity struct{ container, service, uid string }
+
+func (c *serviceCandidate) identity() lbIdentity {
+	return lbIdentity{c.containerName, c.name, string(c.svc.UID)}
+}
+
+// maxPerCluster is the cap on a cluster's Service load balancers.
+func (r *ServiceLoadBalancerReconciler) maxPerCluster() int {
+	if r.MaxPerCluster <= 0 {
+		return DefaultMaxServiceLoadBalancersPerCluster
+	}
+	return r.MaxPerCluster
+}
+
+// admit chooses the Services that get a load balancer, at most the cap, in a stable and fair
+// order: those that have one already, then the oldest (creation time, then namespace/name).
+// It skips, with a logged error and an Event, Services whose names or ports could not be put
+// in haproxy's configuration, and a Service whose container name (a short hash) another
+// Service earlier in the order has. The others wait, each told once by a Warning Event.
+func (r *ServiceLoadBalancerReconciler) admit(ctx context.Context, remote client.Client, cluster *clusterv1.Cluster, key docker.ClusterKey,
+	services []corev1.Service, existing []*docker.ServiceLoadBalancer) (served, waiting []*serviceCandidate) {
+	log := ctrl.LoggerFrom(ctx)
+	held := map[lbIdentity]bool{}
+	for _, lb := range existing {
+		held[lbIdentity{lb.Name, lb.Service, lb.UID}] = true
+	}
+	var candidates []*serviceCandidate
+	for i := range services {
+		svc := &services[i]
+		ports := loadBalancerPorts(svc)
+		if ports == nil {
+			continue
+		}
+		if err := haproxy.ValidateService(svc.Namespace, svc.Name); err != nil {
+			// Not a name the API server allows: no Event can name the Service either.
+			log.Error(err, "Skipping a Service of type LoadBalancer whose name cannot be configured")
+			r.Recorder.Eventf(cluster, corev1.EventTypeWarning, reasonServiceInvalid, "A Service of type LoadBalancer is not served: %v", err)
+			continue
+		}
+		c := &serviceCandidate{svc: svc, name: svc.Namespace + "/" + svc.Name}
+		c.containerName = docker.ServiceLoadBalancerName(key, c.name)
+		c.held = held[c.identity()]
+		seen := map[int]bool{}
+		for _, p := range ports {
+			err := haproxy.ValidatePort(p)
+			if err == nil && seen[p.Port] {
+				err = errors.Errorf("port %d is listed twice", p.Port)
+			}
+			if err != nil {
+				log.Error(err, "Skipping a port of a Service of type LoadBalancer", "service", c.name)
+				r.serviceEvent(ctx, remote, key, svc, corev1.EventTypeWarning, reasonServicePortSkipped, fmt.Sprintf("A port is not served by the load balancer: %v", err))
+				continue
+			}
+			seen[p.Port] = true
+			c.ports = append(c.ports, p)
+		}
+		if c.ports == nil {
+			c.ports = []docker.ServicePort{}
+		}
+		candidates = append(candidates, c)
+	}
+	sort.SliceStable(candidates, func(i, j int) bool {
+		a, b := candidates[i], candidates[j]
+		if a.held != b.held {
+			return a.held
+		}
+		if !a.svc.CreationTimestamp.Equal(&b.svc.CreationTimestamp) {
+			return a.svc.CreationTimestamp.Before(&b.svc.CreationTimestamp)
+		}
+		return a.name < b.name
+	})
+
+	limit := r.maxPerCluster()
+	claimed := map[string]string{}
+	for _, c := range candidates {
+		if other, ok := claimed[c.containerName]; ok {
+			if r.serviceEvent(ctx, remote, key, c.svc, corev1.EventTypeWarning, reasonServiceNameCollision, fmt.Sprintf(
+				"No load balancer: its container name %s is Service %s's too (a short hash of the name); rename one of them", c.containerName, other)) {
+				log.Info("A Service of type LoadBalancer waits: another Service has the same load balancer name", "service", c.name, "other", other, "container", c.containerName)
+			}
+			waiting = append(waiting, c)
+			continue
+		}
+		if len(served) >= limit {
+			if r.serviceEvent(ctx, remote, key, c.svc, corev1.EventTypeWarning, reasonServiceLimit, fmt.Sprintf(
+				"No load balancer: the cluster has %d Services of type LoadBalancer served, the most the Dockyard manager allows "+
+					"(--max-service-load-balancers-per-cluster); it is served when one of them is deleted or changes type", limit)) {
+				log.Info("A Service of type LoadBalancer waits: the cluster has as many Service load balancers as the cap allows", "service", c.name, "max", limit)
+			}
+			waiting = append(waiting, c)
+			continue
+		}
+		claimed[c.containerName] = c.name
+		served = append(served, c)
+	}
+	return served, waiting
+}
+
+// Reasons of the Events on a workload cluster's Services, and on the Cluster for what no
+// Service can carry.
+const (
+	reasonServiceLimit         = "ServiceLoadBalancerLimit"
+	reasonServiceNameCollision = "ServiceLoadBalancerNameCollision"
+	reasonServicePortSkipped   = "ServiceLoadBalancerPortSkipped"
+	reasonServiceInvalid       = "ServiceLoadBalancerInvalidService"
+	reasonNodeSkipped          = "ServiceLoadBalancerNodeSkipped"
+	reasonServiceReady         = "ServiceLoadBalancerReady"
+)
+
+// serviceEventComponent is the source of the Events on a workload cluster's Services.
+const serviceEventComponent = "dockyard-servicelb"
+
+// serviceEvent records an Event on a Service in the workload cluster, once per Service UID,
+// reason and message: the Event's name is derived from them, so a resync that would say the
+// same finds the Event there (or remembered in r.events) and creates nothing; one that expired,
+// after the API server's event TTL, is created again. It reports whether it created one;
+// failing to is logged, not an error: the Event only tells.
+func (r *ServiceLoadBalancerReconciler) serviceEvent(ctx context.Context, remote client.Client, cluster docker.ClusterKey, svc *corev1.Service, eventType, reason, message string) bool {
+	sum := sha256.Sum256([]byte(string(svc.UID) + "\x00" + eventType + "\x00" + reason + "\x00" + message))
+	name := svc.Name + "." + hex.EncodeToString(sum[:8])
+	memo := cluster.String() + "/" + svc.Namespace + "/" + name
+	if r.events.seen(memo) {
+		return false
+	}
+	now := metav1.Now()
+	event := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: name},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "v1", Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, ResourceVersion: svc.ResourceVersion,
+		},
+		Type: eventType, Reason: reason, Message: message,
+		Source:         corev1.EventSource{Component: serviceEventComponent},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	err := remote.Create(ctx, event)
+	switch {
+	case err == nil:
+		r.events.remember(memo)
+		return true
+	case apierrors.IsAlreadyExists(err):
+		r.events.remember(memo)
+		return false
+	default:
+		ctrl.LoggerFrom(ctx).Error(err, "Recording an Event on a Service in the workload cluster", "service", svc.Namespace+"/"+svc.Name, "reason", reason)
+		return false
+	}
+}
+
+// eventMemo remembers the Events on workload Services known to exist, so resyncs do not ask
+// the API server for each waiting Service again. It forgets them all when it holds
+// maxEventMemo, and with the manager: asking again only finds the Event there.
+type eventMemo struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+const maxEventMemo = 10000
+
+func (m *eventMemo) seen(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.names[name]
+}
+
+func (m *eventMemo) remember(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.names == nil || len(m.names) >= maxEventMemo {
+		m.names = map[string]bool{}
+	}
+	m.names[name] = true
+}
+
+// clearIngress empties the status.loadBalancer of a Service that has no load balancer.
+func clearIngress(ctx context.Context, remote client.Client, svc *corev1.Service) error {
+	if len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return nil
+	}
+	original := svc.DeepCopy()
+	svc.Status.LoadBalancer.Ingress = nil
+	if err := remote.Status().Patch(ctx, svc, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		return errors.Wrapf(err, "clearing the load balancer address of Service %s/%s", svc.Namespace, svc.Name)
+	}
+	return nil
 }
 
 // serve makes a Service's load balancer run and publishes its address in the Service's status.
@@ -185,7 +419,8 @@ func (r *ServiceLoadBalancerReconciler) serve(ctx context.Context, remote client
 		return errors.Wrapf(err, "setting the load balancer address of Service %s", spec.Service)
 	}
 	ctrl.LoggerFrom(ctx).Info("Service load balancer ready", "service", spec.Service, "address", address, "container", lb.Name)
-	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, "ServiceLoadBalancerReady", "Service %s is served on %s", spec.Service, address)
+	r.Recorder.Eventf(cluster, corev1.EventTypeNormal, reasonServiceReady, "Service %s is served on %s", spec.Service, address)
+	r.serviceEvent(ctx, remote, spec.Cluster, svc, corev1.EventTypeNormal, reasonServiceReady, fmt.Sprintf("Served by a load balancer on %s", address))
 	return nil
 }
 
@@ -204,17 +439,36 @@ func loadBalancerPorts(svc *corev1.Service) []docker.ServicePort {
 	return ports
 }
 
-// serviceBackends are the workload cluster's nodes with their IPv4 InternalIP.
-func serviceBackends(ctx context.Context, remote client.Client) ([]docker.ServiceBackend, error) {
+// serviceBackends are the workload cluster's nodes with their IPv4 InternalIP. A node whose
+// name or InternalIP could not be put in haproxy's configuration is skipped, with a logged
+// error and an Event on the Cluster (the Event cannot name an invalid Node).
+func (r *ServiceLoadBalancerReconciler) serviceBackends(ctx context.Context, remote client.Client, cluster *clusterv1.Cluster) ([]docker.ServiceBackend, error) {
 	nodes := &corev1.NodeList{}
 	if err := remote.List(ctx, nodes); err != nil {
 		return nil, errors.Wrap(err, "listing the workload cluster's Nodes")
 	}
+	log := ctrl.LoggerFrom(ctx)
+	skip := func(err error) {
+		log.Error(err, "Skipping a node the Service load balancers cannot forward to")
+		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, reasonNodeSkipped, "Service load balancers skip a node: %v", err)
+	}
 	var out []docker.ServiceBackend
 	for _, n := range nodes.Items {
+		if err := haproxy.ValidateNodeName(n.Name); err != nil {
+			skip(err)
+			continue
+		}
 		for _, a := range n.Status.Addresses {
-			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP && ip.Is4() {
-				out = append(out, docker.ServiceBackend{Name: n.Name, Address: a.Address})
+			if a.Type != corev1.NodeInternalIP {
+				continue
+			}
+			b := docker.ServiceBackend{Name: n.Name, Address: a.Address}
+			if err := haproxy.ValidateBackend(b); err != nil {
+				skip(err)
+				continue
+			}
+			if netip.MustParseAddr(a.Address).Is4() {
+				out = append(out, b)
 				break
 			}
 		}

@@ -4,15 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"net"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/pkg/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
 // A Service load balancer gives a workload cluster's Service of type LoadBalancer an address
@@ -21,24 +19,27 @@ import (
 // every node, health-checked. It carries the cluster's labels, so it goes with the cluster;
 // other clusters' networks do not reach it.
 
-// serviceLabel holds "<namespace>/<name>" of the workload Service on its load balancer.
-const serviceLabel = "dockyard.x-k8s.io/service"
+// serviceLabel holds "<namespace>/<name>" of the workload Service on its load balancer, and
+// serviceUIDLabel the Service's UID: a container serves only the Service both labels name, so
+// a Service deleted and re-created under the same name never inherits the old one's container.
+const (
+	serviceLabel    = "dockyard.x-k8s.io/service"
+	serviceUIDLabel = "dockyard.x-k8s.io/service-uid"
+)
 
 // ServicePort is a TCP port of a Service and the NodePort that serves it on every node.
-type ServicePort struct {
-	Port, NodePort int
-}
+type ServicePort = haproxy.ServicePort
 
 // ServiceBackend is a node the Service's traffic goes to.
-type ServiceBackend struct {
-	Name, Address string
-}
+type ServiceBackend = haproxy.ServiceBackend
 
 // ServiceLoadBalancerSpec describes the load balancer of one Service.
 type ServiceLoadBalancerSpec struct {
 	Cluster ClusterKey
 	// Service is "<namespace>/<name>" in the workload cluster.
 	Service string
+	// UID is the Service's metadata.uid.
+	UID     string
 	Image   string
 	Network string
 	Ports   []ServicePort
@@ -48,9 +49,10 @@ type ServiceLoadBalancerSpec struct {
 // ServiceLoadBalancer is a Service's load balancer container.
 type ServiceLoadBalancer struct {
 	Name string
-	// Service is "<namespace>/<name>" in the workload cluster.
-	Service string
-	c       *container.Container
+	// Service is "<namespace>/<name>" in the workload cluster, UID its metadata.uid: what the
+	// container's labels say it serves.
+	Service, UID string
+	c            *container.Container
 }
 
 // Address is the load balancer's IPv4 address on a network.
@@ -63,14 +65,47 @@ func serviceLoadBalancerHostname(k ClusterKey, service string) string {
 	return hostname(k.Name + "-lb-" + hex.EncodeToString(sum[:])[:8])
 }
 
+// ServiceLoadBalancerName is the container name of a Service's load balancer. Two Services
+// may share it (the hash is short): only one of them can have a load balancer at a time.
+func ServiceLoadBalancerName(k ClusterKey, service string) string {
+	return k.qualify(serviceLoadBalancerHostname(k, service))
+}
+
 // EnsureServiceLoadBalancer makes a Service's load balancer run with the spec's ports and
-// nodes, and returns it.
+// nodes, and returns it. Its configuration is rendered (and every name in it checked) before
+// anything is made. A container of the cluster under the load balancer's name is reused only
+// when its labels name the same Service and UID; otherwise (the Service was re-created, or
+// another Service's name has the same hash) it is replaced. A container of that name that is
+// not the cluster's is left alone, and is an error.
 func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoadBalancerSpec) (*ServiceLoadBalancer, error) {
+	if spec.UID == "" {
+		return nil, errors.Errorf("the load balancer of Service %s needs the Service's UID", spec.Service)
+	}
+	cfg, err := haproxy.RenderService(haproxy.ServiceData{Service: spec.Service, Ports: spec.Ports, Nodes: spec.Nodes})
+	if err != nil {
+		return nil, errors.Wrapf(err, "configuring the load balancer of Service %s", spec.Service)
+	}
 	host := serviceLoadBalancerHostname(spec.Cluster, spec.Service)
 	name := spec.Cluster.qualify(host)
 	c, err := m.runtime.InspectContainer(ctx, name)
 	switch {
 	case container.IsNotFound(err):
+		c = nil
+	case err != nil:
+		return nil, errors.Wrapf(err, "finding the load balancer of Service %s", spec.Service)
+	case !container.MatchLabels(c.Labels, spec.Cluster.ClusterLabels()):
+		return nil, errors.Errorf("container %s, the name of the load balancer of Service %s, exists and is not cluster %s's: remove or rename it", name, spec.Service, spec.Cluster)
+	case c.Labels[serviceLabel] != spec.Service || c.Labels[serviceUIDLabel] != spec.UID:
+		if err := m.runtime.RemoveContainer(ctx, name); err != nil {
+			return nil, errors.Wrapf(err, "replacing container %s, which served Service %s (UID %q), for Service %s (UID %s)",
+				name, c.Labels[serviceLabel], c.Labels[serviceUIDLabel], spec.Service, spec.UID)
+		}
+		ctrl.LoggerFrom(ctx).Info("Replaced a load balancer whose labels name another Service or UID",
+			"container", name, "previousService", c.Labels[serviceLabel], "previousUID", c.Labels[serviceUIDLabel], "service", spec.Service, "uid", spec.UID)
+		c = nil
+	}
+	switch {
+	case c == nil:
 		if err := m.allowedImage(spec.Image); err != nil {
 			return nil, err
 		}
@@ -79,26 +114,25 @@ func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoa
 		}
 		labels := spec.Cluster.ClusterLabels()
 		labels[serviceLabel] = spec.Service
+		labels[serviceUIDLabel] = spec.UID
 		if err := m.createAndStart(ctx, container.ContainerSpec{
 			Name: name, Hostname: host, Image: spec.Image,
 			Labels: labels, Network: spec.Network, RestartPolicy: "unless-stopped",
 		}); err != nil {
 			return nil, errors.Wrapf(err, "creating the load balancer of Service %s", spec.Service)
 		}
-	case err != nil:
-		return nil, errors.Wrapf(err, "finding the load balancer of Service %s", spec.Service)
 	case !c.Running:
 		if err := m.runtime.StartContainer(ctx, name); err != nil {
 			return nil, errors.Wrapf(err, "starting the load balancer of Service %s", spec.Service)
 		}
 	}
-	if _, err := m.applyHAProxyConfig(ctx, name, serviceConfig(spec)); err != nil {
+	if _, err := m.applyHAProxyConfig(ctx, name, cfg); err != nil {
 		return nil, errors.Wrapf(err, "configuring the load balancer of Service %s", spec.Service)
 	}
 	if c, err = m.runtime.InspectContainer(ctx, name); err != nil {
 		return nil, err
 	}
-	return &ServiceLoadBalancer{Name: name, Service: spec.Service, c: c}, nil
+	return &ServiceLoadBalancer{Name: name, Service: spec.Service, UID: spec.UID, c: c}, nil
 }
 
 // ServiceLoadBalancers lists a cluster's Service load balancers.
@@ -112,42 +146,18 @@ func (m *Manager) ServiceLoadBalancers(ctx context.Context, cluster ClusterKey) 
 	out := make([]*ServiceLoadBalancer, 0, len(containers))
 	for i := range containers {
 		c := &containers[i]
-		out = append(out, &ServiceLoadBalancer{Name: c.Name, Service: c.Labels[serviceLabel], c: c})
+		out = append(out, &ServiceLoadBalancer{Name: c.Name, Service: c.Labels[serviceLabel], UID: c.Labels[serviceUIDLabel], c: c})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Service < out[j].Service })
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Service != out[j].Service {
+			return out[i].Service < out[j].Service
+		}
+		return out[i].Name < out[j].Name
+	})
 	return out, nil
 }
 
 // DeleteServiceLoadBalancer removes a Service load balancer; one that is gone is not an error.
 func (m *Manager) DeleteServiceLoadBalancer(ctx context.Context, lb *ServiceLoadBalancer) error {
 	return errors.Wrapf(m.runtime.RemoveContainer(ctx, lb.Name), "removing the load balancer of Service %s", lb.Service)
-}
-
-// serviceConfig is haproxy's configuration for a Service: one TCP frontend per port, to that
-// port's NodePort on every node, health-checked.
-func serviceConfig(spec ServiceLoadBalancerSpec) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, `# Rendered by Dockyard for Service %s; changes are overwritten.
-global
-  log stdout format raw local0 notice
-  maxconn 4096
-  hard-stop-after 1m
-
-defaults
-  mode tcp
-  log global
-  option dontlognull
-  timeout connect 5s
-  timeout client 10m
-  timeout server 10m
-`, spec.Service)
-	nodes := append([]ServiceBackend(nil), spec.Nodes...)
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
-	for _, p := range spec.Ports {
-		fmt.Fprintf(&b, "\nfrontend port-%[1]d\n  bind *:%[1]d\n  default_backend nodeport-%[1]d\n\nbackend nodeport-%[1]d\n  option tcp-check\n", p.Port)
-		for _, n := range nodes {
-			fmt.Fprintf(&b, "  server %s %s check inter 5s fall 2 rise 1\n", n.Name, net.JoinHostPort(n.Address, strconv.Itoa(p.NodePort)))
-		}
-	}
-	return []byte(b.String())
 }
