@@ -74,6 +74,7 @@ type options struct {
 	allowedSubnetPools          []string
 	reservedSubnets             []string
 	reconcileTimeout            time.Duration
+	maxServiceLoadBalancers     int
 	containerRuntime            string
 	containerRuntimeEndpoint    string
 	managerOptions              flags.ManagerOptions
@@ -138,6 +139,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Ranges the subnets of the networks Dockyard creates (spec.network.subnets) must lie in. Default: the private ranges.")
 	fs.StringSliceVar(&o.reservedSubnets, "reserved-subnets", nil,
 		"Ranges clusters' subnets must not overlap, besides what the manager finds itself: the management cluster's Service ranges (ServiceCIDRs) and Nodes' pod ranges, the engine's networks and the routes of the manager's host.")
+	fs.IntVar(&o.maxServiceLoadBalancers, "max-service-load-balancers-per-cluster", controllers.DefaultMaxServiceLoadBalancersPerCluster,
+		"Service load balancers (haproxy containers on the engine's host) one workload cluster may have: Services of type LoadBalancer beyond it get none, and an Event saying so.")
 	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", 5*time.Minute,
 		"Deadline of one reconcile: a node or engine that hangs holds one worker for at most this long.")
 	fs.StringVar(&o.containerRuntime, "container-runtime", runtimes.Docker,
@@ -205,6 +208,12 @@ func main() {
 }
 
 func run(o options) error {
+	if o.maxServiceLoadBalancers < 1 {
+		return errors.Errorf("--max-service-load-balancers-per-cluster=%d: must be at least 1", o.maxServiceLoadBalancers)
+	}
+	if o.reconcileTimeout <= 0 {
+		return errors.Errorf("--reconcile-timeout=%s: must be greater than zero", o.reconcileTimeout)
+	}
 	if o.watchNamespace == `""` {
 		o.watchNamespace = ""
 	}
@@ -362,6 +371,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 		ClusterCache:     clusterCache,
 		Nodes:            nodes,
 		Image:            o.loadBalancerImage,
+		MaxPerCluster:    o.maxServiceLoadBalancers,
 		Recorder:         mgr.GetEventRecorderFor("servicelb-controller"), //nolint:staticcheck // the recorder the other controllers use
 		WatchFilterValue: o.watchFilterValue,
 	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
