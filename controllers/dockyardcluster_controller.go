@@ -174,6 +174,11 @@ func (r *DockyardClusterReconciler) reconcileNetwork(ctx context.Context, s *clu
 		return ctrl.Result{}, false, err
 	}
 	net, err := r.Nodes.EnsureClusterNetwork(ctx, s.key, networkSpec(s.cluster, dc, s.network))
+	if policy.IsRefused(err) {
+		// A subnet in use now may be free later (its network removed): looked at again.
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NotAllowedReason, "Network %s: %v", s.network, err)
+		return ctrl.Result{RequeueAfter: networkRetry}, false, nil
+	}
 	if ne, ok := docker.IsNetworkError(err); ok {
 		reason := infrav1.NetworkNotUsableReason
 		if ne.NotFound {

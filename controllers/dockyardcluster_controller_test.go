@@ -644,3 +644,33 @@ func TestExistingClustersAdoptTheirLoadBalancersHostPort(t *testing.T) {
 		t.Errorf("after a kill the load balancer publishes %d, pinned to %d, want %d", got, f.pinnedHostPort(), published)
 	}
 }
+
+// A cluster whose network the policy refuses (admitted before the policy changed) is reported
+// NotAllowed, and nothing is created on the engine.
+func TestClusterNetworkOutsideThePolicyIsNotAllowed(t *testing.T) {
+	f := newFixture(t)
+	f.nodes = docker.NewManager(f.rt, docker.ManagerOptions{Policy: policy.Default()})
+	for name, network := range map[string]infrav1.NetworkSpec{
+		"the host's network": {Existing: infrav1.ExistingNetworkSpec{Name: "host"}},
+		"a public subnet":    {Name: "mine", Subnets: []string{"8.8.8.0/24"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := f.rt.CreateNetwork(f.ctx, container.NetworkSpec{Name: "host"}); err != nil && !strings.Contains(err.Error(), "exists") {
+				t.Fatal(err)
+			}
+			dc := f.getDockyardCluster()
+			dc.Spec.Network = network
+			if err := f.c.Update(f.ctx, dc); err != nil {
+				t.Fatal(err)
+			}
+			res, err := f.clusterReconciler().Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.dc)})
+			if err != nil || res.RequeueAfter == 0 {
+				t.Fatalf("reconcile: %v, %+v; want a requeue without an error", err, res)
+			}
+			expectCondition(t, f.getDockyardCluster(), infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse, infrav1.NotAllowedReason, "--allowed-")
+			if names := f.rt.ContainerNames(); len(names) != 0 {
+				t.Errorf("containers created: %v", names)
+			}
+		})
+	}
+}

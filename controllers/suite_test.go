@@ -45,7 +45,10 @@ func TestMain(m *testing.M) {
 		},
 		// The manager has only the permissions config/ grants it, and caches what main.go's
 		// does (Cluster API's choices: no Secrets or ConfigMaps but the labelled ones).
-		ManagerClusterRole: filepath.Join(envtest.RepoRoot(), "config", "rbac", "role.yaml"),
+		ManagerClusterRoles: []string{
+			filepath.Join(envtest.RepoRoot(), "config", "rbac", "role.yaml"),
+			filepath.Join(envtest.RepoRoot(), "config", "rbac", "secrets_role.yaml"),
+		},
 		ManagerOptions: func(o *ctrl.Options) {
 			o.Cache = ManagerCacheOptions(o.Scheme, "dockyard-test", "", 10*time.Minute)
 			o.Client = setup.ManagerClientOptions()

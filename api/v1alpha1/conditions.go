@@ -14,9 +14,9 @@ const (
 	ReadyUnknownReason = "ReadyUnknown"
 	// DeletingReason: the object is being deleted.
 	DeletingReason = "Deleting"
-	// NotAllowedReason: the spec asks for an image or a host path the manager's policy does
-	// not allow (its --allowed-image-repositories and --allowed-host-paths flags); the message
-	// names which. Change the spec, or have the administrator allow it.
+	// NotAllowedReason: the spec asks for what the manager's policy does not allow (an image,
+	// a host path, a port, an image to load, a network, a subnet: its --allowed-* flags); the
+	// message names which. Change the spec, or have the administrator allow it.
 	NotAllowedReason = "NotAllowed"
 )
 

@@ -48,8 +48,9 @@ import (
 var _ = Describe("The daily loop with the dockyard command line", Ordered, Label("engines"), func() {
 	c := clusterSpec{name: "e2e-daily", namespace: testNamespacePrefix + "-daily", controlPlane: 1, workers: 1}
 	ref := c.namespace + "/" + c.name
+	// The manager's default policy lets a namespace load the images named after it.
+	appImage := "localhost/" + c.namespace + "/app:dev"
 	const (
-		appImage  = "localhost/dockyard-e2e/app:dev"
 		appPort   = 30080
 		pushedApp = "e2e/app:v1"
 	)

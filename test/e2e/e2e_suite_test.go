@@ -86,6 +86,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			"--load-balancer-image=" + lbImage,
 			"--container-runtime=" + engineConfig.Name,
 			"--container-runtime-endpoint=" + engineConfig.Endpoint,
+			// The one network of the engine's that clusters may join: the user's shared network
+			// (sharednetwork_test.go); the rest of the policy is the default.
+			"--allowed-networks=" + sharedNetwork,
 		},
 		Log: GinkgoWriter,
 	})

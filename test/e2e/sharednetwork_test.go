@@ -24,12 +24,16 @@ import (
 // spec can remove what an earlier run left.
 const sharedNetworkLabel = "dockyard.x-k8s.io/e2e-shared-network"
 
+// sharedNetwork is the network of the user's that the suite's manager allows clusters to join
+// (--allowed-networks).
+const sharedNetwork = cctlNamespacePrefix + "-shared"
+
 // Two clusters of the default flavor on one network the user created (DOCKYARD_NETWORK, that
 // is spec.network.existing.name): a cluster asked for before the network exists waits, saying
 // NetworkNotFound; both then come up side by side; deleting one leaves the other working and
 // the network in place, and Dockyard never removes the network.
 var _ = Describe("Two clusters on one network the user created", Ordered, func() {
-	const network = cctlNamespacePrefix + "-shared"
+	const network = sharedNetwork
 	// Namespaces of their own: deleteOn waits until a namespace has no cluster objects left.
 	one := clusterSpec{name: "cctl-net-one", namespace: cctlNamespacePrefix + "-net-one", controlPlane: 1, workers: 0}
 	two := clusterSpec{name: "cctl-net-two", namespace: cctlNamespacePrefix + "-net-two", controlPlane: 1, workers: 0}

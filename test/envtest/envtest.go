@@ -36,17 +36,17 @@ import (
 type Options struct {
 	// Setup registers controllers and webhooks with the manager before it starts.
 	Setup func(ctx context.Context, mgr ctrl.Manager) error
-	// ManagerClusterRole, when set, is a file holding a ClusterRole (the one controller-gen
-	// generates into config/rbac): the manager then runs as ManagerUser with only that role's
-	// permissions instead of as an administrator, so a permission missing from config/ fails
-	// the tests the way it would fail the manager's pod.
-	ManagerClusterRole string
+	// ManagerClusterRoles, when set, are files each holding a ClusterRole (those of
+	// config/rbac), bound cluster-wide as the default components bind them: the manager then
+	// runs as ManagerUser with only those permissions instead of as an administrator, so a
+	// permission missing from config/ fails the tests the way it would fail the manager's pod.
+	ManagerClusterRoles []string
 	// ManagerOptions, when set, changes the manager's options before it is made (main.go's
 	// cache and client options, for instance).
 	ManagerOptions func(*ctrl.Options)
 }
 
-// ManagerUser is who the manager runs as under Options.ManagerClusterRole: the ServiceAccount
+// ManagerUser is who the manager runs as under Options.ManagerClusterRoles: the ServiceAccount
 // config/ installs it with.
 const ManagerUser = "system:serviceaccount:dockyard-system:dockyard-manager"
 
@@ -56,7 +56,7 @@ type Environment struct {
 	// Manager is started.
 	Manager ctrl.Manager
 	// Client is an administrator's client: it reads through the manager's cache, or straight
-	// from the API server when the manager runs with ManagerClusterRole's permissions only.
+	// from the API server when the manager runs with ManagerClusterRoles' permissions only.
 	Client client.Client
 	// Config connects to the API server as an administrator.
 	Config *rest.Config
@@ -124,8 +124,8 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	}
 
 	mgrConfig, testClient := cfg, client.Client(nil)
-	if opts.ManagerClusterRole != "" {
-		if mgrConfig, err = restrictedConfig(ctx, cfg, opts.ManagerClusterRole); err != nil {
+	if len(opts.ManagerClusterRoles) > 0 {
+		if mgrConfig, err = restrictedConfig(ctx, cfg, opts.ManagerClusterRoles); err != nil {
 			_ = env.Stop()
 			return nil, err
 		}
@@ -177,29 +177,31 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 	return e, nil
 }
 
-// restrictedConfig binds the ClusterRole in file to ManagerUser and returns a configuration
+// restrictedConfig binds the ClusterRoles in files to ManagerUser and returns a configuration
 // that impersonates that user (with a ServiceAccount's groups).
-func restrictedConfig(ctx context.Context, admin *rest.Config, file string) (*rest.Config, error) {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return nil, errors.Wrap(err, "reading the manager's ClusterRole")
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.UnmarshalStrict(raw, role); err != nil {
-		return nil, errors.Wrapf(err, "decoding the ClusterRole in %s", file)
-	}
+func restrictedConfig(ctx context.Context, admin *rest.Config, files []string) (*rest.Config, error) {
 	c, err := client.New(admin, client.Options{})
 	if err != nil {
 		return nil, errors.Wrap(err, "creating an administrator's client")
 	}
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
-	}
-	for _, o := range []client.Object{role, binding} {
-		if err := c.Create(ctx, o); err != nil {
-			return nil, errors.Wrapf(err, "creating %T %s", o, o.GetName())
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, errors.Wrap(err, "reading the manager's ClusterRole")
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := yaml.UnmarshalStrict(raw, role); err != nil {
+			return nil, errors.Wrapf(err, "decoding the ClusterRole in %s", file)
+		}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
+		}
+		for _, o := range []client.Object{role, binding} {
+			if err := c.Create(ctx, o); err != nil {
+				return nil, errors.Wrapf(err, "creating %T %s", o, o.GetName())
+			}
 		}
 	}
 	restricted := rest.CopyConfig(admin)
