@@ -213,7 +213,7 @@ func splitNamespaces(label string) []string {
 	return strings.Split(label, ",")
 }
 
-// registryLabels are the labels of a registry's container, volume and network.
+// registryLabels are the labels of a registry's container.
 func registryLabels(spec RegistrySpec, host string, namespaces []string) map[string]string {
 	labels := map[string]string{
 		registryLabel:           spec.Name,
@@ -303,9 +303,11 @@ func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Regis
 	if err := m.EnsureImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
+	// Its volume and network record who it was made for; its settings are its container's.
+	owners := map[string]string{registryLabel: spec.Name, registryHostLabel: host, registryNamespacesLabel: labels[registryNamespacesLabel]}
 	// Its own network: an engine publishes ports of containers on networks of its own.
 	if n, err := m.runtime.InspectNetwork(ctx, registryNetwork(spec.Name)); container.IsNotFound(err) {
-		if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: registryNetwork(spec.Name), Labels: labels}); err != nil {
+		if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: registryNetwork(spec.Name), Labels: owners}); err != nil {
 			return nil, errors.Wrapf(err, "creating the network of registry %s", spec.Name)
 		}
 	} else if err != nil {
@@ -315,7 +317,7 @@ func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Regis
 	}
 	// A volume kept by `registry delete --keep-data` keeps the labels it was created with.
 	if volume == nil {
-		if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: registryVolume(spec.Name), Labels: labels}); err != nil {
+		if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: registryVolume(spec.Name), Labels: owners}); err != nil {
 			return nil, errors.Wrapf(err, "creating the volume of registry %s", spec.Name)
 		}
 	}

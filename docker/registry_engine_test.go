@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,17 +181,49 @@ func TestRegistryAuthenticationOnTheEngine(t *testing.T) {
 		t.Errorf("%s holds the credential with mode %s, want 600", hosts, mode)
 	}
 	ref := r.Host() + "/test/app:v1"
-	if out, code := execOut(t, rt, node.Name, "crictl", "pull", ref); code != 0 {
+	criPull := func() (string, int) {
+		return execOut(t, rt, node.Name, "/usr/local/bin/cripull", "/run/containerd/containerd.sock", ref)
+	}
+	copyCRIPull(t, rt, node.Name)
+	out, code := criPull()
+	if code != 0 {
 		t.Fatalf("the node's containerd could not pull %s with the credential (exit %d):\n%s", ref, code, out)
 	}
+	t.Logf("pulled with the credential through CRI: %s", out)
 	// Without it, the same pull is refused: the header is what lets the node in.
 	if _, code := execOut(t, rt, node.Name, "sed", "-i", "/header/,$d", hosts); code != 0 {
 		t.Fatal("removing the header from hosts.toml failed")
 	}
-	if out, code := execOut(t, rt, node.Name, "crictl", "rmi", ref); code != 0 {
+	if out, code := execOut(t, rt, node.Name, "ctr", "--namespace", "k8s.io", "images", "rm", ref); code != 0 {
 		t.Fatalf("removing the pulled image: %s", out)
 	}
-	if out, code := execOut(t, rt, node.Name, "crictl", "pull", ref); code == 0 || !strings.Contains(out, "401") && !strings.Contains(strings.ToLower(out), "unauthorized") {
-		t.Errorf("pulling without the credential: exit %d, %s; want 401 Unauthorized", code, out)
+	out, code = criPull()
+	if code == 0 || !strings.Contains(out, "401") && !strings.Contains(strings.ToLower(out), "unauthorized") {
+		t.Fatalf("pulling without the credential: exit %d, %s; want 401 Unauthorized", code, out)
+	}
+	t.Logf("refused without the credential: %s", out)
+}
+
+// copyCRIPull builds testdata/cripull, a client of containerd's CRI image service (the kubelet's
+// way to pull; node images have no crictl), into a node's /usr/local/bin.
+func copyCRIPull(t *testing.T, rt container.Runtime, node string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "cripull")
+	cmd := exec.Command("go", "build", "-o", out, "./testdata/cripull")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building cripull: %v\n%s", err, msg)
+	}
+	bin, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "cripull", Mode: 0o755, Size: int64(len(bin))})
+	_, _ = tw.Write(bin)
+	_ = tw.Close()
+	if err := rt.CopyToContainer(context.Background(), node, "/usr/local/bin", &buf); err != nil {
+		t.Fatal(err)
 	}
 }
