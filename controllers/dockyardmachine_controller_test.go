@@ -822,7 +822,7 @@ func TestMachineUsesTheClustersLocalRegistry(t *testing.T) {
 		f.reconcileMachine(worker)
 	}
 	expectCondition(t, f.getMachine(worker), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.RegistryNotFoundReason,
-		"dev-registry", "dockyard registry create")
+		"dev-registry", "dockyard registry create --name dev-registry --namespaces "+testNS)
 
 	if err := f.rt.LoadImages(f.ctx, mustSave(t, "localhost/dockyard/registry:v3")); err != nil {
 		t.Fatal(err)

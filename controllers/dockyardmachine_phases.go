@@ -160,8 +160,8 @@ func (r *DockyardMachineReconciler) useRegistry(ctx context.Context, s *machineS
 	}
 	if reg == nil {
 		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.RegistryNotFoundReason,
-			"The DockyardCluster's spec.registry names %s, which is no local registry on the engine: create it (dockyard registry create --name %s) or unset spec.registry",
-			s.dc.Spec.Registry, s.dc.Spec.Registry)
+			"The DockyardCluster's spec.registry names %s, which is no local registry on the engine: create it (dockyard registry create --name %s --namespaces %s) or unset spec.registry",
+			s.dc.Spec.Registry, s.dc.Spec.Registry, s.dm.Namespace)
 		return false, nil
 	}
 	if err := s.node.UseRegistry(ctx, reg, s.network); err != nil {
