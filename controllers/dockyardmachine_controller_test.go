@@ -895,12 +895,27 @@ func TestMachineUsesTheClustersLocalRegistry(t *testing.T) {
 		f.reconcileMachine(worker)
 	}
 	expectCondition(t, f.getMachine(worker), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.RegistryNotFoundReason,
-		"dev-registry", "dockyard registry create")
+		"dev-registry", "dockyard registry create --name dev-registry --namespaces "+testNS)
 
 	if err := f.rt.LoadImages(f.ctx, mustSave(t, "localhost/dockyard/registry:v3")); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := f.nodes.CreateRegistry(f.ctx, docker.RegistrySpec{Name: "dev-registry", Image: "localhost/dockyard/registry:v3", HostPort: 5001})
+	// A registry of another namespace is refused, and attached to nothing.
+	other, err := f.nodes.CreateRegistry(f.ctx, docker.RegistrySpec{Name: "dev-registry", Image: "localhost/dockyard/registry:v3", HostPort: 5001, Namespaces: []string{"team-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(worker)
+	expectCondition(t, f.getMachine(worker), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.RegistryNotAllowedReason,
+		"dev-registry", "team-b", "--namespaces team-b,"+testNS)
+	if other, _ := f.nodes.FindRegistry(f.ctx, other.Name); other == nil || other.Address(docker.DefaultNetworkName(docker.ClusterKey{Namespace: testNS, Name: testCluster})) != "" {
+		t.Errorf("a registry that does not serve %s was attached to its cluster's network", testNS)
+	}
+	if _, err := f.nodes.DeleteRegistry(f.ctx, other.Name, false); err != nil {
+		t.Fatal(err)
+	}
+
+	reg, err := f.nodes.CreateRegistry(f.ctx, docker.RegistrySpec{Name: "dev-registry", Image: "localhost/dockyard/registry:v3", HostPort: 5001, Namespaces: []string{testNS}})
 	if err != nil {
 		t.Fatal(err)
 	}

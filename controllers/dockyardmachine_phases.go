@@ -161,21 +161,26 @@ func (r *DockyardMachineReconciler) startFailed(dm *infrav1.DockyardMachine, nam
 const registryRetry = 15 * time.Second
 
 // useRegistry attaches the cluster's local registry (spec.registry) to its network and points
-// the node's containerd at it; ok is false (the condition says why) while it does not exist.
+// the node's containerd at it; ok is false (the condition says why) while it does not exist or
+// does not serve the machine's namespace.
 func (r *DockyardMachineReconciler) useRegistry(ctx context.Context, s *machineScope) (ok bool, err error) {
 	if s.dc == nil || s.dc.Spec.Registry == "" {
 		s.dm.Status.Registry = ""
 		return true, nil
 	}
-	reg, err := r.Nodes.ConnectRegistry(ctx, s.dc.Spec.Registry, s.network)
+	reg, err := r.Nodes.ConnectRegistry(ctx, s.dc.Spec.Registry, s.network, s.dm.Namespace)
+	if docker.IsRegistryNotServed(err) {
+		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.RegistryNotAllowedReason, "%v", err)
+		return false, nil
+	}
 	if err != nil {
 		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
 		return false, err
 	}
 	if reg == nil {
 		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.RegistryNotFoundReason,
-			"The DockyardCluster's spec.registry names %s, which is no local registry on the engine: create it (dockyard registry create --name %s) or unset spec.registry",
-			s.dc.Spec.Registry, s.dc.Spec.Registry)
+			"The DockyardCluster's spec.registry names %s, which is no local registry on the engine: create it (dockyard registry create --name %s --namespaces %s) or unset spec.registry",
+			s.dc.Spec.Registry, s.dc.Spec.Registry, s.dm.Namespace)
 		return false, nil
 	}
 	// The node is pointed at the registry's address once, and again only when it moved (an

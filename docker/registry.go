@@ -4,15 +4,20 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pkg/errors"
+	"golang.org/x/crypto/bcrypt"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -22,17 +27,42 @@ import (
 // `docker push localhost:<port>/app:dev` reaches it, and attached to the network of every
 // cluster that uses it, where the nodes' containerd pulls "localhost:<port>/..." from it
 // (registryHostsFile). Nodes never need the host's network.
+//
+// A registry belongs to the namespaces it was created for: only their clusters get it attached
+// (ConnectRegistry). Its deletes are off unless it was created with them, and it may require
+// basic authentication: a user and password made at each creation of its container, kept in
+// the container (never in its labels, command or environment), which the nodes of its clusters
+// send as a header (registryHosts). Changing any of that re-creates it: delete it keeping its
+// data, then create it again.
 
 const (
 	// registryLabel holds the registry's name on its container, volume and network.
 	registryLabel = "dockyard.x-k8s.io/registry"
 	// registryHostLabel holds the address images name it by on the host: "localhost:<port>".
 	registryHostLabel = "dockyard.x-k8s.io/registry-host"
+	// registryNamespacesLabel holds the namespaces whose clusters may use the registry, sorted
+	// and comma-separated, on its container, volume and network as they were created. The
+	// container's is the one that counts.
+	registryNamespacesLabel = "dockyard.x-k8s.io/registry-namespaces"
+	// registryDeletesLabel is "true" on a registry that accepts deletes.
+	registryDeletesLabel = "dockyard.x-k8s.io/registry-deletes"
+	// registryAuthLabel is "htpasswd" on a registry that requires basic authentication.
+	registryAuthLabel = "dockyard.x-k8s.io/registry-auth"
 	// RegistryPort is the port the registry serves in its container.
 	RegistryPort = 5000
 	// DefaultRegistryName and DefaultRegistryHostPort are `dockyard registry create`'s.
 	DefaultRegistryName     = "dockyard-registry"
 	DefaultRegistryHostPort = 5001
+	// RegistryUser is the user of a registry that requires authentication.
+	RegistryUser = "dockyard"
+)
+
+// Where a registry that requires authentication keeps its users (htpasswd, bcrypt) and the
+// credential Dockyard gives nodes and the host ("user:password"), in its container.
+const (
+	registryAuthDir        = "/etc/distribution/auth"
+	registryHtpasswdFile   = registryAuthDir + "/htpasswd"
+	registryCredentialFile = registryAuthDir + "/credential"
 )
 
 // RegistrySpec describes a local registry.
@@ -41,6 +71,13 @@ type RegistrySpec struct {
 	// HostPort is published on ListenAddress (127.0.0.1 when empty).
 	HostPort      int
 	ListenAddress string
+	// Namespaces are the namespaces whose clusters may use the registry; at least one.
+	Namespaces []string
+	// AllowDeletes lets clients delete manifests and blobs (off: pushes only add).
+	AllowDeletes bool
+	// Auth requires basic authentication of every client: RegistryUser with a random password
+	// (RegistryCredential), new at each creation of the container.
+	Auth bool
 }
 
 // Registry is a local registry on the engine.
@@ -61,19 +98,187 @@ func (r *Registry) State() string { return r.c.State }
 // Address is the registry's address on a network, "" when it is not attached to it.
 func (r *Registry) Address(network string) string { return nodeAddress(r.c, network) }
 
+// Namespaces are the namespaces whose clusters may use the registry, sorted; none for a
+// registry created before registries had owners.
+func (r *Registry) Namespaces() []string { return splitNamespaces(r.c.Labels[registryNamespacesLabel]) }
+
+// Serves reports whether the clusters of a namespace may use the registry.
+func (r *Registry) Serves(namespace string) bool {
+	return namespace != "" && slices.Contains(r.Namespaces(), namespace)
+}
+
+// DeletesAllowed reports whether the registry accepts deletes of manifests and blobs.
+func (r *Registry) DeletesAllowed() bool { return r.c.Labels[registryDeletesLabel] == "true" }
+
+// AuthRequired reports whether the registry requires basic authentication.
+func (r *Registry) AuthRequired() bool { return r.c.Labels[registryAuthLabel] == "htpasswd" }
+
+// listenAddress is the host address its port is published on.
+func (r *Registry) listenAddress() string {
+	for _, p := range r.c.Ports {
+		if p.ContainerPort == RegistryPort && p.HostIP != "" {
+			return p.HostIP
+		}
+	}
+	return "127.0.0.1"
+}
+
+// createCommand is the `dockyard registry create` that makes the registry as it is, serving
+// namespaces instead.
+func (r *Registry) createCommand(namespaces []string) string {
+	cmd := "dockyard registry create --name " + r.Name
+	if _, port, err := net.SplitHostPort(r.Host()); err == nil {
+		cmd += " --port " + port
+	}
+	if a := r.listenAddress(); a != "127.0.0.1" {
+		cmd += " --listen-address " + a
+	}
+	cmd += " --namespaces " + strings.Join(namespaces, ",")
+	if r.DeletesAllowed() {
+		cmd += " --allow-deletes"
+	}
+	if r.AuthRequired() {
+		cmd += " --auth"
+	}
+	return cmd
+}
+
+// RegistryNotServedError says a local registry does not serve the clusters of a namespace.
+type RegistryNotServedError struct {
+	// Registry is the registry's name, Namespace the namespace it was asked for, Namespaces
+	// those it serves.
+	Registry, Namespace string
+	Namespaces          []string
+	// recreate is the command that makes it serve Namespace too.
+	recreate string
+}
+
+func (e *RegistryNotServedError) Error() string {
+	serves := "serves the clusters of namespace"
+	if len(e.Namespaces) > 1 {
+		serves += "s"
+	}
+	serves += " " + strings.Join(e.Namespaces, ", ")
+	if len(e.Namespaces) == 0 {
+		serves = "serves no namespace (it was created before registries had owners)"
+	}
+	return fmt.Sprintf("local registry %s %s, not %s: to add %s, re-create it keeping its images: dockyard registry delete --name %s --keep-data && %s",
+		e.Registry, serves, e.Namespace, e.Namespace, e.Registry, e.recreate)
+}
+
+// IsRegistryNotServed reports whether err says a registry does not serve a namespace.
+func IsRegistryNotServed(err error) bool {
+	var e *RegistryNotServedError
+	return errors.As(err, &e)
+}
+
+// RegistryCredential is the user and password of a local registry that requires
+// authentication. Printing it never prints the password.
+type RegistryCredential struct {
+	Username, Password string
+}
+
+func (c RegistryCredential) String() string   { return c.Username + ":<password>" }
+func (c RegistryCredential) GoString() string { return c.String() }
+
+// basic is the credential as an HTTP Authorization header's value.
+func (c RegistryCredential) basic() string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(c.Username+":"+c.Password))
+}
+
 func registryVolume(name string) string  { return name + "-data" }
 func registryNetwork(name string) string { return name }
 
+// normalizeNamespaces checks namespace names and returns them sorted, without duplicates.
+func normalizeNamespaces(namespaces []string) ([]string, error) {
+	var out []string
+	for _, ns := range namespaces {
+		ns = strings.TrimSpace(ns)
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return nil, errors.Errorf("--namespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+		}
+		out = append(out, ns)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--namespaces: a registry serves the clusters of at least one namespace")
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func splitNamespaces(label string) []string {
+	if label == "" {
+		return nil
+	}
+	return strings.Split(label, ",")
+}
+
+// registryLabels are the labels of a registry's container.
+func registryLabels(spec RegistrySpec, host string, namespaces []string) map[string]string {
+	labels := map[string]string{
+		registryLabel:           spec.Name,
+		registryHostLabel:       host,
+		registryNamespacesLabel: strings.Join(namespaces, ","),
+	}
+	if spec.AllowDeletes {
+		labels[registryDeletesLabel] = "true"
+	}
+	if spec.Auth {
+		labels[registryAuthLabel] = "htpasswd"
+	}
+	return labels
+}
+
+// sameSettings reports whether an existing registry is what labels describe.
+func (r *Registry) sameSettings(labels map[string]string) bool {
+	for _, k := range []string{registryNamespacesLabel, registryDeletesLabel, registryAuthLabel} {
+		if r.c.Labels[k] != labels[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// settings describes the registry for a person.
+func (r *Registry) settings() string {
+	s := "serving namespaces " + strings.Join(r.Namespaces(), ",")
+	if len(r.Namespaces()) == 0 {
+		s = "serving no namespace"
+	}
+	if r.DeletesAllowed() {
+		s += ", deletes allowed"
+	} else {
+		s += ", deletes off"
+	}
+	if r.AuthRequired() {
+		s += ", authentication required"
+	}
+	return s
+}
+
 // CreateRegistry creates and starts a local registry, or returns the one of that name when it
-// has the same host port. Its data volume is kept across restarts and re-creations.
+// has the same host port, namespaces, deletes and authentication (starting it if it is
+// stopped). A registry to change is refused: delete it keeping its data, and create it again.
+// Its data volume is kept across restarts and re-creations; a volume or network of its names
+// that is not its own is refused.
 func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Registry, error) {
 	if spec.Name == "" || spec.Image == "" || spec.HostPort <= 0 {
 		return nil, errors.New("a registry needs a name, an image and a host port")
 	}
+	namespaces, err := normalizeNamespaces(spec.Namespaces)
+	if err != nil {
+		return nil, err
+	}
 	host := "localhost:" + strconv.Itoa(spec.HostPort)
+	labels := registryLabels(spec, host, namespaces)
 	if r, err := m.FindRegistry(ctx, spec.Name); err != nil || r != nil {
 		if r != nil && r.Host() != host {
 			return nil, errors.Errorf("registry %s exists already, serving %s: delete it first to publish it on another port", spec.Name, r.Host())
+		}
+		if r != nil && !r.sameSettings(labels) {
+			want := &Registry{Name: spec.Name, c: &container.Container{Labels: labels}}
+			return nil, errors.Errorf("registry %s exists already, %s; asked for %s: to change that, re-create it keeping its images: dockyard registry delete --name %s --keep-data, then create it again",
+				spec.Name, r.settings(), want.settings(), spec.Name)
 		}
 		if r != nil && !r.Running() {
 			if err := m.runtime.StartContainer(ctx, r.Name); err != nil {
@@ -88,35 +293,131 @@ func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Regis
 	} else if !container.IsNotFound(err) {
 		return nil, err
 	}
+	volume, err := m.findVolume(ctx, registryVolume(spec.Name))
+	if err != nil {
+		return nil, err
+	}
+	if volume != nil && volume.Labels[registryLabel] != spec.Name {
+		return nil, errors.Errorf("a volume named %s exists already and is not registry %s's: choose another name", volume.Name, spec.Name)
+	}
 	if err := m.EnsureImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
-	labels := map[string]string{registryLabel: spec.Name, registryHostLabel: host}
+	// Its volume and network record who it was made for; its settings are its container's.
+	owners := map[string]string{registryLabel: spec.Name, registryHostLabel: host, registryNamespacesLabel: labels[registryNamespacesLabel]}
 	// Its own network: an engine publishes ports of containers on networks of its own.
-	if _, err := m.runtime.InspectNetwork(ctx, registryNetwork(spec.Name)); container.IsNotFound(err) {
-		if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: registryNetwork(spec.Name), Labels: labels}); err != nil {
+	if n, err := m.runtime.InspectNetwork(ctx, registryNetwork(spec.Name)); container.IsNotFound(err) {
+		if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: registryNetwork(spec.Name), Labels: owners}); err != nil {
 			return nil, errors.Wrapf(err, "creating the network of registry %s", spec.Name)
 		}
 	} else if err != nil {
 		return nil, err
+	} else if n.Labels[registryLabel] != spec.Name {
+		return nil, errors.Errorf("a network named %s exists already and is not registry %s's: choose another name", n.Name, spec.Name)
 	}
-	if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: registryVolume(spec.Name), Labels: labels}); err != nil {
-		return nil, errors.Wrapf(err, "creating the volume of registry %s", spec.Name)
+	// A volume kept by `registry delete --keep-data` keeps the labels it was created with.
+	if volume == nil {
+		if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: registryVolume(spec.Name), Labels: owners}); err != nil {
+			return nil, errors.Wrapf(err, "creating the volume of registry %s", spec.Name)
+		}
 	}
-	err := m.createAndStart(ctx, container.ContainerSpec{
-		Name: spec.Name, Hostname: spec.Name, Image: spec.Image, Labels: labels, Network: registryNetwork(spec.Name),
+	// Distribution's configuration (images/registry/config.yml) has deletes off; its
+	// environment turns them and authentication on. Neither holds a secret.
+	var env []string
+	if spec.AllowDeletes {
+		env = append(env, "REGISTRY_STORAGE_DELETE_ENABLED=true")
+	}
+	if spec.Auth {
+		env = append(env, "REGISTRY_AUTH=htpasswd", "REGISTRY_AUTH_HTPASSWD_REALM="+spec.Name, "REGISTRY_AUTH_HTPASSWD_PATH="+registryHtpasswdFile)
+	}
+	err = m.runtime.CreateContainer(ctx, container.ContainerSpec{
+		Name: spec.Name, Hostname: spec.Name, Image: spec.Image, Labels: labels, Network: registryNetwork(spec.Name), Env: env,
 		Mounts:        []container.Mount{{Type: container.MountVolume, Source: registryVolume(spec.Name), Target: "/var/lib/registry"}},
 		Ports:         []container.PortMapping{{ContainerPort: RegistryPort, Protocol: "tcp", HostIP: orDefault(spec.ListenAddress, "127.0.0.1"), HostPort: spec.HostPort}},
 		RestartPolicy: "unless-stopped",
 	})
 	if err != nil {
-		if container.IsPortInUse(err) {
+		return nil, errors.Wrapf(err, "creating registry %s", spec.Name)
+	}
+	// The users are there before distribution starts: it would make one up and log its
+	// password otherwise.
+	if spec.Auth {
+		if err := m.writeRegistryAuth(ctx, spec.Name); err != nil {
 			_ = m.runtime.RemoveContainer(ctx, spec.Name)
+			return nil, err
+		}
+	}
+	if err := m.runtime.StartContainer(ctx, spec.Name); err != nil {
+		_ = m.runtime.RemoveContainer(ctx, spec.Name)
+		if container.IsPortInUse(err) {
 			return nil, errors.Wrapf(err, "host port %d is taken: choose another with --port", spec.HostPort)
 		}
 		return nil, errors.Wrapf(err, "starting registry %s", spec.Name)
 	}
 	return m.FindRegistry(ctx, spec.Name)
+}
+
+// writeRegistryAuth makes a registry's credential, a random password for RegistryUser, and
+// copies it with its htpasswd file (bcrypt) into the registry's container.
+func (m *Manager) writeRegistryAuth(ctx context.Context, name string) error {
+	secret := make([]byte, 24)
+	if _, err := rand.Read(secret); err != nil {
+		return errors.Wrap(err, "making the registry's password")
+	}
+	cred := RegistryCredential{Username: RegistryUser, Password: base64.RawURLEncoding.EncodeToString(secret)}
+	hash, err := bcrypt.GenerateFromPassword([]byte(cred.Password), bcrypt.DefaultCost)
+	if err != nil {
+		return errors.Wrap(err, "hashing the registry's password")
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dir := path.Base(registryAuthDir)
+	if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Mode: 0o700, Typeflag: tar.TypeDir, ModTime: time.Now()}); err != nil {
+		return err
+	}
+	for file, content := range map[string]string{
+		registryHtpasswdFile:   cred.Username + ":" + string(hash) + "\n",
+		registryCredentialFile: cred.Username + ":" + cred.Password + "\n",
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: dir + "/" + path.Base(file), Mode: 0o600, Size: int64(len(content)), ModTime: time.Now()}); err != nil {
+			return err
+		}
+		if _, err := tw.Write([]byte(content)); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return errors.Wrapf(m.runtime.CopyToContainer(ctx, name, path.Dir(registryAuthDir), &buf), "writing the users of registry %s", name)
+}
+
+// RegistryCredential returns the user and password of a local registry that requires
+// authentication, read from its container through the engine; nil when it requires none.
+func (m *Manager) RegistryCredential(ctx context.Context, name string) (*RegistryCredential, error) {
+	r, err := m.FindRegistry(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, errors.Wrapf(container.ErrNotFound, "local registry %s", name)
+	}
+	return m.registryCredential(ctx, r)
+}
+
+func (m *Manager) registryCredential(ctx context.Context, r *Registry) (*RegistryCredential, error) {
+	if !r.AuthRequired() {
+		return nil, nil
+	}
+	content, err := m.readFile(ctx, r.Name, registryCredentialFile)
+	if err != nil {
+		return nil, errors.Wrapf(err, "reading the credential of registry %s", r.Name)
+	}
+	user, password, ok := strings.Cut(strings.TrimSpace(string(content)), ":")
+	if !ok || user == "" || password == "" {
+		return nil, errors.Errorf("the credential of registry %s (%s in its container) is not user:password: re-create the registry", r.Name, registryCredentialFile)
+	}
+	return &RegistryCredential{Username: user, Password: password}, nil
 }
 
 // FindRegistry returns the local registry of that name, or nil.
@@ -134,29 +435,82 @@ func (m *Manager) FindRegistry(ctx context.Context, name string) (*Registry, err
 	return &Registry{Name: name, c: c}, nil
 }
 
-// DeleteRegistry removes a local registry's container and network and, unless keepData, its
-// volume. A registry that does not exist is not an error.
-func (m *Manager) DeleteRegistry(ctx context.Context, name string, keepData bool) error {
-	var errs []error
-	if r, err := m.FindRegistry(ctx, name); err != nil {
-		return err
-	} else if r != nil {
-		errs = append(errs, m.runtime.RemoveContainer(ctx, name))
+// findVolume returns the volume of that name, or nil.
+func (m *Manager) findVolume(ctx context.Context, name string) (*container.Volume, error) {
+	volumes, err := m.runtime.ListVolumes(ctx, nil)
+	if err != nil {
+		return nil, errors.Wrap(err, "listing the volumes")
 	}
-	if n, err := m.runtime.InspectNetwork(ctx, registryNetwork(name)); err == nil && n.Labels[registryLabel] == name {
-		errs = append(errs, m.runtime.RemoveNetwork(ctx, n.Name))
+	for _, v := range volumes {
+		if v.Name == name {
+			return &v, nil
+		}
 	}
-	if !keepData {
-		errs = append(errs, m.runtime.RemoveVolume(ctx, registryVolume(name)))
-	}
-	return kerrors.NewAggregate(errs)
+	return nil, nil
 }
 
-// ConnectRegistry attaches a local registry to a cluster's network (once) and returns it as it
-// is now; nil when there is no registry of that name.
-func (m *Manager) ConnectRegistry(ctx context.Context, name, network string) (*Registry, error) {
+// DeleteRegistry removes a local registry's container, its network and, unless keepData, its
+// volume: only those labelled as this registry's. A registry that does not exist is not an
+// error. left names what carries one of those names but is not the registry's, and stays.
+func (m *Manager) DeleteRegistry(ctx context.Context, name string, keepData bool) (left []string, err error) {
+	var errs []error
+	if r, err := m.FindRegistry(ctx, name); err != nil {
+		return nil, err
+	} else if r != nil {
+		errs = append(errs, m.runtime.RemoveContainer(ctx, name))
+	} else if _, err := m.runtime.InspectContainer(ctx, name); err == nil {
+		left = append(left, "container "+name+" (not a registry Dockyard made)")
+	}
+	if n, err := m.runtime.InspectNetwork(ctx, registryNetwork(name)); err == nil {
+		if n.Labels[registryLabel] == name {
+			errs = append(errs, m.runtime.RemoveNetwork(ctx, n.Name))
+		} else {
+			left = append(left, "network "+n.Name+" (not registry "+name+"'s)")
+		}
+	} else if !container.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	if !keepData {
+		if v, err := m.findVolume(ctx, registryVolume(name)); err != nil {
+			errs = append(errs, err)
+		} else if v != nil && v.Labels[registryLabel] == name {
+			errs = append(errs, m.runtime.RemoveVolume(ctx, v.Name))
+		} else if v != nil {
+			left = append(left, "volume "+v.Name+" (not registry "+name+"'s)")
+		}
+	}
+	return left, kerrors.NewAggregate(errs)
+}
+
+// CheckRegistryNamespace tells whether the clusters of a namespace may use the local registry
+// of that name: a *RegistryNotServedError when it exists and does not serve the namespace, nil
+// when it serves it or does not exist (a cluster naming it waits for it).
+func (m *Manager) CheckRegistryNamespace(ctx context.Context, name, namespace string) error {
 	r, err := m.FindRegistry(ctx, name)
 	if err != nil || r == nil {
+		return err
+	}
+	return r.checkServes(namespace)
+}
+
+func (r *Registry) checkServes(namespace string) error {
+	if r.Serves(namespace) {
+		return nil
+	}
+	served := r.Namespaces()
+	return &RegistryNotServedError{Registry: r.Name, Namespace: namespace, Namespaces: served,
+		recreate: r.createCommand(slices.Concat(served, []string{namespace}))}
+}
+
+// ConnectRegistry attaches a local registry to the network of a cluster of namespace (once) and
+// returns it as it is now; nil when there is no registry of that name. A registry that does
+// not serve the namespace is refused with a *RegistryNotServedError, attaching nothing.
+func (m *Manager) ConnectRegistry(ctx context.Context, name, network, namespace string) (*Registry, error) {
+	r, err := m.FindRegistry(ctx, name)
+	if err != nil || r == nil {
+		return nil, err
+	}
+	if err := r.checkServes(namespace); err != nil {
 		return nil, err
 	}
 	if _, ok := r.c.Networks[network]; ok {
@@ -189,21 +543,36 @@ const containerdHostsDir = "/etc/containerd/certs.d"
 
 func registryHostsFile(host string) string { return containerdHostsDir + "/" + host + "/hosts.toml" }
 
-// registryHosts is a node's hosts.toml for a registry host served at address.
-func registryHosts(host, address string) string {
+// registryHosts is a node's hosts.toml for a registry host served at address; cred, when the
+// registry requires authentication, is sent with every request (a header containerd 1.6 and
+// later add to each request to the host).
+func registryHosts(host, address string, cred *RegistryCredential) string {
 	server := "http://" + net.JoinHostPort(address, strconv.Itoa(RegistryPort))
-	return fmt.Sprintf("# Written by Dockyard: %s is the local registry, on the cluster's network.\nserver = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", host, server, server)
+	hosts := fmt.Sprintf("# Written by Dockyard: %s is the local registry, on the cluster's network.\nserver = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", host, server, server)
+	if cred != nil {
+		hosts += fmt.Sprintf("\n[host.%q.header]\n  Authorization = %q\n", server, cred.basic())
+	}
+	return hosts
 }
 
 // UseRegistry points the node's containerd at a local registry on the network: images named
-// <registry host>/... are pulled from its address there. It changes nothing when the node has
+// <registry host>/... are pulled from its address there, with the registry's credential when
+// it requires authentication (in a file only root reads). It changes nothing when the node has
 // that configuration already; containerd reads it at each pull, no restart needed.
 func (n *Node) UseRegistry(ctx context.Context, r *Registry, network string) error {
 	address := r.Address(network)
 	if address == "" {
 		return errors.Errorf("registry %s is not attached to network %s", r.Name, network)
 	}
-	file, want := registryHostsFile(r.Host()), registryHosts(r.Host(), address)
+	cred, err := n.m.registryCredential(ctx, r)
+	if err != nil {
+		return err
+	}
+	mode := int64(0o644)
+	if cred != nil {
+		mode = 0o600
+	}
+	file, want := registryHostsFile(r.Host()), registryHosts(r.Host(), address, cred)
 	if got, err := n.m.readFile(ctx, n.Name, file); err == nil && string(got) == want {
 		return nil
 	}
@@ -216,7 +585,7 @@ func (n *Node) UseRegistry(ctx context.Context, r *Registry, network string) err
 			return err
 		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: int64(len(want)), ModTime: time.Now()}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: mode, Size: int64(len(want)), ModTime: time.Now()}); err != nil {
 		return err
 	}
 	if _, err := tw.Write([]byte(want)); err != nil {

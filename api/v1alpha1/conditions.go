@@ -107,6 +107,11 @@ const (
 	// the engine. Create it (dockyard registry create) or unset spec.registry; the node is
 	// created once it exists.
 	RegistryNotFoundReason = "RegistryNotFound"
+	// RegistryNotAllowedReason: the DockyardCluster's spec.registry names a local registry
+	// that does not serve the cluster's namespace (it was created for others). Its owner
+	// re-creates it with the namespace added (the message says how), or unset spec.registry;
+	// the node is created once it serves the namespace.
+	RegistryNotAllowedReason = "RegistryNotAllowed"
 	// PortUnavailableReason: a host port of spec.ports is taken by another container or a
 	// process on the engine's host. The node starts once the port is free; or roll out the
 	// machine with another port.

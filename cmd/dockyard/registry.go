@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
+	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
 
 	"github.com/dockyard-dev/dockyard/docker"
@@ -15,9 +19,11 @@ func registryCommand(g *globals) *cobra.Command {
 		Short: "Create or delete a local registry the clusters' nodes pull from",
 		Long: `A local registry is distribution's registry in a container on the engine, its data on a volume
 that survives restarts. Push to it from the host (docker push localhost:5001/app:dev) and run
-the image by that name in any cluster created with --var DOCKYARD_REGISTRY=<name> (the
-DockyardCluster's spec.registry): Dockyard attaches the registry to the cluster's network and
-points every node's containerd at it there. make registry-image builds its image.`,
+the image by that name in any cluster of the namespaces it serves (--namespaces) created with
+--var DOCKYARD_REGISTRY=<name> (the DockyardCluster's spec.registry): Dockyard attaches the
+registry to the cluster's network and points every node's containerd at it there. Deletes are
+off unless --allow-deletes; --auth requires a password of every client, nodes included (Dockyard
+gives them theirs). make registry-image builds its image.`,
 	}
 	cmd.AddCommand(registryCreateCommand(g), registryDeleteCommand(g))
 	return cmd
@@ -27,24 +33,52 @@ func registryCreateCommand(g *globals) *cobra.Command {
 	spec := docker.RegistrySpec{}
 	cmd := &cobra.Command{
 		Use:   "create",
-		Short: "Create (or start) the local registry",
-		Args:  cobra.NoArgs,
+		Short: "Create (or start) a local registry",
+		Long: `Create (or start) a local registry. Running it again on an existing registry starts it; the
+flags not given keep the registry's settings. To change its namespaces, deletes or
+authentication, delete it with --keep-data (its images stay) and create it again.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nodes, done, err := g.engine(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
+			// On an existing registry, what the command line does not say stays as it is.
+			if r, err := nodes.FindRegistry(cmd.Context(), spec.Name); err != nil {
+				return err
+			} else if r != nil {
+				flags := cmd.Flags()
+				if !flags.Changed("namespaces") && len(r.Namespaces()) > 0 {
+					spec.Namespaces = r.Namespaces()
+				}
+				if !flags.Changed("allow-deletes") {
+					spec.AllowDeletes = r.DeletesAllowed()
+				}
+				if !flags.Changed("auth") {
+					spec.Auth = r.AuthRequired()
+				}
+			}
 			r, err := nodes.CreateRegistry(cmd.Context(), spec)
 			if err != nil {
 				return err
 			}
-			fmt.Printf(`Registry %[1]s serves %[2]s.
-
-  docker tag app:dev %[2]s/app:dev && docker push %[2]s/app:dev
-  dockyard create cluster dev --var DOCKYARD_REGISTRY=%[1]s
+			deletes := "deletes off"
+			if r.DeletesAllowed() {
+				deletes = "deletes allowed"
+			}
+			fmt.Printf("Registry %s serves %s to the clusters of namespace(s) %s (%s).\n\n", r.Name, r.Host(), strings.Join(r.Namespaces(), ", "), deletes)
+			if r.AuthRequired() {
+				file, err := writeRegistryPassword(cmd, nodes, g.registryPasswordPath(r.Name), r.Name)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("  docker login %s -u %s --password-stdin < %s\n", r.Host(), docker.RegistryUser, file)
+			}
+			fmt.Printf(`  docker tag app:dev %[2]s/app:dev && docker push %[2]s/app:dev
+  dockyard create cluster dev -n %[3]s --var DOCKYARD_REGISTRY=%[1]s
   kubectl run app --image %[2]s/app:dev
-`, r.Name, r.Host())
+`, r.Name, r.Host(), r.Namespaces()[0])
 			return nil
 		},
 	}
@@ -52,7 +86,34 @@ func registryCreateCommand(g *globals) *cobra.Command {
 	cmd.Flags().IntVar(&spec.HostPort, "port", docker.DefaultRegistryHostPort, "the host port images name it by: localhost:<port>")
 	cmd.Flags().StringVar(&spec.ListenAddress, "listen-address", "127.0.0.1", "the host address the port is published on")
 	cmd.Flags().StringVar(&spec.Image, "image", imagebuild.RegistryImageName(imagebuild.DefaultDistributionVersion), "the registry's image (make registry-image builds it)")
+	cmd.Flags().StringSliceVar(&spec.Namespaces, "namespaces", []string{"default"}, "the namespaces whose clusters may use the registry")
+	cmd.Flags().BoolVar(&spec.AllowDeletes, "allow-deletes", false, "let clients delete manifests and blobs")
+	cmd.Flags().BoolVar(&spec.Auth, "auth", false, "require a user and password (generated; written to a file only you read) of every client")
 	return cmd
+}
+
+// registryPasswordPath is where the host keeps a registry's password.
+func (g *globals) registryPasswordPath(name string) string {
+	return filepath.Join(g.stateDir, "registries", name+".password")
+}
+
+// writeRegistryPassword reads a registry's password through the engine and writes it to a file
+// only the user reads, for docker login --password-stdin.
+func writeRegistryPassword(cmd *cobra.Command, nodes *docker.Manager, file, name string) (string, error) {
+	cred, err := nodes.RegistryCredential(cmd.Context(), name)
+	if err != nil {
+		return "", err
+	}
+	if cred == nil {
+		return "", errors.Errorf("registry %s has no credential", name)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", errors.Wrapf(err, "creating %s", filepath.Dir(file))
+	}
+	if err := os.WriteFile(file, []byte(cred.Password+"\n"), 0o600); err != nil {
+		return "", errors.Wrapf(err, "writing the password of registry %s", name)
+	}
+	return file, errors.Wrapf(os.Chmod(file, 0o600), "writing the password of registry %s", name)
 }
 
 func registryDeleteCommand(g *globals) *cobra.Command {
@@ -60,16 +121,26 @@ func registryDeleteCommand(g *globals) *cobra.Command {
 	var keepData bool
 	cmd := &cobra.Command{
 		Use:   "delete",
-		Short: "Delete the local registry and, unless --keep-data, its data",
-		Args:  cobra.NoArgs,
+		Short: "Delete a local registry and, unless --keep-data, its data",
+		Long: `Delete a local registry: its container, its network and, unless --keep-data, its volume. Only
+what is labelled as this registry's is removed; a container, network or volume of the same name
+that is not is left, and said.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nodes, done, err := g.engine(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
-			if err := nodes.DeleteRegistry(cmd.Context(), name, keepData); err != nil {
+			left, err := nodes.DeleteRegistry(cmd.Context(), name, keepData)
+			if err != nil {
 				return err
+			}
+			for _, l := range left {
+				say("left %s", l)
+			}
+			if err := os.Remove(g.registryPasswordPath(name)); err != nil && !os.IsNotExist(err) {
+				return errors.Wrapf(err, "removing the password of registry %s", name)
 			}
 			say("registry %s deleted", name)
 			return nil

@@ -69,7 +69,7 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 		Expect(err).NotTo(HaveOccurred(), "building the dockyard command line:\n%s", out)
 		registry = c.namespace + "-registry"
 		DeferCleanup(func(ctx SpecContext) {
-			_ = nodes.DeleteRegistry(ctx, registry, false)
+			_, _ = nodes.DeleteRegistry(ctx, registry, false)
 		}, NodeTimeout(time.Minute))
 	}, NodeTimeout(5*time.Minute))
 
@@ -91,7 +91,7 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 
 	It("creates a local registry that the host pushes to", func(ctx SpecContext) {
 		port := freePort()
-		out := dockyard(ctx, "registry", "create", "--name", registry, "--port", strconv.Itoa(port))
+		out := dockyard(ctx, "registry", "create", "--name", registry, "--port", strconv.Itoa(port), "--namespaces", c.namespace)
 		registryHost = "localhost:" + strconv.Itoa(port)
 		Expect(out).To(ContainSubstring(registryHost))
 		By("pushing an image from the host")
