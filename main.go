@@ -313,7 +313,7 @@ func run(o options) error {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy,
-		Environment: webhooks.Environment{SubnetsInUse: inUse}}); err != nil {
+		Environment: webhooks.Environment{Registries: nodes, SubnetsInUse: inUse}}); err != nil {
 		return err
 	}
 

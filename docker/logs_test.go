@@ -395,7 +395,7 @@ func TestCollectLoadBalancerLogsOfTheControlPlaneAndOfServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.EnsureServiceLoadBalancer(ctx, ServiceLoadBalancerSpec{Cluster: key, Service: "default/web", Image: "lb:v1", Network: "c1",
+	if _, err := m.EnsureServiceLoadBalancer(ctx, ServiceLoadBalancerSpec{Cluster: key, Service: "default/web", UID: "uid-web", Image: "lb:v1", Network: "c1",
 		Ports: []ServicePort{{Port: 80, NodePort: 30080}}, Nodes: []ServiceBackend{{Name: "n1", Address: "172.30.0.4"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 // A local registry is a container of distribution's registry on the engine (`dockyard
@@ -152,6 +153,10 @@ type RegistryNotServedError struct {
 	// recreate is the command that makes it serve Namespace too.
 	recreate string
 }
+
+// Unwrap makes it a refusal of the policy (policy.IsRefused), like every refusal of what a
+// namespace asks beyond its own.
+func (e *RegistryNotServedError) Unwrap() error { return policy.Refusedf("%s", e.Error()) }
 
 func (e *RegistryNotServedError) Error() string {
 	serves := "serves the clusters of namespace"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 func registryManager(t *testing.T) (*Manager, *fake.Runtime) {
@@ -321,5 +322,14 @@ func TestARegistryRefusesAnothersVolumeOrNetwork(t *testing.T) {
 	}
 	if r, err := m.CreateRegistry(ctx, RegistrySpec{Name: "kept", Image: "registry", HostPort: 5001, Namespaces: []string{"team-b"}}); err != nil || !r.Serves("team-b") || r.Serves("team-a") {
 		t.Errorf("re-creating a registry on its kept volume: %+v, %v", r, err)
+	}
+}
+
+// A registry that does not serve a namespace is a refusal of the policy, as the webhook and the
+// controllers recognize it.
+func TestRegistryNotServedIsARefusal(t *testing.T) {
+	err := error(&RegistryNotServedError{Registry: "r", Namespace: "b", Namespaces: []string{"a"}})
+	if !policy.IsRefused(err) || !IsRegistryNotServed(err) {
+		t.Errorf("%v: IsRefused %v, IsRegistryNotServed %v", err, policy.IsRefused(err), IsRegistryNotServed(err))
 	}
 }

@@ -33,7 +33,7 @@ func TestExportLogs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	service, err := m.EnsureServiceLoadBalancer(ctx, docker.ServiceLoadBalancerSpec{Cluster: ref.key(), Service: "default/web", Image: "lb:v1", Network: "dev",
+	service, err := m.EnsureServiceLoadBalancer(ctx, docker.ServiceLoadBalancerSpec{Cluster: ref.key(), Service: "default/web", UID: "uid-web", Image: "lb:v1", Network: "dev",
 		Ports: []docker.ServicePort{{Port: 80, NodePort: 30080}}})
 	if err != nil {
 		t.Fatal(err)

@@ -341,7 +341,7 @@ func checkClusterPolicy(ctx context.Context, p *policy.Policy, env Environment, 
 		}
 	}
 	if newSpec.Registry != "" && env.Registries != nil && (oldSpec == nil || oldSpec.Registry != newSpec.Registry) {
-		if err := env.Registries.CheckRegistry(ctx, newSpec.Registry, namespace); policy.IsRefused(err) {
+		if err := env.Registries.CheckRegistryNamespace(ctx, newSpec.Registry, namespace); policy.IsRefused(err) {
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("registry"), err.Error()))
 		} else if err != nil {
 			allErrs = append(allErrs, field.InternalError(fldPath.Child("registry"), err))
@@ -361,8 +361,8 @@ type Environment struct {
 
 // Registries tells whether a local registry on the engine serves a namespace.
 type Registries interface {
-	// CheckRegistry returns a policy refusal (policy.IsRefused) when registry name exists and
-	// does not serve namespace; nil when it serves it or does not exist (the cluster waits for
-	// it); any other error when the engine cannot tell.
-	CheckRegistry(ctx context.Context, name, namespace string) error
+	// CheckRegistryNamespace returns a policy refusal (policy.IsRefused) when registry name
+	// exists and does not serve namespace; nil when it serves it or does not exist (the
+	// cluster waits for it); any other error when the engine cannot tell.
+	CheckRegistryNamespace(ctx context.Context, name, namespace string) error
 }

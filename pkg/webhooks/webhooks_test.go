@@ -121,7 +121,7 @@ func testSubnetsInUse(context.Context) ([]netip.Prefix, error) {
 // the engine, and "broken" cannot be looked at.
 type testRegistries struct{}
 
-func (testRegistries) CheckRegistry(_ context.Context, name, namespace string) error {
+func (testRegistries) CheckRegistryNamespace(_ context.Context, name, namespace string) error {
 	switch {
 	case name == "broken":
 		return errors.New("the engine does not answer")
