@@ -292,7 +292,7 @@ func (r *DockyardMachineReconciler) refreshNode(ctx context.Context, s *machineS
 		dm := s.dm.DeepCopy() // the condition stays as it is on a provisioned machine
 		ok, err := r.useRegistry(ctx, &machineScope{dm: dm, dc: s.dc, node: s.node, network: s.network})
 		if err != nil || !ok {
-			r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.RegistryNotFoundReason, "Pointing node %s at local registry %s: %s",
+			r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, conditions.GetReason(dm, infrav1.ContainerProvisionedCondition), "Pointing node %s at local registry %s: %s",
 				s.node.Name, s.dc.Spec.Registry, conditions.GetMessage(dm, infrav1.ContainerProvisionedCondition))
 		}
 		s.dm.Status.Registry = dm.Status.Registry

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pkg/errors"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -64,7 +65,7 @@ func TestARegistryServesItsNamespacesOnly(t *testing.T) {
 	if rt.CallCount("ConnectNetwork") != 0 {
 		t.Error("a registry was attached to the network of a namespace it does not serve")
 	}
-	if err := m.CheckRegistryNamespace(ctx, "shared", "team-c"); !IsRegistryNotServed(err) || !IsRegistryNotServed(fmt.Errorf("wrapped: %w", err)) {
+	if err := m.CheckRegistryNamespace(ctx, "shared", "team-c"); !IsRegistryNotServed(err) || !IsRegistryNotServed(errors.Wrap(err, "wrapped")) {
 		t.Errorf("checking team-c: %v", err)
 	}
 

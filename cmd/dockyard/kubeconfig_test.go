@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dockyard-dev/dockyard/api/v1alpha1"
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
@@ -25,7 +25,7 @@ func TestHostServerIsThePortTheEnginePublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	const kept = 16443
-	dc := &v1alpha1.DockyardCluster{Spec: v1alpha1.DockyardClusterSpec{LoadBalancer: v1alpha1.LoadBalancerSpec{HostPort: kept}}}
+	dc := &infrav1.DockyardCluster{Spec: infrav1.DockyardClusterSpec{LoadBalancer: infrav1.LoadBalancerSpec{HostPort: kept}}}
 	dc.Spec.ControlPlaneEndpoint.Port = 6443
 	spec := docker.LoadBalancerSpec{Cluster: ref.key(), Image: "lb", Network: network, HostPort: kept}
 
