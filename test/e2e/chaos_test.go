@@ -15,8 +15,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,6 +36,9 @@ import (
 // a manager killed every few seconds still brings a cluster up, bootstrapping each node once.
 var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survived", Ordered, func() {
 	c := clusterSpec{name: "e2e-chaos", namespace: testNamespacePrefix + "-chaos", controlPlane: 1, workers: 1}
+	// hostKubeconfig is the kubeconfig a user gets when the cluster is made: the load
+	// balancer's port on the host's 127.0.0.1.
+	var hostKubeconfig string
 
 	BeforeAll(func(ctx SpecContext) {
 		start := time.Now()
@@ -55,10 +60,11 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 		Expect(plane.Client().Create(ctx, mhc)).To(Succeed())
 		waitMachinesRunning(ctx, c, 1, 1)
 		whenDone("chaos: 1+1 cluster Ready", start)
+		hostKubeconfig = writeHostKubeconfig(ctx, c)
 		DeferCleanup(func(ctx SpecContext) { deleteOn(ctx, plane, c) }, NodeTimeout(10*time.Minute))
 	}, NodeTimeout(20*time.Minute))
 
-	It("brings a killed load balancer back on the endpoint's address; API requests through it resume", func(ctx SpecContext) {
+	It("brings a killed load balancer back on the endpoint's address and host port; API requests through it resume", func(ctx SpecContext) {
 		dc := getDockyardCluster(ctx, c)
 		endpoint := dc.Spec.ControlPlaneEndpoint.Host
 		lb := docker.LoadBalancerName(c.key())
@@ -81,6 +87,9 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 			return wl.List(rctx, &corev1.NamespaceList{})
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
 		timings.add("chaos: load balancer killed → API requests through it answered again", time.Since(killed))
+
+		By("the kubeconfig written when the cluster was made still works from the host")
+		expectHostKubeconfigWorks(ctx, hostKubeconfig)
 
 		now, err := engine.InspectContainer(ctx, lb)
 		Expect(err).NotTo(HaveOccurred())
@@ -136,6 +145,8 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 		Eventually(func() error { return wl.List(ctx, &corev1.NamespaceList{}) }).
 			WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
 		timings.add("chaos: engine restarted → cluster Available, Nodes Ready, API answering", time.Since(restarted))
+		By("the kubeconfig written when the cluster was made still works from the host")
+		expectHostKubeconfigWorks(ctx, hostKubeconfig)
 		Eventually(addresses).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Equal(before))
 		Eventually(func(g Gomega) {
 			dc := getDockyardCluster(ctx, c)
@@ -224,4 +235,37 @@ func restartEngine(ctx context.Context) time.Time {
 	Expect(err).NotTo(HaveOccurred(), "starting the engine again:\n%s", out)
 	fmt.Fprintf(GinkgoWriter, "%s", out)
 	return stopped
+}
+
+// writeHostKubeconfig writes the cluster's kubeconfig as `dockyard get kubeconfig` gives it to
+// the user (the load balancer's host port on 127.0.0.1, which spec.loadBalancer.hostPort
+// keeps) and returns its path.
+func writeHostKubeconfig(ctx context.Context, c clusterSpec) string {
+	var port int32
+	Eventually(func(g Gomega) {
+		port = getDockyardCluster(ctx, c).Spec.LoadBalancer.HostPort
+		g.Expect(port).NotTo(BeZero(), "spec.loadBalancer.hostPort not recorded")
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
+	_, kubeconfig := workloadClient(ctx, c)
+	cfg, err := clientcmd.Load(kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	for _, cluster := range cfg.Clusters {
+		cluster.Server = fmt.Sprintf("https://127.0.0.1:%d", port) // the templates add 127.0.0.1 to the API server's certificate
+	}
+	path := filepath.Join(GinkgoT().TempDir(), c.name+".kubeconfig")
+	Expect(clientcmd.WriteToFile(*cfg, path)).To(Succeed())
+	return path
+}
+
+// expectHostKubeconfigWorks waits until kubectl with the kubeconfig file lists the Nodes.
+func expectHostKubeconfigWorks(ctx context.Context, path string) {
+	raw, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() error {
+		out, err := kubectl(raw, "get", "nodes", "--request-timeout=5s")
+		if err != nil {
+			return errors.Wrap(err, out)
+		}
+		return nil
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
 }

@@ -89,6 +89,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			// The one network of the engine's that clusters may join: the user's shared network
 			// (sharednetwork_test.go); the rest of the policy is the default.
 			"--allowed-networks=" + sharedNetwork,
+			// Low, so two teams' spec reaches it with a handful of Services (tenants_test.go).
+			fmt.Sprintf("--max-service-load-balancers-per-cluster=%d", maxServiceLoadBalancers),
 		},
 		Log: GinkgoWriter,
 	})
