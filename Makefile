@@ -218,6 +218,16 @@ density: envtest-assets ## DENSITY_CLUSTERS more 1+1 clusters at once beside the
 	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" DENSITY_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		DENSITY_CLUSTERS=$(DENSITY_CLUSTERS) DENSITY_HOLD_SECONDS=$(DENSITY_HOLD_SECONDS) hack/density.sh
 
+IDLE_WINDOWS ?= 3
+IDLE_SECONDS ?= 300
+
+.PHONY: idle
+idle: envtest-assets ## A 1+1 cluster beside the quick start's, left idle: CPU and commands run in each node over IDLE_WINDOWS windows of IDLE_SECONDS (hack/idle.sh).
+	$(MAKE) --no-print-directory quickstart
+	$(MAKE) --no-print-directory dockyard
+	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" IDLE_LB_IMAGE="$(TEST_LB_IMAGE)" \
+		IDLE_WINDOWS=$(IDLE_WINDOWS) IDLE_SECONDS=$(IDLE_SECONDS) hack/idle.sh
+
 # make bench: the headline figures of docs/performance.md but the cold one, written under
 # $(DOCKYARD_CACHE)/bench/ (make density is its own target: it holds ten clusters for 30 minutes).
 BENCH_MACHINES ?= 10000
