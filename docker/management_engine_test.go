@@ -201,6 +201,17 @@ iptables -t nat -A POSTROUTING -s `+subnet(home)+` ! -d `+subnet(home)+` -j MASQ
 iptables -I INPUT -j ACCEPT
 iptables -I FORWARD -j ACCEPT
 iptables -t mangle -I PREROUTING -j ACCEPT`)
+	// set up waits for the node's start script, whose rules must not land ahead of Dockyard's.
+	setUp := func() {
+		t.Helper()
+		dockerenv.WaitFor(t, 30*time.Second, "the management node's start script", func() error {
+			if out, code := sh(node, "iptables -t mangle -C PREROUTING -j ACCEPT"); code != 0 {
+				return errors.New(out)
+			}
+			return nil
+		})
+	}
+	setUp()
 
 	for _, k := range []ClusterKey{a, b} {
 		if _, err := m.EnsureNetwork(ctx, k, DefaultNetworkName(k)); err != nil {
@@ -288,6 +299,7 @@ iptables -t mangle -I PREROUTING -j ACCEPT`)
 		if err := rt.StartContainer(ctx, node); err != nil {
 			t.Fatal(err)
 		}
+		setUp()
 		if eth0 := must(node, "ip -4 -o addr show dev eth0"); !strings.Contains(eth0, " "+address(node, home)+"/") || i == 5 {
 			t.Logf("restarted %d times; eth0 is %s", i+1, strings.TrimSpace(eth0))
 			break
