@@ -549,10 +549,12 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 		_ = rt.RemoveContainer(context.Background(), mgmtNode)
 		_ = rt.RemoveNetwork(context.Background(), mgmtCluster.Name)
 	})
-	sleeper := func(name, network string, labels map[string]string) {
+	// The management node is of the node image, whose tools (ip, iptables) Dockyard uses there.
+	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
+	sleeper := func(name, network, image string, labels map[string]string, caps ...string) {
 		t.Helper()
-		spec := container.ContainerSpec{Name: name, Image: dockerenv.LoadBalancerImage(), Labels: labels, Network: network,
-			Entrypoint: []string{"sleep"}, Cmd: []string{"600"}}
+		spec := container.ContainerSpec{Name: name, Image: image, Labels: labels, Network: network,
+			Entrypoint: []string{"sleep"}, Cmd: []string{"600"}, Security: container.SecuritySpec{CapAdd: caps}}
 		if err := rt.CreateContainer(ctx, spec); err != nil {
 			t.Fatal(err)
 		}
@@ -563,7 +565,7 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: mgmtCluster.Name}); err != nil {
 		t.Fatal(err)
 	}
-	sleeper(mgmtNode, mgmtCluster.Name, map[string]string{kindClusterLabel: mgmtCluster.Name, kindRoleLabel: "control-plane"})
+	sleeper(mgmtNode, mgmtCluster.Name, dockerenv.NodeImage(), map[string]string{kindClusterLabel: mgmtCluster.Name, kindRoleLabel: "control-plane"}, "NET_ADMIN")
 
 	// Workload cluster a's load balancer, and a node of workload cluster b.
 	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
@@ -581,7 +583,7 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 		t.Fatal(err)
 	}
 	otherNode := b.Name + "-node"
-	sleeper(otherNode, DefaultNetworkName(b), b.MachineLabels("node"))
+	sleeper(otherNode, DefaultNetworkName(b), dockerenv.LoadBalancerImage(), b.MachineLabels("node"))
 
 	reaches := func(from string) bool {
 		probe := fmt.Sprintf("exec 3<>/dev/tcp/%s/%d", endpoint, APIServerPort)

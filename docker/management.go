@@ -2,7 +2,8 @@ package docker
 
 import (
 	"context"
-	_ "embed" // scripts/own-routes.sh
+	_ "embed" // scripts/own-routes.sh, scripts/isolate.sh
+	"slices"
 	"strings"
 	"time"
 
@@ -27,11 +28,22 @@ import (
 // Services among it, left from the node's address on that cluster's network. The API server's
 // connections to webhooks kept that address, and when the cluster was deleted they hung until
 // their 10 s timeout, one webhook call after another (a KubeadmControlPlane's first Machine
-// 20 to 80 s late, objects refused). After joining or leaving a network, and the first time a
-// manager sees a node, it runs scripts/own-routes.sh there: policy rules that send what the
-// main table has only a default route for through the node's own network (eth0), leaving the
-// main table to the engine (which refuses to join a network whose subnet overlaps a route
-// there, and rewrites its default route at each join and leave).
+// 20 to 80 s late, objects refused). After joining or leaving a network, the first time a
+// manager sees a node, after the node restarted and every ManagementResync, the manager runs
+// scripts/own-routes.sh there: policy rules that send what the main table has only a default
+// route for through the node's own network, leaving the main table to the engine (which
+// refuses to join a network whose subnet overlaps a route there, and rewrites its default
+// route at each join and leave).
+//
+// A management node is no router. It is a Kubernetes node, so it forwards: a workload node
+// (root there is what a tenant's bootstrap commands or a privileged pod get) that routed the
+// management cluster's Service or pod ranges, the node's own network or another workload
+// network through the node's address on its network reached them, and the node itself (its
+// kubelet, its API server). So at the same moments scripts/isolate.sh runs there too: from
+// the interfaces of workload networks, only replies to what the node and its pods opened pass
+// (rules in tables raw and mangle, ahead of kube-proxy's and the CNI's). Which networks are
+// workload networks follows their labels (managementNetworks): the engine names a node's
+// interfaces anew when it restarts, so eth0 need not be the node's own network then.
 
 // ManagementResync is how often a cluster network is checked for management nodes that
 // joined the management cluster after the network was made.
@@ -83,8 +95,8 @@ func (m *Manager) managementNodes(ctx context.Context) ([]container.Container, e
 }
 
 // connectManagementNodes connects every management node not yet on the network to it, and
-// reports whether it connected any. A node it connects, or sees for the first time, gets its
-// own routes back (keepOwnRoutes).
+// reports whether it connected any. A node it connects, or has not settled lately, is settled
+// (settleManagementNode).
 func (m *Manager) connectManagementNodes(ctx context.Context, network string) (bool, error) {
 	nodes, err := m.managementNodes(ctx)
 	if err != nil {
@@ -99,10 +111,8 @@ func (m *Manager) connectManagementNodes(ctx context.Context, network string) (b
 			}
 			connected = true
 		}
-		if !on || !m.routesKept(n.ID) {
-			if err := m.keepOwnRoutes(ctx, n.Name); err != nil {
-				return connected, err
-			}
+		if err := m.settleManagementNode(ctx, n.Name, !on); err != nil {
+			return connected, err
 		}
 	}
 	return connected, nil
@@ -121,20 +131,27 @@ func (m *Manager) disconnectManagementNodes(ctx context.Context, network string)
 		if err := m.runtime.DisconnectNetwork(ctx, network, n.Name); err != nil {
 			return errors.Wrapf(err, "disconnecting management node %s from network %s", n.Name, network)
 		}
-		if err := m.keepOwnRoutes(ctx, n.Name); err != nil {
+		if err := m.settleManagementNode(ctx, n.Name, true); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-//go:embed scripts/own-routes.sh
-var ownRoutesScript string
+var (
+	//go:embed scripts/own-routes.sh
+	ownRoutesScript string
+	//go:embed scripts/isolate.sh
+	isolateScript string
+)
 
-// keepOwnRoutes sets a management node's routes through its own network
-// (scripts/own-routes.sh), given the gateways of every network the node is on, and remembers
-// the node (by container ID) as done. A node gone meanwhile is not an error.
-func (m *Manager) keepOwnRoutes(ctx context.Context, name string) error {
+// settleManagementNode runs the scripts that follow a management node's networks:
+// scripts/isolate.sh, given the node's addresses on workload networks, and scripts/own-routes.sh,
+// given the gateways of its own network. It runs them when changed says the node joined or left
+// a network, and otherwise when this manager has not settled the node lately (isSettled: a
+// restarted node lost its rules and routes). A node gone or stopped meanwhile is not an error:
+// it is settled once it runs.
+func (m *Manager) settleManagementNode(ctx context.Context, name string, changed bool) error {
 	c, err := m.runtime.InspectContainer(ctx, name)
 	if container.IsNotFound(err) {
 		return nil
@@ -142,39 +159,166 @@ func (m *Manager) keepOwnRoutes(ctx context.Context, name string) error {
 	if err != nil {
 		return errors.Wrapf(err, "inspecting management node %s", name)
 	}
-	args := []string{"sh", "-c", ownRoutesScript, "own-routes.sh"}
-	for network := range c.Networks {
-		n, err := m.runtime.InspectNetwork(ctx, network)
+	if !c.Running {
+		return nil
+	}
+	if !changed && m.isSettled(c) {
+		return nil
+	}
+	nets, err := m.managementNetworks(ctx, c)
+	if err != nil {
+		return err
+	}
+	if len(nets.unsure) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Management node not isolated from networks Dockyard did not create: cannot tell which of them is the node's own",
+			"node", name, "networks", nets.unsure)
+	}
+
+	var addresses []string
+	for _, n := range nets.workload {
+		ep := c.Networks[n]
+		for _, a := range []string{ep.IPv4, ep.IPv6} {
+			if a != "" {
+				addresses = append(addresses, a)
+			}
+		}
+	}
+	set, err := m.nodeScript(ctx, name, isolateScript, "isolate.sh", addresses, "isolating the management node from workload networks")
+	if err != nil {
+		return err
+	}
+	if len(set) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Management node isolated from workload networks", "node", name, "workloadNetworks", nets.workload, "rules", set)
+	}
+
+	if set, err = m.nodeScript(ctx, name, ownRoutesScript, "own-routes.sh", nets.gateways, "keeping the management node's routes on its own network"); err != nil {
+		return err
+	}
+	if len(set) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Management node routes set through its own network", "node", name, "routes", set)
+	}
+
+	m.settledMu.Lock()
+	defer m.settledMu.Unlock()
+	if m.settled == nil {
+		m.settled = map[string]settledNode{}
+	}
+	m.settled[c.ID] = settledNode{started: c.StartedAt, at: time.Now()}
+	return nil
+}
+
+// settledNode is when a manager settled a management node, and when the node had started.
+type settledNode struct{ started, at time.Time }
+
+// nodeScript runs an embedded script in a node with its arguments and returns the lines it
+// printed.
+func (m *Manager) nodeScript(ctx context.Context, node, script, scriptName string, args []string, what string) ([]string, error) {
+	r, err := m.exec(ctx, node, nil, append([]string{"sh", "-c", script, scriptName}, args...)...)
+	if err == nil {
+		err = r.err(node, what)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if out := strings.TrimSpace(r.Stdout); out != "" {
+		return strings.Split(out, "\n"), nil
+	}
+	return nil, nil
+}
+
+// isSettled reports whether this manager settled a node container since the container last
+// started, less than ManagementResync ago: the management cluster's kube-proxy and CNI rewrite
+// their rules, and one that put its jump ahead of the isolation chain's (or flushed it) is
+// undone within that time.
+func (m *Manager) isSettled(c *container.Container) bool {
+	m.settledMu.Lock()
+	defer m.settledMu.Unlock()
+	s, ok := m.settled[c.ID]
+	return ok && s.started.Equal(c.StartedAt) && time.Since(s.at) < ManagementResync
+}
+
+// managementNetworks is how a management node's networks divide.
+type managementNetworks struct {
+	// workload are the workload networks the node is on, sorted.
+	workload []string
+	// unsure are networks that are either the node's own or workload networks.
+	unsure []string
+	// gateways are those of the node's own network, or of every network of the node when its
+	// own is not known (own-routes.sh then takes eth0's).
+	gateways []string
+}
+
+// managementNetworks divides the networks a management node is on. The engine names the node's
+// interfaces in no fixed order once it restarts, so the division follows the networks' labels: a
+// network Dockyard made for the management cluster (its nodes carry Dockyard's cluster label) is
+// the node's own, and one Dockyard made for any other cluster is a workload network. Networks
+// without Dockyard's label (kind's, a user's network named in spec.network.existing.name) are
+// workload networks when the node's own is known; otherwise the only one is the node's own, and
+// among several a kind node's own is kind's network ("kind"). Any left are unsure.
+func (m *Manager) managementNetworks(ctx context.Context, c *container.Container) (managementNetworks, error) {
+	names := make([]string, 0, len(c.Networks))
+	for name := range c.Networks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	mine := m.management[clusterLabel]
+	var own, workload, unlabelled []*container.Network
+	for _, name := range names {
+		n, err := m.runtime.InspectNetwork(ctx, name)
 		if container.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return errors.Wrapf(err, "inspecting network %s of management node %s", network, name)
+			return managementNetworks{}, errors.Wrapf(err, "inspecting network %s of management node %s", name, c.Name)
 		}
-		args = append(args, n.Gateways...)
+		owner, labelled := n.Labels[clusterLabel]
+		switch {
+		case labelled && mine != "" && owner == mine:
+			own = append(own, n)
+		case labelled:
+			workload = append(workload, n)
+		default:
+			unlabelled = append(unlabelled, n)
+		}
 	}
-	r, err := m.exec(ctx, name, nil, args...)
-	if err == nil {
-		err = r.err(name, "keeping the management node's routes on its own network")
+	var unsure []*container.Network
+	switch {
+	case len(own) > 0:
+		workload = append(workload, unlabelled...)
+	case len(unlabelled) == 1:
+		own = unlabelled
+	case m.management[kindClusterLabel] != "" && slices.ContainsFunc(unlabelled, isKindNetwork):
+		for _, n := range unlabelled {
+			if isKindNetwork(n) {
+				own = append(own, n)
+			} else {
+				workload = append(workload, n)
+			}
+		}
+	default:
+		unsure = unlabelled
 	}
-	if err != nil {
-		return err
+
+	var out managementNetworks
+	for _, n := range workload {
+		out.workload = append(out.workload, n.Name)
 	}
-	if set := strings.TrimSpace(r.Stdout); set != "" {
-		ctrl.LoggerFrom(ctx).Info("Management node routes set through its own network", "node", name, "routes", strings.Split(set, "\n"))
+	slices.Sort(out.workload)
+	for _, n := range unsure {
+		out.unsure = append(out.unsure, n.Name)
 	}
-	m.routedMu.Lock()
-	defer m.routedMu.Unlock()
-	if m.routed == nil {
-		m.routed = map[string]bool{}
+	gateways := own
+	if len(own) == 0 {
+		gateways = append(append(gateways, workload...), unsure...)
 	}
-	m.routed[c.ID] = true
-	return nil
+	for _, n := range gateways {
+		out.gateways = append(out.gateways, n.Gateways...)
+	}
+	return out, nil
 }
 
-// routesKept reports whether keepOwnRoutes ran for a node container since this manager started.
-func (m *Manager) routesKept(id string) bool {
-	m.routedMu.Lock()
-	defer m.routedMu.Unlock()
-	return m.routed[id]
-}
+// isKindNetwork reports whether a network is the one kind creates its clusters' nodes on.
+func isKindNetwork(n *container.Network) bool { return n.Name == "kind" }
+
+// isolationChain is the chain scripts/isolate.sh keeps in tables raw and mangle.
+const isolationChain = "DOCKYARD-ISOLATION"

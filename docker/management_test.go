@@ -125,67 +125,186 @@ func TestWithoutManagementNodesNetworksAreLeftAlone(t *testing.T) {
 	}
 }
 
-// The routes script runs on a management node when it joins or leaves a cluster network and
-// the first time the manager sees it, not at every check of a network it is on already.
-func TestManagementNodeRoutesAreKeptOnJoinLeaveAndFirstSight(t *testing.T) {
+// The scripts that follow a management node's networks (isolate.sh with its addresses on
+// workload networks, own-routes.sh with its own network's gateways) run when it joins or leaves
+// a cluster network, the first time a manager sees it, the first check after it restarted and
+// the first a resync after the last run, not at every check of a network it is on already; a
+// stopped node waits until it runs.
+func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("img")
 	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
-	var runs [][]string // the gateways each run was given
+	runs := map[string][][]string{} // script name: the arguments of each run
 	rt.SetExec(func(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {
-		if len(opts.Cmd) > 3 && opts.Cmd[2] == ownRoutesScript && c.Spec.Name == "kind-control-plane" {
-			runs = append(runs, opts.Cmd[4:])
+		if len(opts.Cmd) > 3 && opts.Cmd[0] == "sh" && c.Spec.Name == "kind-control-plane" {
+			switch opts.Cmd[2] {
+			case isolateScript, ownRoutesScript:
+				runs[opts.Cmd[3]] = append(runs[opts.Cmd[3]], opts.Cmd[4:])
+			}
 		}
 		return 0, nil
 	})
 	kind := map[string]string{kindClusterLabel: "kind"}
 	a := ClusterKey{Namespace: "ns", Name: "a"}
-	gateways := func(networks ...string) []string {
-		var gws []string
-		for _, name := range networks {
-			n, err := rt.InspectNetwork(ctx, name)
+	b := ClusterKey{Namespace: "ns", Name: "b"}
+	// want: the node's addresses on the workload networks, and the gateways of kind's network.
+	want := func(workload ...string) map[string][]string {
+		c, err := rt.InspectContainer(ctx, "kind-control-plane")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var addresses []string
+		for _, n := range workload {
+			addresses = append(addresses, c.Networks[n].IPv4)
+		}
+		n, err := rt.InspectNetwork(ctx, "kind")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string][]string{"isolate.sh": addresses, "own-routes.sh": n.Gateways}
+	}
+	// check counts each script's runs, and compares the last one's arguments with args unless nil.
+	check := func(when string, times int, args map[string][]string) {
+		t.Helper()
+		for _, script := range []string{"isolate.sh", "own-routes.sh"} {
+			got := runs[script]
+			if len(got) != times {
+				t.Fatalf("%s: %s ran %d times, want %d", when, script, len(got), times)
+			}
+			if args == nil { // nothing ran since the last check
+				continue
+			}
+			last := slices.Sorted(slices.Values(got[len(got)-1]))
+			if w := slices.Sorted(slices.Values(args[script])); !slices.Equal(last, w) {
+				t.Errorf("%s: %s got %q, want %q", when, script, last, w)
+			}
+		}
+	}
+	mgr := NewManager(rt, ManagerOptions{ManagementNodes: kind})
+	ensureWith := func(m *Manager, k ClusterKey) {
+		t.Helper()
+		if _, err := m.ensureClusterNetwork(ctx, k, NetworkSpec{Name: DefaultNetworkName(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ensureWith(mgr, a)
+	check("joined a", 1, want(DefaultNetworkName(a)))
+	ensureWith(mgr, a)
+	check("checked a again", 1, nil)
+
+	// Settled a resync ago: the management cluster's kube-proxy or CNI may have rewritten the
+	// node's rules since.
+	for id, s := range mgr.settled {
+		s.at = s.at.Add(-ManagementResync)
+		mgr.settled[id] = s
+	}
+	ensureWith(mgr, a)
+	check("a resync later", 2, want(DefaultNetworkName(a)))
+
+	// A manager that restarted has not seen the node yet.
+	mgr = NewManager(rt, ManagerOptions{ManagementNodes: kind})
+	ensureWith(mgr, a)
+	check("first sight", 3, want(DefaultNetworkName(a)))
+
+	// A node that restarted lost its rules and routes: the next check settles it again.
+	rt.StopContainer("kind-control-plane", 137)
+	ensureWith(mgr, a)
+	check("stopped", 3, nil)
+	if err := rt.StartContainer(ctx, "kind-control-plane"); err != nil {
+		t.Fatal(err)
+	}
+	ensureWith(mgr, a)
+	check("restarted", 4, want(DefaultNetworkName(a)))
+	ensureWith(mgr, b)
+	check("joined b", 5, want(DefaultNetworkName(a), DefaultNetworkName(b)))
+
+	if err := mgr.DeleteCluster(ctx, a, DefaultNetworkName(a)); err != nil {
+		t.Fatal(err)
+	}
+	check("left a", 6, want(DefaultNetworkName(b)))
+	if err := mgr.DeleteCluster(ctx, b, DefaultNetworkName(b)); err != nil {
+		t.Fatal(err)
+	}
+	check("left b", 7, want())
+}
+
+// A management node's networks divide by their labels, not by the node's interface names
+// (which the engine deals anew when the node restarts).
+func TestManagementNetworksDivideByLabels(t *testing.T) {
+	ctx := context.Background()
+	a := ClusterKey{Namespace: "ns", Name: "a"}
+	mgmt := ClusterKey{Name: "mgmt"}
+	for _, tc := range []struct {
+		name      string
+		selector  map[string]string
+		own       string            // the network the node is created on
+		networks  map[string]string // the others, by name: the value of Dockyard's cluster label, "" for none
+		workload  []string
+		unsure    []string
+		gatewayOf []string // the networks whose gateways own-routes.sh gets
+	}{{
+		name: "kind", selector: map[string]string{kindClusterLabel: "kind"}, own: "kind",
+		networks: map[string]string{"dockyard-a.ns": a.String()},
+		workload: []string{"dockyard-a.ns"}, gatewayOf: []string{"kind"},
+	}, {
+		name: "kind and a user's network", selector: map[string]string{kindClusterLabel: "kind"}, own: "kind",
+		networks: map[string]string{"dockyard-a.ns": a.String(), "users": ""},
+		workload: []string{"dockyard-a.ns", "users"}, gatewayOf: []string{"kind"},
+	}, {
+		name: "kind on another network and a user's network", selector: map[string]string{kindClusterLabel: "k"}, own: "k-net",
+		networks: map[string]string{"dockyard-a.ns": a.String(), "users": ""},
+		workload: []string{"dockyard-a.ns"}, unsure: []string{"k-net", "users"}, gatewayOf: []string{"dockyard-a.ns", "k-net", "users"},
+	}, {
+		name: "Dockyard's management cluster", selector: mgmt.ClusterLabels(), own: "dockyard-mgmt",
+		networks: map[string]string{"dockyard-a.ns": a.String(), "users": ""},
+		workload: []string{"dockyard-a.ns", "users"}, gatewayOf: []string{"dockyard-mgmt"},
+	}, {
+		name: "a moved cluster on a user's network", selector: a.ClusterLabels(), own: "users",
+		networks: map[string]string{"dockyard-b.ns": "ns/b"},
+		workload: []string{"dockyard-b.ns"}, gatewayOf: []string{"users"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := fake.New("img")
+			label := func(network, owner string) {
+				var labels map[string]string
+				if owner != "" {
+					labels = map[string]string{clusterLabel: owner}
+				}
+				if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: network, Labels: labels}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			owner := ""
+			if v, ok := tc.selector[clusterLabel]; ok && v == mgmt.String() {
+				owner = v
+			}
+			label(tc.own, owner)
+			startFake(t, rt, "node", tc.own, tc.selector)
+			for name, owner := range tc.networks {
+				label(name, owner)
+				if err := rt.ConnectNetwork(ctx, name, "node"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := rt.InspectContainer(ctx, "node")
 			if err != nil {
 				t.Fatal(err)
 			}
-			gws = append(gws, n.Gateways...)
-		}
-		slices.Sort(gws)
-		return gws
+			got, err := NewManager(rt, ManagerOptions{ManagementNodes: tc.selector}).managementNetworks(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var gateways []string
+			for _, name := range tc.gatewayOf {
+				n, _ := rt.InspectNetwork(ctx, name)
+				gateways = append(gateways, n.Gateways...)
+			}
+			slices.Sort(gateways)
+			slices.Sort(got.gateways)
+			if !slices.Equal(got.workload, tc.workload) || !slices.Equal(got.unsure, tc.unsure) || !slices.Equal(got.gateways, gateways) {
+				t.Errorf("workload %v, unsure %v, gateways %v; want %v, %v, %v (of %v)",
+					got.workload, got.unsure, got.gateways, tc.workload, tc.unsure, gateways, tc.gatewayOf)
+			}
+		})
 	}
-	check := func(when string, want int, networks ...string) {
-		t.Helper()
-		if len(runs) != want {
-			t.Fatalf("%s: the routes script ran %d times, want %d", when, len(runs), want)
-		}
-		if want == 0 {
-			return
-		}
-		got := slices.Clone(runs[len(runs)-1])
-		slices.Sort(got)
-		if wantGWs := gateways(networks...); !slices.Equal(got, wantGWs) {
-			t.Errorf("%s: the routes script got gateways %v, want those of %v: %v", when, got, networks, wantGWs)
-		}
-	}
-
-	m := NewManager(rt, ManagerOptions{ManagementNodes: kind})
-	if _, err := m.ensureClusterNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
-		t.Fatal(err)
-	}
-	check("joined", 1, "kind", DefaultNetworkName(a))
-	if _, err := m.ensureClusterNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
-		t.Fatal(err)
-	}
-	check("checked again", 1, "kind", DefaultNetworkName(a))
-
-	// A manager that restarted has not seen the node yet.
-	m = NewManager(rt, ManagerOptions{ManagementNodes: kind})
-	if _, err := m.ensureClusterNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
-		t.Fatal(err)
-	}
-	check("first sight", 2, "kind", DefaultNetworkName(a))
-
-	if err := m.DeleteCluster(ctx, a, DefaultNetworkName(a)); err != nil {
-		t.Fatal(err)
-	}
-	check("left", 3, "kind")
 }

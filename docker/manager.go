@@ -76,10 +76,12 @@ type Manager struct {
 	// clusterLocks serialize load balancer configuration changes per cluster.
 	clusterLocks sync.Map // map[string]*sync.Mutex
 
-	// routed holds the IDs of the management nodes whose own routes this manager has set
-	// (management.go); a node it has not seen gets them at the next cluster network check.
-	routedMu sync.Mutex
-	routed   map[string]bool
+	// settled holds, by container ID, when this manager last isolated and routed each
+	// management node and when that node had started (management.go): a node it has not seen,
+	// that restarted since, or that it settled longer than ManagementResync ago is settled at
+	// the next cluster network check.
+	settledMu sync.Mutex
+	settled   map[string]settledNode
 }
 
 // NewManager returns a Manager for an engine.
