@@ -39,9 +39,9 @@ const hostPathsVariable = "; clusterctl init sets it from DOCKYARD_ALLOWED_HOST_
 const AnyRepository = "*"
 
 // NamespacePlaceholder in a repository of LoadImageRepositories stands for the namespace of the
-// object that asks for the image: "localhost/{namespace}/" lets a cluster in namespace team-a
+// object that asks for the image: "localhost/<namespace>/" lets a cluster in namespace team-a
 // load localhost/team-a/app:dev, and no other team's images.
-const NamespacePlaceholder = "{namespace}"
+const NamespacePlaceholder = "<namespace>"
 
 // Defaults of the flags.
 var (

@@ -105,12 +105,12 @@ func TestDefaultPolicyIsValid(t *testing.T) {
 
 func TestBadEntriesOfEveryFlagAreRefused(t *testing.T) {
 	for flag, c := range map[string]Config{
-		LoadImageRepositoriesFlag: {LoadImageRepositories: []string{"localhost/{namespace}/App"}},
+		LoadImageRepositoriesFlag: {LoadImageRepositories: []string{"localhost/<namespace>/App"}},
 		ListenAddressesFlag:       {ListenAddresses: []string{"localhost"}},
 		MinHostPortFlag:           {MinHostPort: 70000},
 		SubnetPoolsFlag:           {SubnetPools: []string{"10.0.0.0"}},
 		ReservedSubnetsFlag:       {ReservedSubnets: []string{"10.96.0.0/33"}},
-		ImageRepositoriesFlag:     {ImageRepositories: []string{"localhost/{namespace}/"}},
+		ImageRepositoriesFlag:     {ImageRepositories: []string{"localhost/<namespace>/"}},
 	} {
 		_, err := New(c)
 		if err == nil || !strings.Contains(err.Error(), flag) {
@@ -145,11 +145,11 @@ func TestLoadImages(t *testing.T) {
 		}
 	}
 	// The placeholder is normalized like the rest; * allows any image.
-	q, err := New(Config{LoadImageRepositories: []string{"{namespace}/", "quay.io/jetstack/cert-manager-controller"}})
+	q, err := New(Config{LoadImageRepositories: []string{"<namespace>/", "quay.io/jetstack/cert-manager-controller"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.LoadImageRepositories[0] != "docker.io/{namespace}/" {
+	if q.LoadImageRepositories[0] != "docker.io/<namespace>/" {
 		t.Errorf("normalized to %q", q.LoadImageRepositories[0])
 	}
 	for ref, allowed := range map[string]bool{

@@ -87,6 +87,8 @@ func TestFlavors(t *testing.T) {
 			"--watch-filter=" + watchFilter,
 			"--load-balancer-image=" + dockerenv.LoadBalancerImage(),
 			"--node-image-repository=localhost/dockyard/node",
+			// The shared network DOCKYARD_NETWORK names, as an administrator allows it.
+			"--allowed-networks=" + flavorVariables["DOCKYARD_NETWORK"],
 		},
 	})
 	if err != nil {

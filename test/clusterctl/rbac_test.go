@@ -92,6 +92,9 @@ func verifyManagerRBAC(ctx context.Context, t *testing.T, kubeconfig string, c c
 		t.Errorf("the manager labelling a ConfigMap for clusterctl move: %v", err)
 	}
 	// Others (an administrator here) are not bound by it.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+		t.Fatal(err)
+	}
 	cm.Data["value"] = "frontend mine"
 	if err := c.Update(ctx, cm); err != nil {
 		t.Errorf("the policy held back another user: %v", err)
