@@ -86,10 +86,13 @@ func (c clusterSpec) key() docker.ClusterKey {
 
 // createCluster creates the namespace and the objects of templates/cluster-template.yaml,
 // rendered with clusterctl's variable processor.
-func createCluster(ctx context.Context, c clusterSpec) {
-	cl := plane.Client()
-	Expect(client.IgnoreAlreadyExists(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}))).To(Succeed())
-	rendered, err := framework.RenderTemplate(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"), map[string]string{
+func createCluster(ctx context.Context, c clusterSpec) { createClusterWith(ctx, c, nil) }
+
+// createClusterWith is createCluster with more template variables; the objects are created with
+// the cluster's own client (c.mgmt: a team's, say), the namespace by the suite.
+func createClusterWith(ctx context.Context, c clusterSpec, vars map[string]string) {
+	Expect(client.IgnoreAlreadyExists(plane.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}))).To(Succeed())
+	values := map[string]string{
 		"CLUSTER_NAME":                c.name,
 		"NAMESPACE":                   c.namespace,
 		"KUBERNETES_VERSION":          kubernetesVersion,
@@ -97,9 +100,13 @@ func createCluster(ctx context.Context, c clusterSpec) {
 		"WORKER_MACHINE_COUNT":        fmt.Sprint(c.workers),
 		"DOCKYARD_NODE_IMAGE":         nodeImageRepo + ":" + kubernetesVersion,
 		"DOCKYARD_LB_IMAGE":           lbImage,
-	})
+	}
+	for k, v := range vars {
+		values[k] = v
+	}
+	rendered, err := framework.RenderTemplate(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"), values)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(framework.CreateObjects(ctx, cl, rendered)).To(Succeed())
+	Expect(framework.CreateObjects(ctx, c.client(), rendered)).To(Succeed())
 }
 
 func getCluster(ctx context.Context, c clusterSpec) *clusterv1.Cluster {

@@ -34,8 +34,6 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
-	"github.com/dockyard-dev/dockyard/test/envtest"
-	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
 // maxServiceLoadBalancers is the suite manager's --max-service-load-balancers-per-cluster: low,
@@ -95,8 +93,8 @@ var _ = Describe("Two teams on one management cluster", Ordered, func() {
 
 		By("both clusters, created by their teams: team B's on its registry and with its image")
 		start := time.Now()
-		createClusterAs(ctx, teamA, nil)
-		createClusterAs(ctx, teamB, map[string]string{"DOCKYARD_REGISTRY": registryB})
+		createClusterWith(ctx, teamA, nil)
+		createClusterWith(ctx, teamB, map[string]string{"DOCKYARD_REGISTRY": registryB})
 		setLoadImages(ctx, teamB, imageB)
 		setLoadImages(ctx, teamA, imageA)
 		waitMachinesRunning(ctx, teamA, 1, 1)
@@ -343,26 +341,6 @@ func tenantClient(ctx context.Context, namespace string) client.Client {
 	err = c.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{})
 	Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the tenant reads kube-system's Secrets: %v", err)
 	return c
-}
-
-// createClusterAs creates the objects of templates/cluster-template.yaml with the cluster's
-// own client (its team's).
-func createClusterAs(ctx context.Context, c clusterSpec, vars map[string]string) {
-	values := map[string]string{
-		"CLUSTER_NAME":                c.name,
-		"NAMESPACE":                   c.namespace,
-		"KUBERNETES_VERSION":          kubernetesVersion,
-		"CONTROL_PLANE_MACHINE_COUNT": fmt.Sprint(c.controlPlane),
-		"WORKER_MACHINE_COUNT":        fmt.Sprint(c.workers),
-		"DOCKYARD_NODE_IMAGE":         nodeImageRepo + ":" + kubernetesVersion,
-		"DOCKYARD_LB_IMAGE":           lbImage,
-	}
-	for k, v := range vars {
-		values[k] = v
-	}
-	rendered, err := framework.RenderTemplate(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"), values)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(framework.CreateObjects(ctx, c.client(), rendered)).To(Succeed())
 }
 
 // setLoadImages sets a cluster's spec.loadImages, as its team.
