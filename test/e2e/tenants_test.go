@@ -49,7 +49,8 @@ const idleWindow = 5 * time.Minute
 // addresses, the host's network, the management cluster's Service range, another team's
 // registry, unbounded Service load balancers) is tried as that team and refused with the field
 // named, while the other team's cluster, images and registry are left as they were. Team A's
-// cluster, idle meanwhile, runs no command in its nodes.
+// cluster, idle meanwhile, runs no command in its nodes; its logs, collected last (collecting
+// runs commands in the nodes), are safe to hand over.
 var _ = Describe("Two teams on one management cluster", Ordered, func() {
 	teamA := clusterSpec{name: "team-a", namespace: testNamespacePrefix + "-team-a", controlPlane: 1, workers: 1}
 	teamB := clusterSpec{name: "team-b", namespace: testNamespacePrefix + "-team-b", controlPlane: 1, workers: 0}
@@ -241,6 +242,40 @@ var _ = Describe("Two teams on one management cluster", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(poll).Should(Succeed())
 	})
 
+	It("leaves team B's cluster, images and registry as they were", func(ctx SpecContext) {
+		now := map[string]string{}
+		for _, m := range append(machines(ctx, teamB, true), machines(ctx, teamB, false)...) {
+			now[m.Name] = string(m.UID)
+		}
+		Expect(now).To(Equal(machinesB), "team B's Machines changed")
+		waitMachinesRunning(ctx, teamB, 1, 0)
+		for _, n := range clusterNodes(ctx, teamB) {
+			images, _ := execInNode(ctx, n, "ctr", "--namespace", "k8s.io", "images", "list", "-q")
+			Expect(images).To(ContainSubstring(imageB))
+			Expect(images).NotTo(ContainSubstring(imageA))
+		}
+		pushed, err := name.ParseReference(registryHostB+"/team-b/app:v1", name.Insecure)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = remote.Head(pushed, remote.WithContext(ctx))
+		Expect(err).NotTo(HaveOccurred(), "team B's image is gone from its registry")
+		reg, err := nodes.FindRegistry(ctx, registryB)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(reg.Namespaces()).To(Equal([]string{teamB.namespace}))
+	})
+
+	It("ran no command in team A's idle nodes for five minutes", func(ctx SpecContext) {
+		if wait := time.Until(idleSince.Add(idleWindow)); wait > 0 {
+			By(fmt.Sprintf("waiting %s more for the idle window to end", wait.Round(time.Second)))
+			time.Sleep(wait)
+		}
+		until := time.Now()
+		for _, n := range clusterNodes(ctx, teamA) {
+			execs := execsInto(ctx, n, idleSince, until)
+			Expect(execs).To(BeZero(), "node %s: %d commands run in it from %s to %s", n, execs, idleSince.Format(time.TimeOnly), until.Format(time.TimeOnly))
+		}
+		timings.add(fmt.Sprintf("two teams: idle 1+1 watched for %s, commands run in its nodes: 0", until.Sub(idleSince).Round(time.Second)), until.Sub(idleSince))
+	})
+
 	It("writes team A's logs 0700/0600 with no bootstrap token in them", func(ctx SpecContext) {
 		token := bootstrapToken(ctx, teamA)
 		dir := filepath.Join(GinkgoT().TempDir(), "logs")
@@ -275,40 +310,6 @@ var _ = Describe("Two teams on one management cluster", Ordered, func() {
 			return nil
 		})).To(Succeed())
 		Expect(files).To(BeNumerically(">", 20))
-	})
-
-	It("leaves team B's cluster, images and registry as they were", func(ctx SpecContext) {
-		now := map[string]string{}
-		for _, m := range append(machines(ctx, teamB, true), machines(ctx, teamB, false)...) {
-			now[m.Name] = string(m.UID)
-		}
-		Expect(now).To(Equal(machinesB), "team B's Machines changed")
-		waitMachinesRunning(ctx, teamB, 1, 0)
-		for _, n := range clusterNodes(ctx, teamB) {
-			images, _ := execInNode(ctx, n, "ctr", "--namespace", "k8s.io", "images", "list", "-q")
-			Expect(images).To(ContainSubstring(imageB))
-			Expect(images).NotTo(ContainSubstring(imageA))
-		}
-		pushed, err := name.ParseReference(registryHostB+"/team-b/app:v1", name.Insecure)
-		Expect(err).NotTo(HaveOccurred())
-		_, err = remote.Head(pushed, remote.WithContext(ctx))
-		Expect(err).NotTo(HaveOccurred(), "team B's image is gone from its registry")
-		reg, err := nodes.FindRegistry(ctx, registryB)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(reg.Namespaces()).To(Equal([]string{teamB.namespace}))
-	})
-
-	It("ran no command in team A's idle nodes for five minutes", func(ctx SpecContext) {
-		if wait := time.Until(idleSince.Add(idleWindow)); wait > 0 {
-			By(fmt.Sprintf("waiting %s more for the idle window to end", wait.Round(time.Second)))
-			time.Sleep(wait)
-		}
-		until := time.Now()
-		for _, n := range clusterNodes(ctx, teamA) {
-			execs := execsInto(ctx, n, idleSince, until)
-			Expect(execs).To(BeZero(), "node %s: %d commands run in it from %s to %s", n, execs, idleSince.Format(time.TimeOnly), until.Format(time.TimeOnly))
-		}
-		timings.add(fmt.Sprintf("two teams: idle 1+1 watched for %s, commands run in its nodes: 0", until.Sub(idleSince).Round(time.Second)), until.Sub(idleSince))
 	})
 })
 
