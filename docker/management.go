@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed" // scripts/own-routes.sh, scripts/isolate.sh
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,16 +175,26 @@ func (m *Manager) settleManagementNode(ctx context.Context, name string, changed
 			"node", name, "networks", nets.unsure)
 	}
 
-	var addresses []string
+	// The engine publishes the node's ports (its API server's) through one of its networks, a
+	// workload network when that one sorts first: the host connects from its gateway there.
+	var args []string
+	for _, gw := range nets.workloadGateways {
+		args = append(args, "-g", gw)
+	}
+	for _, p := range c.Ports {
+		if p.HostPort != 0 && strings.EqualFold(orDefault(p.Protocol, "tcp"), "tcp") {
+			args = append(args, "-p", strconv.Itoa(p.ContainerPort))
+		}
+	}
 	for _, n := range nets.workload {
 		ep := c.Networks[n]
 		for _, a := range []string{ep.IPv4, ep.IPv6} {
 			if a != "" {
-				addresses = append(addresses, a)
+				args = append(args, a)
 			}
 		}
 	}
-	set, err := m.nodeScript(ctx, name, isolateScript, "isolate.sh", addresses, "isolating the management node from workload networks")
+	set, err := m.nodeScript(ctx, name, isolateScript, "isolate.sh", args, "isolating the management node from workload networks")
 	if err != nil {
 		return err
 	}
@@ -246,6 +257,8 @@ type managementNetworks struct {
 	// gateways are those of the node's own network, or of every network of the node when its
 	// own is not known (own-routes.sh then takes eth0's).
 	gateways []string
+	// workloadGateways are those of the workload networks: the engine's host on each.
+	workloadGateways []string
 }
 
 // managementNetworks divides the networks a management node is on. The engine names the node's
@@ -302,6 +315,7 @@ func (m *Manager) managementNetworks(ctx context.Context, c *container.Container
 	var out managementNetworks
 	for _, n := range workload {
 		out.workload = append(out.workload, n.Name)
+		out.workloadGateways = append(out.workloadGateways, n.Gateways...)
 	}
 	slices.Sort(out.workload)
 	for _, n := range unsure {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -120,10 +122,10 @@ func TestManagementNodeIsNoRouterOnTheEngine(t *testing.T) {
 	m := NewManager(rt, ManagerOptions{ManagementNodes: kind})
 
 	const serve = `socat TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo ok' &`
-	run := func(name string, labels map[string]string, network string, unconfined bool, script string) {
+	run := func(name string, labels map[string]string, network string, unconfined bool, script string, ports ...container.PortMapping) {
 		t.Helper()
 		if err := rt.CreateContainer(ctx, container.ContainerSpec{
-			Name: name, Image: dockerenv.NodeImage(), Labels: labels, Network: network,
+			Name: name, Image: dockerenv.NodeImage(), Labels: labels, Network: network, Ports: ports,
 			Entrypoint: []string{"sh", "-c", script + "\nexec sleep infinity"},
 			Security:   container.SecuritySpec{CapAdd: []string{"NET_ADMIN"}, Unconfined: unconfined},
 		}); err != nil {
@@ -200,7 +202,9 @@ iptables -t nat -A PREROUTING -d 10.96.0.1 -p tcp --dport 443 -j REDIRECT --to-p
 iptables -t nat -A POSTROUTING -s `+subnet(home)+` ! -d `+subnet(home)+` -j MASQUERADE
 iptables -I INPUT -j ACCEPT
 iptables -I FORWARD -j ACCEPT
-iptables -t mangle -I PREROUTING -j ACCEPT`)
+iptables -t mangle -I PREROUTING -j ACCEPT`,
+		// Published on the host, as a management node's API server is.
+		container.PortMapping{ContainerPort: 8080, Protocol: "tcp", HostIP: "127.0.0.1"})
 	// set up waits for the node's start script, whose rules must not land ahead of Dockyard's.
 	setUp := func() {
 		t.Helper()
@@ -280,6 +284,35 @@ iptables -t mangle -I PREROUTING -j ACCEPT`)
 		t.Errorf("a workload node reaches through the management node: %v", got)
 	}
 	outbound("isolated")
+	// The engine publishes the node's port through the network that sorts first, a workload
+	// network here: the host still reaches it (as it reaches a management cluster's API server).
+	hostReaches := func(when string) {
+		t.Helper()
+		c, err := rt.InspectContainer(ctx, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hostPort int
+		for _, p := range c.Ports {
+			if p.ContainerPort == 8080 {
+				hostPort = p.HostPort
+			}
+		}
+		dockerenv.WaitFor(t, 10*time.Second, when+": the host reaching the management node's published port", func() error {
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", hostPort), 2*time.Second)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			got, _ := io.ReadAll(conn)
+			if !strings.Contains(string(got), "ok") {
+				return errors.Errorf("127.0.0.1:%d answered %q", hostPort, got)
+			}
+			return nil
+		})
+	}
+	hostReaches("isolated")
 	t.Logf("raw table:\n%s", must(node, "iptables -t raw -S "+isolationChain))
 
 	// A restart loses the rules (and the own routes); the engine may then name the node's own
@@ -317,6 +350,7 @@ iptables -t mangle -I PREROUTING -j ACCEPT`)
 		t.Errorf("after a restart and a check: a workload node reaches through the management node: %v", got)
 	}
 	outbound("isolated again")
+	hostReaches("isolated again")
 	if got := must(node, "ip -4 route get 10.96.0.2"); !strings.Contains(got, " src "+nodeHome+" ") {
 		t.Errorf("after a restart: a cluster IP goes %q, want from %s (the node's own network)", strings.TrimSpace(got), nodeHome)
 	}

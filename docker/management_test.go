@@ -147,7 +147,8 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 	kind := map[string]string{kindClusterLabel: "kind"}
 	a := ClusterKey{Namespace: "ns", Name: "a"}
 	b := ClusterKey{Namespace: "ns", Name: "b"}
-	// want: the node's addresses on the workload networks, and the gateways of kind's network.
+	// want: the node's addresses on the workload networks, each with "-g" and the network's
+	// gateway (the engine's host there), and the gateways of kind's network.
 	want := func(workload ...string) map[string][]string {
 		c, err := rt.InspectContainer(ctx, "kind-control-plane")
 		if err != nil {
@@ -156,6 +157,13 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 		var addresses []string
 		for _, n := range workload {
 			addresses = append(addresses, c.Networks[n].IPv4)
+			wn, err := rt.InspectNetwork(ctx, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, gw := range wn.Gateways {
+				addresses = append(addresses, "-g", gw)
+			}
 		}
 		n, err := rt.InspectNetwork(ctx, "kind")
 		if err != nil {

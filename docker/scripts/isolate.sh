@@ -5,17 +5,24 @@
 # cluster's Services and pods, the node's own network, or another workload network, and open
 # connections to the node itself (kubelet, API server, NodePorts).
 #
-# Arguments: the node's addresses on the workload networks it is on (either family). The
-# interfaces holding them are the workload interfaces; the others (the node's own network, its
-# pods' interfaces, lo) are left alone. From a workload interface:
+# Arguments: -g GATEWAY for the gateway (the engine's host) of each workload network, -p PORT for
+# each TCP port of the node the engine publishes on the host, then the node's addresses on the
+# workload networks it is on (either family). The interfaces holding them are the workload
+# interfaces; the others (the node's own network, its pods' interfaces, lo) are left alone. From a
+# workload interface:
 #   - table raw, before connection tracking and before kube-proxy's DNAT: only packets to the
 #     node's own addresses on that interface pass (IPv6: also link-local and link-scope
 #     multicast destinations, which are never forwarded). Nothing else is routed, whatever
 #     route a workload node sets.
 #   - table mangle, after connection tracking and still before DNAT: only replies to what the
-#     node and its pods opened (ESTABLISHED, RELATED) pass, and IPv6 neighbour discovery (which
-#     connection tracking leaves untracked). That is how the management cluster's controllers
-#     reach workload API servers through their load balancers.
+#     node and its pods opened (ESTABLISHED, RELATED) pass, IPv6 neighbour discovery (which
+#     connection tracking leaves untracked), and new TCP connections from the engine's host (the
+#     network's gateway) to the node's published ports: the engine publishes a container's ports
+#     through one of its networks, which may be a workload network (it picks by name), and the
+#     host reaches the management cluster's API server that way. That a workload node may forge
+#     the gateway's address gets it nothing: the replies go to the host.
+#     The rest is how the management cluster's controllers reach workload API servers through
+#     their load balancers.
 # Workload nodes need nothing on the management node (their DNS is the engine's resolver in
 # their own network namespace), so everything else is dropped.
 #
@@ -36,6 +43,17 @@ for cmd in ip awk iptables iptables-restore; do
 		exit 1
 	fi
 done
+
+gateways=""
+ports=""
+while getopts g:p: opt; do
+	case "$opt" in
+	g) gateways="$gateways $OPTARG" ;;
+	p) ports="$ports $OPTARG" ;;
+	*) exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
 
 devs=""
 for addr in "$@"; do
@@ -76,6 +94,15 @@ rules() {
 			;;
 		mangle)
 			echo "-A $chain -i $dev -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
+			for gw in $gateways; do
+				case "$1:$gw" in
+				4:*.* | 6:*:*) ;;
+				*) continue ;;
+				esac
+				for port in $ports; do
+					echo "-A $chain -i $dev -s $gw -p tcp --dport $port -m conntrack --ctstate NEW -j RETURN"
+				done
+			done
 			if [ "$1" = 6 ]; then
 				for type in 135 136; do
 					echo "-A $chain -i $dev -p ipv6-icmp -m icmp6 --icmpv6-type $type -m hl --hl-eq 255 -j RETURN"
