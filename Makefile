@@ -118,6 +118,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 	DOCKYARD_TEST_NODE_IMAGE="$(TEST_NODE_IMAGE)" DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test $(GO_TEST_FLAGS) ./...
 	cd test/capie2e && go test $(GO_TEST_FLAGS) ./...
+	bash hack/lib/pidfile_test.sh
 
 .PHONY: test-all
 test-all: verify-generate vet lint test fuzz test-images test-clusterctl test-e2e test-e2e-capi test-engines test-e2e-engines ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine (Cluster API's shared specs: the blocking set).

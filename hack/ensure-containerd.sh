@@ -16,6 +16,8 @@ statedir="$(dirname "$sock")/state"
 cache="${DOCKYARD_CACHE:-$HOME/.cache/dockyard}"
 own="$cache/containerd"
 mkdir -p "$own"
+# shellcheck source=hack/lib/pidfile.sh
+. "$(dirname "$0")/lib/pidfile.sh"
 
 # apt may be held by another installer: wait for the lock, and retry update, which does not
 # honour the lock timeout for its lists lock on every version.
@@ -77,8 +79,8 @@ fi
 
 mkdir -p "$(dirname "$sock")" "$root"
 write_config
-if [ -f "$own/pid" ] && kill -0 "$(cat "$own/pid")" 2>/dev/null; then
-  echo "ensure-containerd: containerd (pid $(cat "$own/pid")) is starting"
+if pid=$(pid_of "$own/pid" containerd); then
+  echo "ensure-containerd: containerd (pid $pid) is starting"
 else
   echo "ensure-containerd: starting containerd on $sock (log: $own/containerd.log)"
   # Containers inherit the daemon's limits (as Docker's do): nodes run many processes and files.

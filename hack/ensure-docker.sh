@@ -8,6 +8,8 @@ set -euo pipefail
 cache="${DOCKYARD_CACHE:-$HOME/.cache/dockyard}"
 state="$cache/dockerd"
 mkdir -p "$state"
+# shellcheck source=hack/lib/pidfile.sh
+. "$(dirname "$0")/lib/pidfile.sh"
 
 # Every node container's systemd, containerd, kubelet and control plane take inotify instances
 # from the host's per-user limit (nodes run as the host's root). Debian's default of 128 is used
@@ -42,13 +44,12 @@ ip6tables_flags() {
 
 # A daemon this script started before without those flags (an older version of the script) is
 # restarted with them; any other daemon is left alone.
-if [ -f "$state/pid" ] && [ -n "$(ip6tables_flags)" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null &&
-  [ "$(cat "/proc/$(cat "$state/pid")/comm" 2>/dev/null)" = dockerd ] &&
-  ! tr '\0' ' ' <"/proc/$(cat "$state/pid")/cmdline" | grep -q -- --ip6tables; then
-  echo "ensure-docker: restarting dockerd (pid $(cat "$state/pid")) with $(ip6tables_flags)"
-  kill "$(cat "$state/pid")"
+if own=$(pid_of "$state/pid" dockerd) && [ -n "$(ip6tables_flags)" ] &&
+  ! tr '\0' ' ' <"/proc/$own/cmdline" | grep -q -- --ip6tables; then
+  echo "ensure-docker: restarting dockerd (pid $own) with $(ip6tables_flags)"
+  kill "$own"
   for _ in $(seq 1 60); do
-    kill -0 "$(cat "$state/pid")" 2>/dev/null || break
+    pid_of "$state/pid" dockerd >/dev/null || break
     sleep 1
   done
 fi
@@ -66,9 +67,13 @@ fi
 
 # The Debian package puts its own client in /usr/bin; a newer client elsewhere on PATH may
 # negotiate an API version this engine lacks, which the SDK handles, but the CLI must too.
-if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
-  echo "ensure-docker: dockerd (pid $(cat "$state/pid")) is starting"
+if own=$(pid_of "$state/pid" dockerd); then
+  echo "ensure-docker: dockerd (pid $own) is starting"
 else
+  # No dockerd of ours runs and none answers: PID files left by a daemon that did not stop
+  # (a reboot, a killed machine) would stop the new one from starting.
+  clear_stale /var/run/docker.pid dockerd | sed 's/^/ensure-docker: /'
+  clear_stale /var/run/docker/containerd/containerd.pid containerd | sed 's/^/ensure-docker: /'
   echo "ensure-docker: starting dockerd (log: $state/dockerd.log)"
   # shellcheck disable=SC2046 # the flags are words
   # From /, as ensure-podman.sh explains: the clone this runs in may be deleted under it.

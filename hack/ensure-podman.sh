@@ -13,6 +13,8 @@ state="$cache/podman"
 sock=/run/podman/podman.sock
 conf=/etc/containers/containers.conf
 mkdir -p "$state"
+# shellcheck source=hack/lib/pidfile.sh
+. "$(dirname "$0")/lib/pidfile.sh"
 
 ping() {
   curl -fsS --max-time 2 --unix-socket "$sock" http://d/_ping >/dev/null 2>&1
@@ -121,10 +123,10 @@ ensure_oci_runtime
 
 # A running service read the old configuration; only one this script started is restarted.
 if [ "$conf_changed" = true ]; then
-  if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
-    echo "ensure-podman: restarting the service it started (pid $(cat "$state/pid")) to apply $conf"
-    kill "$(cat "$state/pid")"
-    for _ in $(seq 1 20); do kill -0 "$(cat "$state/pid")" 2>/dev/null || break; sleep 0.5; done
+  if own=$(pid_of "$state/pid" podman); then
+    echo "ensure-podman: restarting the service it started (pid $own) to apply $conf"
+    kill "$own"
+    for _ in $(seq 1 20); do pid_of "$state/pid" podman >/dev/null || break; sleep 0.5; done
   elif ping; then
     echo "ensure-podman: a Podman service this script did not start answers on $sock; restart it to apply $conf" >&2
   fi
@@ -153,8 +155,8 @@ if ping; then
   exit 0
 fi
 
-if [ -f "$state/pid" ] && kill -0 "$(cat "$state/pid")" 2>/dev/null; then
-  echo "ensure-podman: podman system service (pid $(cat "$state/pid")) is starting"
+if own=$(pid_of "$state/pid" podman); then
+  echo "ensure-podman: podman system service (pid $own) is starting"
 else
   echo "ensure-podman: starting podman system service (log: $state/podman.log)"
   mkdir -p "$(dirname "$sock")"
