@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/dockyard-dev/dockyard/test/ci"
 )
 
 // cniConfigScript writes images/cni/dockyard-cni-config to dir and returns its path.
@@ -36,7 +38,7 @@ func cniConfigScript(t *testing.T, dir string) string {
 // address; an IPv6 address that is not one is refused.
 func TestCNIConfigNetworkOf(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
+		ci.Missing(t, "no bash")
 	}
 	type tc struct{ fn, in, want string }
 	cases := []tc{
@@ -155,7 +157,7 @@ type cniConfigRun struct {
 func startCNIConfig(t *testing.T) *cniConfigRun {
 	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
+		ci.Missing(t, "no bash")
 	}
 	dir := t.TempDir()
 	r := &cniConfigRun{

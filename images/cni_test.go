@@ -3,6 +3,7 @@ package images
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"text/template"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/dockyard-dev/dockyard/test/ci"
 )
 
 // The paths install-cni.sh uses on a node, moved into a test directory.
@@ -111,7 +114,7 @@ func kindCNITemplate(t *testing.T) string {
 	t.Helper()
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kind").Output()
 	if err != nil {
-		t.Skipf("the kind module is not in the module cache: %v", err)
+		ci.Missing(t, fmt.Sprintf("the kind module is not in the module cache: %v", err))
 	}
 	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "pkg", "build", "nodeimage", "const_cni.go"))
 	if err != nil {
@@ -310,7 +313,7 @@ func TestInstallCNIFlannelUnsupportedPodSubnets(t *testing.T) {
 // template and CONTROL_PLANE_ENDPOINT in kindnetd's env.
 func TestInstallCNIKindnetd(t *testing.T) {
 	if realKubectl() == "" {
-		t.Skip("no kubectl for `kubectl kustomize` (set KUBEBUILDER_ASSETS or put kubectl on PATH)")
+		ci.Missing(t, "no kubectl for `kubectl kustomize` (set KUBEBUILDER_ASSETS or put kubectl on PATH)")
 	}
 	kindnetd := kindCNITemplate(t)
 	for _, marker := range []string{"would you kindly template this file", "would you kindly patch this file"} {
