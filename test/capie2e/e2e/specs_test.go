@@ -32,7 +32,7 @@ var (
 // references and finalizers come back when removed, owner references move to the current API
 // version, and, with stable, nothing keeps changing once the cluster is stable. The stability
 // check takes at least three minutes whatever the provider does (four equal reads 15 s apart,
-// then two minutes without a change), so it runs once, in the full set, on the topology
+// then two minutes without a change), so it runs once, in the blocking set, on the topology
 // flavor, whose objects include every kind the default flavor has (DockyardCluster,
 // DockyardMachine, DockyardMachineTemplate) and Cluster API's ClusterClass machinery on top.
 func validateResilience(topology, stable bool) func(proxy framework.ClusterProxy, namespace, clusterName string) {
@@ -137,7 +137,7 @@ var _ = Describe("Self-hosted", blocking, func() {
 	})
 })
 
-var _ = Describe("QuickStart, topology flavor (ClusterClass)", full, func() {
+var _ = Describe("QuickStart, topology flavor (ClusterClass)", blocking, func() {
 	capispecs.QuickStartSpec(ctx, func() capispecs.QuickStartSpecInput {
 		return capispecs.QuickStartSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
