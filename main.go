@@ -103,9 +103,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Port of the webhook server.")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs/",
 		"Directory holding tls.crt and tls.key for the webhook server.")
-	fs.Float32Var(&o.restConfigQPS, "kube-api-qps", 20,
+	fs.Float32Var(&o.restConfigQPS, "kube-api-qps", controllers.DefaultKubeAPIQPS,
 		"Maximum queries per second to the management cluster's API server.")
-	fs.IntVar(&o.restConfigBurst, "kube-api-burst", 30,
+	fs.IntVar(&o.restConfigBurst, "kube-api-burst", controllers.DefaultKubeAPIBurst,
 		"Maximum burst of queries to the management cluster's API server.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute,
 		"How often every watched object is reconciled even without changes.")
@@ -332,7 +332,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     secretCachingClient,
 		Cache:            setup.ClusterCacheCacheOptions(),
-		Client:           setup.ClusterCacheClientOptions(controllerName, 20, 30),
+		Client:           setup.ClusterCacheClientOptions(controllerName, controllers.WorkloadClusterQPS, controllers.WorkloadClusterBurst),
 		WatchFilterValue: o.watchFilterValue,
 	}, controller.Options{MaxConcurrentReconciles: o.clusterCacheConcurrency})
 	if err != nil {

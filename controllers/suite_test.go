@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,15 +34,36 @@ var (
 	envNodes   *dockertest.Nodes
 )
 
+// benchRaisedLimits gives the benchmarks' manager envtest's client limits (QPS 1000, burst 2000)
+// instead of the shipped ones (main.go's defaults), so a run can show what the limits cost:
+//
+//	go test ./controllers -run '^$' -bench 'machines=1000$' -benchtime 1x -args -bench-raised-client-limits
+var benchRaisedLimits = flag.Bool("bench-raised-client-limits", false, "benchmarks: run the manager with envtest's client limits instead of main.go's")
+
+// clientLimits names the manager's client limits: "shipped" (main.go's --kube-api-qps and
+// --kube-api-burst defaults, and its ClusterCache's) when benchmarks run, unless raised; tests,
+// which check behaviour rather than throughput, keep envtest's ("envtest").
+func clientLimits() string {
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		return "envtest"
+	}
+	if *benchRaisedLimits {
+		return "raised"
+	}
+	return "shipped"
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
 	ctrl.SetLogger(klog.Background())
 	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
 	envRuntime = fake.New(testNodeImage, docker.DefaultLoadBalancerImage)
 	envNodes = dockertest.New(envRuntime)
 	var err error
-	env, err = envtest.Start(ctx, envtest.Options{
+	shipped := clientLimits() == "shipped"
+	opts := envtest.Options{
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
-			return setupForTest(ctx, mgr, envRuntime, 10)
+			return setupForTest(ctx, mgr, envRuntime, 10, shipped)
 		},
 		// The manager has only the permissions config/ grants it, and caches what main.go's
 		// does (Cluster API's choices: no Secrets or ConfigMaps but the labelled ones).
@@ -53,7 +75,11 @@ func TestMain(m *testing.M) {
 			o.Cache = ManagerCacheOptions(o.Scheme, "dockyard-test", "", 10*time.Minute)
 			o.Client = setup.ManagerClientOptions()
 		},
-	})
+	}
+	if shipped {
+		opts.ManagerQPS, opts.ManagerBurst = DefaultKubeAPIQPS, DefaultKubeAPIBurst
+	}
+	env, err = envtest.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test environment: %v\n", err)
 		os.Exit(1)
@@ -65,17 +91,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// setupForTest wires the reconcilers, the ClusterCache and the webhooks like main.go does.
-func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtime, concurrency int) error {
+// setupForTest wires the reconcilers, the ClusterCache and the webhooks like main.go does; with
+// shipped, the ClusterCache's clients have main.go's limits too.
+func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtime, concurrency int, shipped bool) error {
 	nodes := docker.NewManager(engine, docker.ManagerOptions{})
 	secretClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
 	if err != nil {
 		return err
 	}
+	qps, burst := float32(100), 200
+	if shipped {
+		qps, burst = WorkloadClusterQPS, WorkloadClusterBurst
+	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretClient,
 		Cache:        setup.ClusterCacheCacheOptions(),
-		Client:       setup.ClusterCacheClientOptions("dockyard-test", 100, 200),
+		Client:       setup.ClusterCacheClientOptions("dockyard-test", qps, burst),
 	}, controller.Options{MaxConcurrentReconciles: concurrency})
 	if err != nil {
 		return err

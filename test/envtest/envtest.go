@@ -41,6 +41,10 @@ type Options struct {
 	// runs as ManagerUser with only those permissions instead of as an administrator, so a
 	// permission missing from config/ fails the tests the way it would fail the manager's pod.
 	ManagerClusterRoles []string
+	// ManagerQPS and ManagerBurst, when set, limit the manager's client as main.go's
+	// --kube-api-qps and --kube-api-burst do; unset, it has envtest's (QPS 1000, burst 2000).
+	ManagerQPS   float32
+	ManagerBurst int
 	// ManagerOptions, when set, changes the manager's options before it is made (main.go's
 	// cache and client options, for instance).
 	ManagerOptions func(*ctrl.Options)
@@ -135,6 +139,10 @@ func Start(ctx context.Context, opts Options) (*Environment, error) {
 		}
 	}
 
+	if opts.ManagerQPS > 0 {
+		mgrConfig = rest.CopyConfig(mgrConfig)
+		mgrConfig.QPS, mgrConfig.Burst = opts.ManagerQPS, opts.ManagerBurst
+	}
 	wh := env.WebhookInstallOptions
 	mgrOptions := ctrl.Options{
 		Scheme:                 env.Scheme,
