@@ -124,6 +124,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v $(foreach p,$(OWN_TARGET_PACKAGES),-e '$(p)$$'))
 	cd test/capie2e && go test $(GO_TEST_FLAGS) ./...
 	bash hack/lib/pidfile_test.sh
+	bash hack/lib/podchurn_test.sh
 
 TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-images test-clusterctl test-e2e test-e2e-capi test-engines test-e2e-engines
 

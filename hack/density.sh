@@ -4,10 +4,12 @@
 # $DENSITY_OUT:
 #   - how long until every Node of every cluster is Ready;
 #   - each minute of the hold: the host's load average, Machines whose Node is not Ready, and
-#     restarts of the management cluster's containers since the clusters were created;
+#     the management cluster's pod churn since the clusters were created (container restarts
+#     and pods replaced, counted by owner: hack/lib/podchurn.awk);
 #   - at the end, the idle footprint per node (CPU over a minute and memory, from the node
 #     containers' cgroups, memory as `docker stats` counts it) by role, and the management node's;
-#   - every management cluster container that restarted, with its last termination reason;
+#   - every owner (ReplicaSet, DaemonSet, Node) in the management cluster whose pods restarted or
+#     were replaced;
 #   - every kube-system container of the workload clusters that restarted.
 # Called by `make density` (which makes the management cluster first) with DOCKYARD, KUBECTL
 # and DENSITY_LB_IMAGE set. The clusters live in namespace $DENSITY_NAMESPACE and are deleted
@@ -31,20 +33,38 @@ mkdir -p "$(dirname "$out")"
 . "$(dirname "$0")/lib/clusters.sh"
 since() { echo $(($(now) - $1)); }
 
-# restarts prints "<namespace>/<pod>/<container> <restarts>" for every container of the
-# management cluster.
-restarts() {
-	k get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{range .status.containerStatuses[*]}{" "}{.name}={.restartCount}{end}{"\n"}{end}' 2>/dev/null |
-		awk '{ for (i = 2; i <= NF; i++) { split($i, a, "="); print $1 "/" a[1], a[2] } }' | sort
+# A figure read from an API server that did not answer is no figure: every read is retried
+# for a minute, then the run stops, saying so.
+die() {
+	say "- $*; stopping"
+	exit 1
 }
-restart_sum() { awk '{ s += $2 } END { print s + 0 }'; }
+read_api() { # file, then kubectl arguments
+	local file=$1 try
+	shift
+	for try in 1 2 3 4 5 6; do
+		if k "$@" >"$file" 2>"$file.err"; then
+			return 0
+		fi
+		sleep 10
+	done
+	die "the management cluster's API server did not answer for a minute ($(tail -n 1 "$file.err"))"
+}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
-# not_ready prints the Machines of the namespace whose Node is not Ready.
-not_ready() {
-	k get machines.cluster.x-k8s.io -n "$ns" \
-		-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="NodeReady")].status}{"\n"}{end}' 2>/dev/null |
-		awk '$2 != "True" { print $1 }'
+# pods writes a snapshot of the management cluster's pods for hack/lib/podchurn.awk to $1.
+pods() {
+	read_api "$1" get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}{" "}{.metadata.uid}{range .status.containerStatuses[*]}{" "}{.name}={.restartCount}{end}{"\n"}{end}'
 }
+churn() { awk -v mode="$1" -f "$(dirname "$0")/lib/podchurn.awk" "$work/before" "$work/now"; }
+
+# machines writes "<name> <NodeReady status>" for each Machine of the namespace to $1.
+machines() {
+	read_api "$1" get machines.cluster.x-k8s.io -n "$ns" \
+		-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.conditions[?(@.type=="NodeReady")].status}{"\n"}{end}'
+}
+not_ready() { awk '$2 != "True" { print $1 }' "$work/machines"; }
 
 [ -r "$mgmt_kubeconfig" ] || { echo "density: no management cluster kubeconfig at $mgmt_kubeconfig (make quickstart makes it)" >&2; exit 2; }
 echo "density: clusters of an earlier run in namespace $ns are deleted first"
@@ -53,7 +73,7 @@ k create namespace "$ns" --dry-run=client -o yaml | k apply -f - >/dev/null
 
 say "# Density: $clusters clusters of 1 control plane + 1 worker, held ${hold}s ($(date -u +%FT%TZ), $(nproc) cores)"
 say ""
-before=$(restarts)
+pods "$work/before"
 start=$(now)
 for i in $(seq 1 "$clusters"); do
 	# The default flavor names kind's load balancer image; the local one is what the quick
@@ -62,13 +82,14 @@ for i in $(seq 1 "$clusters"); do
 done
 say "- $clusters clusters' objects created in $(since "$start") s"
 while :; do
-	machines=$(k get machines.cluster.x-k8s.io -n "$ns" --no-headers 2>/dev/null | wc -l)
+	machines "$work/machines"
+	count=$(grep -c . "$work/machines" || true)
 	pending=$(not_ready | wc -l)
-	if [ "$machines" -ge $((2 * clusters)) ] && [ "$pending" -eq 0 ]; then
+	if [ "$count" -ge $((2 * clusters)) ] && [ "$pending" -eq 0 ]; then
 		break
 	fi
 	if [ "$(since "$start")" -gt 3600 ]; then
-		say "- not every Node Ready after an hour: $pending of $machines Machines; stopping"
+		say "- not every Node Ready after an hour: $pending of $count Machines; stopping"
 		not_ready | tee -a "$out"
 		k get machines.cluster.x-k8s.io -n "$ns" | tee -a "$out"
 		exit 1
@@ -78,16 +99,18 @@ done
 say "- every Node of the $((2 * clusters)) Machines Ready $(since "$start") s after the first object was created"
 
 say ""
-say "| minute | load average (1 min) | Machines whose Node is not Ready | management cluster restarts |"
-say "|---|---|---|---|"
+say "| minute | load average (1 min) | Machines whose Node is not Ready | management cluster container restarts | pods replaced |"
+say "|---|---|---|---|---|"
 held=$(now)
 minute=0
 while [ "$(since "$held")" -lt "$hold" ]; do
 	sleep 60
 	minute=$((minute + 1))
 	load=$(cut -d' ' -f1 /proc/loadavg)
-	restarted=$(($(restarts | restart_sum) - $(echo "$before" | restart_sum)))
-	say "| $minute | $load | $(not_ready | wc -l) | $restarted |"
+	machines "$work/machines"
+	pods "$work/now"
+	read -r restarted replaced <<<"$(churn total)"
+	say "| $minute | $load | $(not_ready | wc -l) | $restarted | $replaced |"
 done
 
 # Footprint: CPU time over a minute and memory (usage minus inactive file cache) per node.
@@ -126,28 +149,30 @@ usage --filter "label=io.x-k8s.kind.cluster=dockyard-mgmt" | row "management nod
 say "| the whole host | $(nproc) cores | load $(cut -d' ' -f1 /proc/loadavg) | $(free -m | awk '/^Mem:/ { print $3 }') used |"
 
 say ""
-after=$(restarts)
-restarted=$(join <(echo "$before") <(echo "$after") | awk '$3 > $2 { print $1, $3 - $2 }')
-if [ -z "$restarted" ]; then
-	say "No container of the management cluster restarted."
+pods "$work/now"
+owners=$(churn owners | sort)
+if [ -z "$owners" ]; then
+	say "No pod of the management cluster restarted or was replaced."
 else
-	say "Management cluster containers that restarted (restarts, last termination):"
-	while read -r id count; do
-		IFS=/ read -r pns pod ctr <<<"$id"
-		reason=$(k get pod -n "$pns" "$pod" -o jsonpath="{.status.containerStatuses[?(@.name==\"$ctr\")].lastState.terminated.reason} {.status.containerStatuses[?(@.name==\"$ctr\")].lastState.terminated.exitCode}" 2>/dev/null || true)
-		say "- $id: $count ($reason)"
-	done <<<"$restarted"
+	say "Management cluster pods that restarted or were replaced, by owner:"
+	while read -r line; do say "- $line"; done <<<"$owners"
 fi
 
 # The workload clusters' own control planes, read from inside each control plane node.
 say ""
-wl=$(for i in $(seq 1 "$clusters"); do
-	for node in $(docker ps --format '{{.Names}}' --filter "label=io.x-k8s.kind.role=control-plane" --filter "label=io.x-k8s.kind.cluster=$ns-$i.$ns"); do
-		docker exec "$node" kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -n kube-system \
-			-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[0].restartCount}{"\n"}{end}' 2>/dev/null |
-			awk -v c="$ns-$i" '$2 > 0 { print "- " c ": " $1 " restarted " $2 " times" }'
+wl=""
+for i in $(seq 1 "$clusters"); do
+	nodes=$(docker ps --format '{{.Names}}' --filter "label=io.x-k8s.kind.role=control-plane" --filter "label=io.x-k8s.kind.cluster=$ns-$i.$ns")
+	[ -n "$nodes" ] || die "cluster $ns-$i has no running control plane node"
+	for node in $nodes; do
+		if ! docker exec "$node" kubectl --kubeconfig /etc/kubernetes/admin.conf get pods -n kube-system \
+			-o jsonpath='{range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[0].restartCount}{"\n"}{end}' >"$work/wl" 2>&1; then
+			die "cluster $ns-$i's API server did not answer in $node: $(tail -n 1 "$work/wl")"
+		fi
+		lines=$(awk -v c="$ns-$i" '$2 > 0 { print "- " c ": " $1 " restarted " $2 " times" }' "$work/wl")
+		[ -z "$lines" ] || wl+="${wl:+$'\n'}$lines"
 	done
-done)
+done
 if [ -z "$wl" ]; then
 	say "No kube-system container of a workload cluster restarted."
 else
