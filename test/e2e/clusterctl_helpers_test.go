@@ -31,8 +31,9 @@ import (
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
-// The clusterctl specs (topology_test.go, move_test.go) use their own namespace prefix, so
-// they and the rest of the suite never sweep each other's containers.
+// The specs whose clusters clusterctl generates from the shipped flavors (ipfamilies_test.go,
+// machinepool_test.go, sharednetwork_test.go) use their own namespace prefix, so their sweeps
+// and those of the rest of the suite never remove each other's containers.
 const cctlNamespacePrefix = "dockyard-cctl-e2e"
 
 // clusterctl runs the clusterctl binary the plane was built with, as a user would: a private
