@@ -277,7 +277,7 @@ func TestRepositoryRunsOnlyImagesBuiltHere(t *testing.T) {
 // TestRepositoryComponentsSurviveALoadedHost: the management cluster Dockyard makes shares two
 // cores with every workload node, and the host's load average reaches tens. Kubernetes' probe
 // defaults (1 s, three failures) and client-go's leases (15 s, renewed within 10 s) then restart
-// healthy controllers over and over, which was seen with five clusters on this machine. Every
+// healthy controllers over and over, which was seen with five clusters on a 2-core host. Every
 // Deployment the repository installs, cert-manager's included, waits 5 s for a probe, restarts
 // only after a minute of failures, and keeps a leader through 40 s of slow renewals.
 func TestRepositoryComponentsSurviveALoadedHost(t *testing.T) {

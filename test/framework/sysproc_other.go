@@ -4,6 +4,6 @@ package framework
 
 import "syscall"
 
-// sysProcAttr has no parent-death signal outside Linux: there, the processes of a crashed test
-// binary must be killed by hand.
+// sysProcAttr has no parent-death signal outside Linux: there, a crashed test binary leaves its
+// processes running.
 func sysProcAttr() *syscall.SysProcAttr { return nil }

@@ -27,11 +27,11 @@ import (
 )
 
 // What only Dockyard has to prove about the management cluster the suite installed with
-// clusterctl init: everything runs from the images built here, Dockyard's webhooks are served
+// clusterctl init: everything runs from the images built locally (make component-images), Dockyard's webhooks are served
 // with cert-manager's certificate and enforce the manager's policy, and the manager runs under
 // its own least-privilege RBAC.
 var _ = Describe("Dockyard installed by clusterctl init", blocking, func() {
-	It("runs every provider's pods Ready from the images built here, serves its webhooks and keeps to its own RBAC", func(ctx SpecContext) {
+	It("runs every provider's pods Ready from locally built images, serves its webhooks and keeps to its own RBAC", func(ctx SpecContext) {
 		c := bootstrapClusterProxy.GetClient()
 		var images []string
 		for _, img := range e2eConfig.Images {
