@@ -418,9 +418,8 @@ func testTopologyValidation(ctx context.Context, t *testing.T, repo repository, 
 // rendered from the ClusterClass: the patches put the variables where they belong. Dockyard
 // does not reconcile this cluster (no watch filter label), so the control plane never gets
 // machines and Cluster API defers the MachineDeployment: the worker patches (workerImage,
-// bootstrapTimeout, workerResources) are not checked here. Cluster API's quick start of the
-// topology flavor (test/capie2e/e2e/specs_test.go) boots workers from this ClusterClass, but
-// no test checks the values these patches set on them.
+// bootstrapTimeout, workerResources) are checked on the workers of Cluster API's quick start of
+// the topology flavor (expectWorkerPatches in test/capie2e/e2e/specs_test.go).
 func testTopologyPatches(ctx context.Context, t *testing.T, repo repository, plane *framework.ManagementPlane) {
 	c := plane.Client()
 	ns := prefix + "-topology"

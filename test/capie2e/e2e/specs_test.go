@@ -4,13 +4,16 @@ package e2e
 
 import (
 	"context"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
@@ -18,6 +21,7 @@ import (
 	capispecs "sigs.k8s.io/cluster-api/test/e2e"
 	"sigs.k8s.io/cluster-api/test/framework"
 
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/test/capie2e"
 )
 
@@ -78,6 +82,35 @@ func validateResilience(topology, stable bool) func(proxy framework.ClusterProxy
 			WaitToBecomeStable:       e2eConfig.GetIntervals("quick-start", "wait-resource-versions-become-stable"),
 			WaitToRemainStable:       e2eConfig.GetIntervals("quick-start", "wait-resource-versions-remain-stable"),
 		})
+	}
+}
+
+// expectWorkerPatches checks what the ClusterClass's patches put on the workers' DockyardMachines:
+// the image of the MachineDeployment's version from the imageRepository variable, and the
+// bootstrapTimeout and workerResources variables (the suite's configuration sets them to values
+// other than their defaults).
+func expectWorkerPatches(proxy framework.ClusterProxy, namespace, clusterName string) {
+	By("Checking the ClusterClass's patches on the workers")
+	c := proxy.GetClient()
+	machines := &clusterv1.MachineList{}
+	Expect(c.List(ctx, machines, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: clusterName},
+		client.HasLabels{clusterv1.MachineDeploymentNameLabel})).To(Succeed())
+	Expect(machines.Items).NotTo(BeEmpty(), "cluster %s/%s has no worker Machines", namespace, clusterName)
+	timeout, err := time.ParseDuration(e2eConfig.MustGetVariable("DOCKYARD_BOOTSTRAP_TIMEOUT"))
+	Expect(err).NotTo(HaveOccurred())
+	cpu := resource.MustParse(e2eConfig.MustGetVariable("DOCKYARD_WORKER_CPU"))
+	memory := resource.MustParse(e2eConfig.MustGetVariable("DOCKYARD_WORKER_MEMORY"))
+	for _, m := range machines.Items {
+		dm := &infrav1.DockyardMachine{}
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: m.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
+		Expect(dm.Spec.Image).To(Equal(e2eConfig.MustGetVariable("DOCKYARD_NODE_IMAGE_REPOSITORY")+":"+m.Spec.Version),
+			"DockyardMachine %s: workerImage", dm.Name)
+		Expect(dm.Spec.BootstrapTimeout).NotTo(BeNil(), "DockyardMachine %s: bootstrapTimeout", dm.Name)
+		Expect(dm.Spec.BootstrapTimeout.Duration).To(Equal(timeout), "DockyardMachine %s: bootstrapTimeout", dm.Name)
+		Expect(dm.Spec.Resources.CPU).NotTo(BeNil(), "DockyardMachine %s: workerResources.cpu", dm.Name)
+		Expect(dm.Spec.Resources.CPU.Cmp(cpu)).To(BeZero(), "DockyardMachine %s: workerResources.cpu is %s", dm.Name, dm.Spec.Resources.CPU)
+		Expect(dm.Spec.Resources.Memory).NotTo(BeNil(), "DockyardMachine %s: workerResources.memory", dm.Name)
+		Expect(dm.Spec.Resources.Memory.Cmp(memory)).To(BeZero(), "DockyardMachine %s: workerResources.memory is %s", dm.Name, dm.Spec.Resources.Memory)
 	}
 }
 
@@ -142,7 +175,11 @@ var _ = Describe("QuickStart, topology flavor (ClusterClass)", blocking, func() 
 		return capispecs.QuickStartSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
-			Flavor: ptr.To("topology"), PostMachinesProvisioned: validateResilience(true, true),
+			Flavor: ptr.To("topology"),
+			PostMachinesProvisioned: func(proxy framework.ClusterProxy, namespace, clusterName string) {
+				expectWorkerPatches(proxy, namespace, clusterName)
+				validateResilience(true, true)(proxy, namespace, clusterName)
+			},
 		}
 	})
 })
