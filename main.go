@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,39 +47,40 @@ const controllerName = "dockyard-manager"
 
 // options are the manager's command-line flags.
 type options struct {
-	watchNamespace              string
-	watchFilterValue            string
-	leaderElect                 bool
-	leaderElectionLeaseDuration time.Duration
-	leaderElectionRenewDeadline time.Duration
-	leaderElectionRetryPeriod   time.Duration
-	healthAddr                  string
-	webhookPort                 int
-	webhookCertDir              string
-	restConfigQPS               float32
-	restConfigBurst             int
-	syncPeriod                  time.Duration
-	clusterConcurrency          int
-	machineConcurrency          int
-	clusterCacheConcurrency     int
-	loadBalancerImage           string
-	nodeImageRepository         string
-	nodePrivileged              string
-	managementNode              string
-	allowedHostPaths            []string
-	allowedImageRepositories    []string
-	allowedLoadImages           []string
-	allowedListenAddresses      []string
-	minHostPort                 int
-	allowedNetworks             []string
-	allowedSubnetPools          []string
-	reservedSubnets             []string
-	reconcileTimeout            time.Duration
-	maxServiceLoadBalancers     int
-	containerRuntime            string
-	containerRuntimeEndpoint    string
-	managerOptions              flags.ManagerOptions
-	logOptions                  *logs.Options
+	watchNamespace                 string
+	watchFilterValue               string
+	leaderElect                    bool
+	leaderElectionLeaseDuration    time.Duration
+	leaderElectionRenewDeadline    time.Duration
+	leaderElectionRetryPeriod      time.Duration
+	healthAddr                     string
+	webhookPort                    int
+	webhookCertDir                 string
+	restConfigQPS                  float32
+	restConfigBurst                int
+	syncPeriod                     time.Duration
+	clusterConcurrency             int
+	machineConcurrency             int
+	clusterCacheConcurrency        int
+	loadBalancerImage              string
+	nodeImageRepository            string
+	nodePrivileged                 string
+	managementNode                 string
+	managementPortsOpenToWorkloads []string
+	allowedHostPaths               []string
+	allowedImageRepositories       []string
+	allowedLoadImages              []string
+	allowedListenAddresses         []string
+	minHostPort                    int
+	allowedNetworks                []string
+	allowedSubnetPools             []string
+	reservedSubnets                []string
+	reconcileTimeout               time.Duration
+	maxServiceLoadBalancers        int
+	containerRuntime               string
+	containerRuntimeEndpoint       string
+	managerOptions                 flags.ManagerOptions
+	logOptions                     *logs.Options
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -123,6 +125,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Run node containers privileged: auto (probe the engine once, fall back to an explicit capability set where privileged containers are refused), always or never.")
 	fs.StringVar(&o.managementNode, "management-node", os.Getenv("NODE_NAME"),
 		"Container name of the node this manager runs on (defaults to $NODE_NAME, which the Deployment sets). When the management cluster's nodes are containers on the same engine (kind, or a Dockyard cluster), they are connected to every workload cluster's network so controllers in pods reach the workload API servers. Empty, or a name no container has: nothing is connected.")
+	fs.StringSliceVar(&o.managementPortsOpenToWorkloads, "management-ports-open-to-workloads", nil,
+		"TCP ports of the management cluster's nodes that workload nodes may connect to (e.g. 6443, its API server, for tests whose nodes read the management cluster). The management nodes drop every other connection a workload network opens. Default: none.")
 	fs.StringSliceVar(&o.allowedHostPaths, "allowed-host-paths", nil,
 		"Host paths (absolute) that DockyardMachines may bind-mount into node containers with spec.extraMounts, each with the paths below it. Node containers run with nearly every capability, so a mount gives whoever creates DockyardMachines that part of the engine's host; the engine's socket gives all of it. Default: none.")
 	fs.StringSliceVar(&o.allowedImageRepositories, "allowed-image-repositories", policy.DefaultImageRepositories,
@@ -148,6 +152,23 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "",
 		"The engine's address, e.g. unix:///run/podman/podman.sock. Empty: Docker's DOCKER_HOST or its local socket, Podman's rootful socket, or Dockyard's containerd socket (see docs/runtimes.md).")
 	flags.AddManagerOptions(fs, &o.managerOptions)
+}
+
+// openPorts reads --management-ports-open-to-workloads: TCP ports, an empty entry ignored (the
+// components pass "" when the variable is unset).
+func (o *options) openPorts() ([]int, error) {
+	var ports []int
+	for _, s := range o.managementPortsOpenToWorkloads {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := strconv.Atoi(s)
+		if err != nil || p < 1 || p > 65535 {
+			return nil, errors.Errorf("--management-ports-open-to-workloads: %q is not a TCP port (1-65535)", s)
+		}
+		ports = append(ports, p)
+	}
+	return ports, nil
 }
 
 // policy is what Dockyard's objects may ask of the engine's host: the flags' policy, with the
@@ -231,6 +252,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	openPorts, err := o.openPorts()
+	if err != nil {
+		return err
+	}
 	tlsOptions, metricsOptions, err := flags.GetManagerOptions(o.managerOptions)
 	if err != nil {
 		return errors.Wrap(err, "invalid flags")
@@ -299,7 +324,10 @@ func run(o options) error {
 		"loadImageRepositories", hostPolicy.LoadImageRepositories, "listenAddresses", hostPolicy.ListenAddresses, "minHostPort", hostPolicy.MinHostPort,
 		"networks", hostPolicy.Networks, "subnetPools", hostPolicy.SubnetPools, "reservedSubnets", hostPolicy.ReservedSubnets)
 	inUse := subnetsInUse(mgr.GetAPIReader())
-	nodes := docker.NewManager(engine, docker.ManagerOptions{Privilege: privilege, ManagementNodes: management, Policy: hostPolicy, SubnetsInUse: inUse})
+	nodes := docker.NewManager(engine, docker.ManagerOptions{
+		Privilege: privilege, ManagementNodes: management, ManagementPortsOpenToWorkloads: openPorts,
+		Policy: hostPolicy, SubnetsInUse: inUse,
+	})
 
 	engineEvents := docker.NewEngineEvents(engine)
 	if err := mgr.Add(engineEvents); err != nil {

@@ -2,7 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/pkg/errors"
@@ -48,5 +53,69 @@ func TestAnEmptyQuotedHostPathListAllowsNone(t *testing.T) {
 	}
 	if err := p.CheckImage("kindest/node:v1.34.4"); err != nil {
 		t.Errorf("the --node-image-repository default is always allowed: %v", err)
+	}
+}
+
+// TestComponentArgsParseWithTheirDefaults parses the manager's arguments as clusterctl init
+// writes them when no variable is set: each ${DOCKYARD_X:=default} becomes its default, quotes
+// and all (an empty list is `""`). A flag that cannot read its default stops the manager at
+// start on every management cluster.
+func TestComponentArgsParseWithTheirDefaults(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("config", "manager", "manager.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := regexp.MustCompile(`\$\{[A-Z0-9_]+:=([^}]*)\}`)
+	var args []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		arg, ok := strings.CutPrefix(strings.TrimSpace(line), "- --")
+		if !ok {
+			continue
+		}
+		args = append(args, "--"+defaults.ReplaceAllString(arg, "$1"))
+	}
+	if len(args) < 10 {
+		t.Fatalf("found %d manager arguments in config/manager/manager.yaml: %q", len(args), args)
+	}
+	var o options
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("the manager's arguments with their defaults: %v\n%q", err, args)
+	}
+	if _, err := o.policy(); err != nil {
+		t.Errorf("the policy of the default arguments: %v", err)
+	}
+	if ports, err := o.openPorts(); err != nil || len(ports) != 0 {
+		t.Errorf("management ports open to workloads by default: %v (%v), want none", ports, err)
+	}
+}
+
+func TestManagementPortsOpenToWorkloads(t *testing.T) {
+	for _, tc := range []struct {
+		arg     string
+		want    []int
+		wantErr bool
+	}{
+		{arg: `""`},
+		{arg: "6443", want: []int{6443}},
+		{arg: "6443,10250", want: []int{6443, 10250}},
+		{arg: "0", wantErr: true},
+		{arg: "70000", wantErr: true},
+		{arg: "api", wantErr: true},
+	} {
+		var o options
+		fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse([]string{"--management-ports-open-to-workloads=" + tc.arg}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := o.openPorts()
+		if (err != nil) != tc.wantErr || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: got %v, %v; want %v (error: %v)", tc.arg, got, err, tc.want, tc.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--management-ports-open-to-workloads") {
+			t.Errorf("%s: the error does not name the flag: %v", tc.arg, err)
+		}
 	}
 }

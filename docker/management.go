@@ -186,6 +186,9 @@ func (m *Manager) settleManagementNode(ctx context.Context, name string, changed
 			args = append(args, "-p", strconv.Itoa(p.ContainerPort))
 		}
 	}
+	for _, p := range m.openPorts {
+		args = append(args, "-o", strconv.Itoa(p))
+	}
 	for _, n := range nets.workload {
 		ep := c.Networks[n]
 		for _, a := range []string{ep.IPv4, ep.IPv6} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -378,4 +379,16 @@ iptables -t mangle -I PREROUTING -j ACCEPT`,
 	if got := reached(); len(got) > 0 {
 		t.Errorf("after leaving another network: a workload node reaches through the management node: %v", got)
 	}
+
+	// An administrator opens one port of the management nodes to workload nodes
+	// (--management-ports-open-to-workloads): workload nodes connect to it on the node's
+	// address in their network, and still to nothing else.
+	opened := NewManager(rt, ManagerOptions{ManagementNodes: kind, ManagementPortsOpenToWorkloads: []int{8080}})
+	if _, err := opened.EnsureNetwork(ctx, a, netA); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := reached(), []string{"the management node on its workload-network address"}; !slices.Equal(got, want) {
+		t.Errorf("with port 8080 open to workloads: a workload node reaches %v, want only %v\n%s", got, want, must(node, "iptables -t mangle -S "+isolationChain))
+	}
+	outbound("with a port open")
 }

@@ -56,6 +56,10 @@ type ManagerOptions struct {
 	// SubnetsInUse returns subnets besides the engine's networks that a network Dockyard
 	// creates must not overlap (the management cluster's, the host's routes); nil: none.
 	SubnetsInUse policy.SubnetsFunc
+	// ManagementPortsOpenToWorkloads are TCP ports of the management nodes that workload nodes
+	// may connect to on the nodes' addresses in their networks (scripts/isolate.sh drops every
+	// other new connection from a workload network); none by default.
+	ManagementPortsOpenToWorkloads []int
 }
 
 // Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
@@ -63,6 +67,7 @@ type Manager struct {
 	runtime    container.Runtime
 	privilege  PrivilegeMode
 	management map[string]string
+	openPorts  []int
 	policy     *policy.Policy
 	inUse      policy.SubnetsFunc
 	// bootstrap is where the bootstrap runner lives in nodes and how it is driven.
@@ -89,7 +94,7 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	if opts.Privilege == "" {
 		opts.Privilege = PrivilegeAuto
 	}
-	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default()}
+	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, openPorts: opts.ManagementPortsOpenToWorkloads, policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default()}
 }
 
 func (m *Manager) lockCluster(k ClusterKey) func() {

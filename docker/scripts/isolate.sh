@@ -6,8 +6,9 @@
 # connections to the node itself (kubelet, API server, NodePorts).
 #
 # Arguments: -g GATEWAY for the gateway (the engine's host) of each workload network, -p PORT for
-# each TCP port of the node the engine publishes on the host, then the node's addresses on the
-# workload networks it is on (either family). The interfaces holding them are the workload
+# each TCP port of the node the engine publishes on the host, -o PORT for each TCP port of the
+# node that workload nodes may connect to (none unless the administrator opens one), then the
+# node's addresses on the workload networks it is on (either family). The interfaces holding them are the workload
 # interfaces; the others (the node's own network, its pods' interfaces, lo) are left alone. From a
 # workload interface:
 #   - table raw, before connection tracking and before kube-proxy's DNAT: only packets to the
@@ -20,7 +21,8 @@
 #     network's gateway) to the node's published ports: the engine publishes a container's ports
 #     through one of its networks, which may be a workload network (it picks by name), and the
 #     host reaches the management cluster's API server that way. That a workload node may forge
-#     the gateway's address gets it nothing: the replies go to the host.
+#     the gateway's address gets it nothing: the replies go to the host. And new TCP connections
+#     from any workload node to the -o ports of the node's own address there.
 #     The rest is how the management cluster's controllers reach workload API servers through
 #     their load balancers.
 # Workload nodes need nothing on the management node (their DNS is the engine's resolver in
@@ -46,10 +48,12 @@ done
 
 gateways=""
 ports=""
-while getopts g:p: opt; do
+open=""
+while getopts g:p:o: opt; do
 	case "$opt" in
 	g) gateways="$gateways $OPTARG" ;;
 	p) ports="$ports $OPTARG" ;;
+	o) open="$open $OPTARG" ;;
 	*) exit 2 ;;
 	esac
 done
@@ -102,6 +106,9 @@ rules() {
 				for port in $ports; do
 					echo "-A $chain -i $dev -s $gw -p tcp --dport $port -m conntrack --ctstate NEW -j RETURN"
 				done
+			done
+			for port in $open; do
+				echo "-A $chain -i $dev -p tcp --dport $port -m conntrack --ctstate NEW -j RETURN"
 			done
 			if [ "$1" = 6 ]; then
 				for type in 135 136; do
