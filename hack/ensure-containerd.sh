@@ -85,8 +85,9 @@ else
   echo "ensure-containerd: starting containerd on $sock (log: $own/containerd.log)"
   # Containers inherit the daemon's limits (as Docker's do): nodes run many processes and files.
   ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)" || true
-  # From /, as ensure-podman.sh explains: the clone this runs in may be deleted under it.
-  (cd / && exec nohup containerd --config "$own/config.toml" >"$own/containerd.log" 2>&1) &
+  # From / and in a session of its own, as ensure-podman.sh explains: the clone this runs in may
+  # be deleted under it, and a signal to the group that ran it must not stop the engine.
+  (cd / && exec setsid containerd --config "$own/config.toml" >"$own/containerd.log" 2>&1) &
   echo $! >"$own/pid"
 fi
 

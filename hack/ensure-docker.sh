@@ -76,8 +76,9 @@ else
   clear_stale /var/run/docker/containerd/containerd.pid containerd | sed 's/^/ensure-docker: /'
   echo "ensure-docker: starting dockerd (log: $state/dockerd.log)"
   # shellcheck disable=SC2046 # the flags are words
-  # From /, as ensure-podman.sh explains: the clone this runs in may be deleted under it.
-  (cd / && exec nohup dockerd $(ip6tables_flags) >"$state/dockerd.log" 2>&1) &
+  # From / and in a session of its own, as ensure-podman.sh explains: the clone this runs in may
+  # be deleted under it, and a signal to the group that ran it must not stop the engine.
+  (cd / && exec setsid dockerd $(ip6tables_flags) >"$state/dockerd.log" 2>&1) &
   echo $! >"$state/pid"
 fi
 

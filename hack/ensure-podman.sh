@@ -162,8 +162,10 @@ else
   mkdir -p "$(dirname "$sock")"
   # From /: the service (and every conmon it starts) keeps its working directory, and the clone
   # this script ran in may be deleted while the service lives on ("Failed to get working
-  # directory", "write child: broken pipe" on every start).
-  (cd / && exec nohup podman system service --time=0 "unix://$sock" >"$state/podman.log" 2>&1) &
+  # directory", "write child: broken pipe" on every start). In a session of its own (setsid):
+  # a signal to the process group that ran this script (a stopped CI job, ^C) must not stop the
+  # engine under every cluster on it.
+  (cd / && exec setsid podman system service --time=0 "unix://$sock" >"$state/podman.log" 2>&1) &
   echo $! >"$state/pid"
 fi
 
