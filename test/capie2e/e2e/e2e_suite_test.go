@@ -24,9 +24,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/test/framework/bootstrap"
@@ -150,6 +153,19 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		// Cluster API's controllers serve their metrics over TLS here, not on :8080.
 		DisableMetricsCollection: true,
 	}, e2eConfig.GetIntervals(proxy.GetName(), "wait-controllers")...)
+
+	// A Deployment is Available when its pod is Ready, and kube-proxy may still lack the
+	// webhook Service's new endpoint: the first object a spec created was refused ("connection
+	// refused" calling Dockyard's webhook). Wait until the webhooks answer a dry run.
+	By("Waiting for Dockyard's webhooks to answer")
+	Eventually(func() error {
+		probe := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "webhook-probe"}}
+		err := proxy.GetClient().Create(ctx, probe, client.DryRunAll)
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return nil // refused by a webhook: it answered
+		}
+		return err
+	}).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed(), "Dockyard's webhooks do not answer")
 
 	return []byte(strings.Join([]string{artifactFolder, configPath, clusterctlConfigPath, proxy.GetKubeconfigPath()}, ","))
 }, func(data []byte) {
