@@ -26,7 +26,9 @@ import (
 )
 
 // Labels: "blocking" specs run in CI (make test-e2e-capi), the others with them in
-// make test-e2e-full (docs/testing.md says which and why).
+// make test-e2e-full (docs/testing.md says which and why). What Dockyard's own suite (make
+// test-e2e, also in CI) proves on the same paths is full here: the default flavor's quick start,
+// a MachineHealthCheck replacing a worker of a MachineDeployment, a MachinePool scaled.
 var (
 	blocking = Label("blocking")
 	full     = Label("full")
@@ -114,7 +116,7 @@ func expectWorkerPatches(proxy framework.ClusterProxy, namespace, clusterName st
 	}
 }
 
-var _ = Describe("QuickStart, default flavor", blocking, func() {
+var _ = Describe("QuickStart, default flavor", full, func() {
 	capispecs.QuickStartSpec(ctx, func() capispecs.QuickStartSpecInput {
 		return capispecs.QuickStartSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
@@ -124,7 +126,7 @@ var _ = Describe("QuickStart, default flavor", blocking, func() {
 	})
 })
 
-var _ = Describe("MachineDeployment scale", blocking, func() {
+var _ = Describe("MachineDeployment scale", full, func() {
 	capispecs.MachineDeploymentScaleSpec(ctx, func() capispecs.MachineDeploymentScaleSpecInput {
 		return capispecs.MachineDeploymentScaleSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
@@ -133,7 +135,7 @@ var _ = Describe("MachineDeployment scale", blocking, func() {
 	})
 })
 
-var _ = Describe("MachineDeployment remediation", blocking, func() {
+var _ = Describe("MachineDeployment remediation", full, func() {
 	capispecs.MachineDeploymentRemediationSpec(ctx, func() capispecs.MachineDeploymentRemediationSpecInput {
 		return capispecs.MachineDeploymentRemediationSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
@@ -151,7 +153,7 @@ var _ = Describe("KubeadmControlPlane remediation", blocking, func() {
 	})
 })
 
-var _ = Describe("MachinePool", blocking, func() {
+var _ = Describe("MachinePool", full, func() {
 	capispecs.MachinePoolSpec(ctx, func() capispecs.MachinePoolInput {
 		return capispecs.MachinePoolInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
@@ -189,6 +191,8 @@ var _ = Describe("QuickStart, ignition flavor", blocking, func() {
 		return capispecs.QuickStartSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("ignition"),
+			// The owner references and finalizers of a cluster without a ClusterClass, in CI.
+			PostMachinesProvisioned: validateResilience(false, false),
 		}
 	})
 })
