@@ -944,3 +944,37 @@ func TestMachineUsesTheClustersLocalRegistry(t *testing.T) {
 		t.Errorf("after the cluster's deletion the registry is %+v", reg)
 	}
 }
+
+// A provisioned machine whose owner reference is taken away and given back (Cluster API's
+// owner reference resilience check does both) waits meanwhile, and is Ready again after: the
+// quiet path of a provisioned node must not leave the wait's condition behind.
+func TestProvisionedMachineIsReadyAgainWhenItsOwnerReturns(t *testing.T) {
+	const worker = "c1-md-0-owner"
+	m, dm, s := machineObjects(worker, false)
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	f.registerNode(docker.NodeHostname(testCluster, worker))
+	f.provisionMachine(worker)
+	f.reconcileMachine(worker) // the Node's providerID
+	expectCondition(t, f.getMachine(worker), clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
+
+	got := f.getMachine(worker)
+	owners := got.OwnerReferences
+	got.OwnerReferences = nil
+	if err := f.c.Update(f.ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(worker)
+	expectCondition(t, f.getMachine(worker), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForOwnerMachineReason)
+
+	got = f.getMachine(worker)
+	got.OwnerReferences = owners
+	if err := f.c.Update(f.ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(worker)
+	got = f.getMachine(worker)
+	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionTrue, infrav1.ContainerProvisionedReason)
+	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionTrue, infrav1.BootstrapSucceededReason)
+	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
+}

@@ -102,7 +102,10 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 
 	if ptr.Deref(dm.Status.Initialization.Provisioned, false) {
 		// Booted, loaded and bootstrapped: an idle node costs no command. What the cluster
-		// gained since (images, the registry's address) still reaches it.
+		// gained since (images, the registry's address) still reaches it. The condition is
+		// set again: a wait in between (the owner Machine taken away and given back, the
+		// container stopped and started) left it False.
+		setContainerCondition(dm, metav1.ConditionTrue, infrav1.ContainerProvisionedReason, "")
 		r.refreshNode(ctx, s)
 		return ctrl.Result{}, true, nil
 	}
