@@ -947,7 +947,8 @@ func TestMachineUsesTheClustersLocalRegistry(t *testing.T) {
 
 // A provisioned machine whose owner reference is taken away and given back (Cluster API's
 // owner reference resilience check does both) waits meanwhile, and is Ready again after: the
-// quiet path of a provisioned node must not leave the wait's condition behind.
+// quiet path of a provisioned node must not leave the wait's condition behind, and the wait
+// must not forget the bootstrap's outcome (the node would be asked for it again).
 func TestProvisionedMachineIsReadyAgainWhenItsOwnerReturns(t *testing.T) {
 	const worker = "c1-md-0-owner"
 	m, dm, s := machineObjects(worker, false)
@@ -967,12 +968,18 @@ func TestProvisionedMachineIsReadyAgainWhenItsOwnerReturns(t *testing.T) {
 	f.reconcileMachine(worker)
 	expectCondition(t, f.getMachine(worker), infrav1.ContainerProvisionedCondition, metav1.ConditionFalse, infrav1.WaitingForOwnerMachineReason)
 
+	expectCondition(t, f.getMachine(worker), infrav1.BootstrapSucceededCondition, metav1.ConditionTrue, infrav1.BootstrapSucceededReason)
+
 	got = f.getMachine(worker)
 	got.OwnerReferences = owners
 	if err := f.c.Update(f.ctx, got); err != nil {
 		t.Fatal(err)
 	}
+	before := f.rt.CallCount("Exec")
 	f.reconcileMachine(worker)
+	if n := f.rt.CallCount("Exec") - before; n != 0 {
+		t.Errorf("the reconcile after the owner came back ran %d commands in the node, want 0 (its bootstrap's outcome is known)", n)
+	}
 	got = f.getMachine(worker)
 	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionTrue, infrav1.ContainerProvisionedReason)
 	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionTrue, infrav1.BootstrapSucceededReason)

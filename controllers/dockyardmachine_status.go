@@ -49,10 +49,14 @@ func (r *DockyardMachineReconciler) reportStopped(ctx context.Context, s *machin
 	setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "%s", msg)
 }
 
-// setWaiting reports that the machine waits for something outside Dockyard.
+// setWaiting reports that the machine waits for something outside Dockyard. A bootstrap
+// outcome already known stays: it is a fact about the node that no wait changes, and what keeps
+// the node from being asked for it again.
 func setWaiting(dm *infrav1.DockyardMachine, reason, msg string) {
 	setContainerCondition(dm, metav1.ConditionFalse, reason, "%s", msg)
-	setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for the node container")
+	if !conditions.IsTrue(dm, infrav1.BootstrapSucceededCondition) && !bootstrapFailedForGood(dm) {
+		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for the node container")
+	}
 }
 
 func setContainerCondition(dm *infrav1.DockyardMachine, status metav1.ConditionStatus, reason, format string, args ...any) {
