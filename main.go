@@ -360,7 +360,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     secretCachingClient,
 		Cache:            setup.ClusterCacheCacheOptions(),
-		Client:           setup.ClusterCacheClientOptions(controllerName, controllers.WorkloadClusterQPS, controllers.WorkloadClusterBurst),
+		Client:           setup.ClusterCacheClientOptions(controllerName, controllers.DefaultKubeAPIQPS, controllers.DefaultKubeAPIBurst),
 		WatchFilterValue: o.watchFilterValue,
 	}, controller.Options{MaxConcurrentReconciles: o.clusterCacheConcurrency})
 	if err != nil {

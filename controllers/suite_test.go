@@ -101,7 +101,7 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	}
 	qps, burst := float32(100), 200
 	if shipped {
-		qps, burst = WorkloadClusterQPS, WorkloadClusterBurst
+		qps, burst = DefaultKubeAPIQPS, DefaultKubeAPIBurst
 	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretClient,
