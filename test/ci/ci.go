@@ -4,6 +4,7 @@
 package ci
 
 import (
+	"fmt"
 	"os"
 	"testing"
 )
@@ -11,12 +12,13 @@ import (
 // Running reports whether the tests run in CI.
 func Running() bool { return os.Getenv("CI") != "" }
 
-// Missing ends a test that cannot run: it fails in CI and skips elsewhere. msg says what is
-// missing and what provides it.
+// Missing ends a test that cannot run: it fails in CI and skips elsewhere, with a banner on
+// standard error besides the skip message. msg says what is missing and what provides it.
 func Missing(t testing.TB, msg string) {
 	t.Helper()
 	if Running() {
 		t.Fatal(msg + " (in CI a test that cannot run fails)")
 	}
+	fmt.Fprintf(os.Stderr, "\n*** SKIPPING %s *** %s\n", t.Name(), msg)
 	t.Skip(msg)
 }

@@ -64,11 +64,7 @@ func answers(t testing.TB, rt runtimes.Runtime, err error, hint string) {
 		_, err = rt.Info(ctx)
 	}
 	if err != nil {
-		msg := fmt.Sprintf("NO CONTAINER ENGINE: %v. %s", err, hint)
-		if !ci.Running() {
-			fmt.Fprintln(os.Stderr, "\n*** SKIPPING ENGINE TESTS *** "+msg)
-		}
-		ci.Missing(t, msg)
+		ci.Missing(t, fmt.Sprintf("NO CONTAINER ENGINE: %v. %s", err, hint))
 	}
 	t.Cleanup(func() { _ = rt.Close() })
 }
@@ -83,11 +79,7 @@ func Unavailable(t testing.TB, engine, msg string) {
 	if EngineName() == engine {
 		t.Fatal(msg)
 	}
-	msg += fmt.Sprintf(" (make test-engine CONTAINER_RUNTIME=%s runs them)", engine)
-	if !ci.Running() {
-		fmt.Fprintf(os.Stderr, "\n*** SKIPPING %s ENGINE TESTS *** %s\n", engine, msg)
-	}
-	ci.Missing(t, msg)
+	ci.Missing(t, fmt.Sprintf("%s (make test-engine CONTAINER_RUNTIME=%s runs them)", msg, engine))
 }
 
 // EngineEndpoint is the endpoint of an engine's own tests: the run's endpoint when the run chose
