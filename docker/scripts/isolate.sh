@@ -8,9 +8,9 @@
 # Arguments: -g GATEWAY for the gateway (the engine's host) of each workload network, -p PORT for
 # each TCP port of the node the engine publishes on the host, -o PORT for each TCP port of the
 # node that workload nodes may connect to (none unless the administrator opens one), then the
-# node's addresses on the workload networks it is on (either family). The interfaces holding them are the workload
-# interfaces; the others (the node's own network, its pods' interfaces, lo) are left alone. From a
-# workload interface:
+# node's addresses on the workload networks it is on (either family). The interfaces holding
+# them are the workload interfaces; the others (the node's own network, its pods' interfaces,
+# lo) are left alone. From a workload interface:
 #   - table raw, before connection tracking and before kube-proxy's DNAT: only packets to the
 #     node's own addresses on that interface pass (IPv6: also link-local and link-scope
 #     multicast destinations, which are never forwarded). Nothing else is routed, whatever
