@@ -28,7 +28,8 @@ import (
 // Labels: "blocking" specs run in CI (make test-e2e-capi), the others with them in
 // make test-e2e-full (docs/testing.md says which and why). What Dockyard's own suite (make
 // test-e2e, also in CI) proves on the same paths is full here: the default flavor's quick start,
-// a MachineHealthCheck replacing a worker of a MachineDeployment, a MachinePool scaled.
+// a MachineHealthCheck replacing a worker of a MachineDeployment, a MachinePool scaled. KubeadmControlPlane
+// remediation (six minutes of Cluster API's remediation logic) runs before a release.
 var (
 	blocking = Label("blocking")
 	full     = Label("full")
@@ -144,7 +145,7 @@ var _ = Describe("MachineDeployment remediation", full, func() {
 	})
 })
 
-var _ = Describe("KubeadmControlPlane remediation", blocking, func() {
+var _ = Describe("KubeadmControlPlane remediation", full, func() {
 	capispecs.KCPRemediationSpec(ctx, func() capispecs.KCPRemediationSpecInput {
 		return capispecs.KCPRemediationSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
