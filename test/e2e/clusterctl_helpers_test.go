@@ -162,37 +162,43 @@ func verifyRunningWith(ctx context.Context, cl client.Client, c clusterSpec, con
 	return dms
 }
 
-// deleteOn deletes a Cluster on a management plane and waits until neither the plane nor the
-// engine keeps anything of it: no Dockyard object, no container, volume or network with the
+// deleteOn deletes Clusters on a management plane and waits until neither the plane nor the
+// engine keeps anything of them: no Dockyard object, no container, volume or network with a
 // cluster's label.
-func deleteOn(ctx context.Context, mp *framework.ManagementPlane, c clusterSpec) {
-	deleteWith(ctx, mp.Client(), c)
+func deleteOn(ctx context.Context, mp *framework.ManagementPlane, cs ...clusterSpec) {
+	deleteWith(ctx, mp.Client(), cs...)
 }
 
-// deleteWith is deleteOn for a management cluster's client.
-func deleteWith(ctx context.Context, cl client.Client, c clusterSpec) {
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}}
-	Expect(client.IgnoreNotFound(cl.Delete(ctx, cluster))).To(Succeed())
-	Eventually(func(g Gomega) {
-		err := cl.Get(ctx, client.ObjectKeyFromObject(cluster), &clusterv1.Cluster{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Cluster still exists: %v", err)
-		for _, list := range []client.ObjectList{&clusterv1.MachineList{}, &infrav1.DockyardMachineList{}, &infrav1.DockyardClusterList{}} {
-			g.Expect(cl.List(ctx, list, client.InNamespace(c.namespace))).To(Succeed())
-			g.Expect(meta(list)).To(BeZero(), "%T left", list)
-		}
-	}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
-	Eventually(func(g Gomega) {
-		labels := c.key().ClusterLabels()
-		cs, err := engine.ListContainers(ctx, labels)
-		g.Expect(err).NotTo(HaveOccurred())
-		vs, err := engine.ListVolumes(ctx, labels)
-		g.Expect(err).NotTo(HaveOccurred())
-		ns, err := engine.ListNetworks(ctx, labels)
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(cs).To(BeEmpty(), "containers left on the engine")
-		g.Expect(vs).To(BeEmpty(), "volumes left on the engine")
-		g.Expect(ns).To(BeEmpty(), "networks left on the engine")
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
+// deleteWith is deleteOn for a management cluster's client. The Clusters are deleted together,
+// then each is waited for: until its objects are gone and nothing with its label is left on the
+// engine.
+func deleteWith(ctx context.Context, cl client.Client, cs ...clusterSpec) {
+	for _, c := range cs {
+		cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}}
+		Expect(client.IgnoreNotFound(cl.Delete(ctx, cluster))).To(Succeed())
+	}
+	for _, c := range cs {
+		Eventually(func(g Gomega) {
+			err := cl.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, &clusterv1.Cluster{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Cluster %s/%s still exists: %v", c.namespace, c.name, err)
+			for _, list := range []client.ObjectList{&clusterv1.MachineList{}, &infrav1.DockyardMachineList{}, &infrav1.DockyardClusterList{}} {
+				g.Expect(cl.List(ctx, list, client.InNamespace(c.namespace))).To(Succeed())
+				g.Expect(meta(list)).To(BeZero(), "%T left in %s", list, c.namespace)
+			}
+		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+		Eventually(func(g Gomega) {
+			labels := c.key().ClusterLabels()
+			cs, err := engine.ListContainers(ctx, labels)
+			g.Expect(err).NotTo(HaveOccurred())
+			vs, err := engine.ListVolumes(ctx, labels)
+			g.Expect(err).NotTo(HaveOccurred())
+			ns, err := engine.ListNetworks(ctx, labels)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cs).To(BeEmpty(), "containers of %s/%s left on the engine", c.namespace, c.name)
+			g.Expect(vs).To(BeEmpty(), "volumes of %s/%s left on the engine", c.namespace, c.name)
+			g.Expect(ns).To(BeEmpty(), "networks of %s/%s left on the engine", c.namespace, c.name)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(poll).Should(Succeed())
+	}
 }
 
 // cleanupCluster is what a spec leaves when it ends, failed or not: its Cluster deleted (and
