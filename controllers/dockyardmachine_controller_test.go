@@ -173,6 +173,10 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 		if !spec.Security.Privileged || !spec.Security.PrivateCgroupNamespace || !spec.Security.Unconfined {
 			t.Errorf("node security: %+v", spec.Security)
 		}
+		// The Cluster names no Service range: the node guards kubeadm's.
+		if !slices.Contains(spec.Env, "DOCKYARD_SERVICE_CIDRS=10.96.0.0/12") {
+			t.Errorf("node environment %v, want kubeadm's Service range", spec.Env)
+		}
 		// The preloaded image is in the node's containerd.
 		imgs, _ := c.Data["images"].([]string)
 		if len(imgs) != 1 || imgs[0] != "localhost/dockyard/flannel:v1" {
@@ -984,4 +988,15 @@ func TestProvisionedMachineIsReadyAgainWhenItsOwnerReturns(t *testing.T) {
 	expectCondition(t, got, infrav1.ContainerProvisionedCondition, metav1.ConditionTrue, infrav1.ContainerProvisionedReason)
 	expectCondition(t, got, infrav1.BootstrapSucceededCondition, metav1.ConditionTrue, infrav1.BootstrapSucceededReason)
 	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
+}
+
+func TestNodesGuardTheServiceRangesTheClusterNames(t *testing.T) {
+	cluster := &clusterv1.Cluster{}
+	if got := serviceCIDRs(cluster); !slices.Equal(got, []string{"10.96.0.0/12"}) {
+		t.Errorf("no range named: %v, want kubeadm's", got)
+	}
+	cluster.Spec.ClusterNetwork.Services.CIDRBlocks = []string{" fd00:100:64::/108", "10.128.0.0/16 "}
+	if got := serviceCIDRs(cluster); !slices.Equal(got, []string{"fd00:100:64::/108", "10.128.0.0/16"}) {
+		t.Errorf("ranges named: %v, want them", got)
+	}
 }

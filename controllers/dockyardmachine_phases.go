@@ -361,6 +361,7 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	}
 	spec := docker.NodeSpec{
 		Cluster: s.key, Machine: dm.Name, Image: image, Role: role, Network: s.network,
+		ServiceCIDRs: serviceCIDRs(s.cluster),
 	}
 	if q := dm.Spec.Resources.CPU; q != nil {
 		spec.Resources.NanoCPUs = q.MilliValue() * 1_000_000

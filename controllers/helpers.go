@@ -50,6 +50,24 @@ func networkSpec(cluster *clusterv1.Cluster, dc *infrav1.DockyardCluster, name s
 	}
 }
 
+// kubeadmServiceSubnet is the Service range kubeadm uses when the Cluster names none.
+const kubeadmServiceSubnet = "10.96.0.0/12"
+
+// serviceCIDRs are the Service ranges of a Cluster's nodes: the ones it names, else kubeadm's
+// default, which Cluster API's kubeadm bootstrap then leaves in place.
+func serviceCIDRs(cluster *clusterv1.Cluster) []string {
+	var cidrs []string
+	for _, c := range cluster.Spec.ClusterNetwork.Services.CIDRBlocks {
+		if c = strings.TrimSpace(c); c != "" {
+			cidrs = append(cidrs, c)
+		}
+	}
+	if len(cidrs) == 0 {
+		return []string{kubeadmServiceSubnet}
+	}
+	return cidrs
+}
+
 // hasIPv6 reports whether a list of CIDR blocks holds an IPv6 one.
 func hasIPv6(cidrs []string) bool {
 	for _, c := range cidrs {

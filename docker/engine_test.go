@@ -133,6 +133,9 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 	}
 }
 
+// testServiceCIDRs are the Service ranges of the nodes bootNode creates.
+var testServiceCIDRs = []string{"10.96.0.0/12", "fd00:100:64::/108"}
+
 // bootNode creates a node container and waits until systemd and containerd run.
 func bootNode(t *testing.T, m *Manager, key ClusterKey, machine string, role Role) *container.Container {
 	t.Helper()
@@ -142,7 +145,8 @@ func bootNode(t *testing.T, m *Manager, key ClusterKey, machine string, role Rol
 	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.createNode(ctx, NodeSpec{Cluster: key, Machine: machine, Image: dockerenv.NodeImage(), Role: role, Network: network})
+	node, err := m.createNode(ctx, NodeSpec{Cluster: key, Machine: machine, Image: dockerenv.NodeImage(), Role: role, Network: network,
+		ServiceCIDRs: testServiceCIDRs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +199,14 @@ func TestNodeContainerBootsWithSystemdWithoutPrivilege(t *testing.T) {
 	}
 	if len(node.Ports) != 1 || node.Ports[0].HostIP != "127.0.0.1" || node.Ports[0].HostPort == 0 {
 		t.Errorf("API server port not published on loopback: %+v", node.Ports)
+	}
+	// Traffic to the Service ranges that kube-proxy did not translate is dropped in the node,
+	// for IPv4 and IPv6, by one rule each.
+	for _, c := range []struct{ cmd, cidr string }{{"iptables", testServiceCIDRs[0]}, {"ip6tables", testServiceCIDRs[1]}} {
+		if out, code := execOut(t, rt, node.Name, c.cmd, "-w", "-t", "mangle", "-S", "POSTROUTING"); code != 0 ||
+			strings.Count(out, "-A POSTROUTING -d "+c.cidr+" ") != 1 || !strings.Contains(out, "-j DROP") {
+			t.Errorf("%s in the node: %s (exit %d), want one rule dropping traffic to %s", c.cmd, out, code, c.cidr)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +152,37 @@ func TestANodeThatNeverStartedIsRemovedWhenItCannotStart(t *testing.T) {
 	}
 	if kept, err := m.FindNode(ctx, key, "dev-md-1"); err != nil || kept == nil {
 		t.Fatalf("a node that ran before was removed: %+v (%v)", kept, err)
+	}
+}
+
+// A node is told its cluster's Service ranges (its entrypoint keeps untranslated traffic to
+// them in the node); a range that is no CIDR never reaches the node's environment.
+func TestNodesAreToldTheirClustersServiceRanges(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("node")
+	m := NewManager(rt, ManagerOptions{})
+	key := ClusterKey{Namespace: "ns", Name: "dev"}
+	network := DefaultNetworkName(key)
+	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	ranges := []string{"10.96.0.0/12", "fd00:100:64::/108"}
+	node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-cp-1", Image: "node", Role: RoleControlPlane, Network: network, ServiceCIDRs: ranges})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.WithContainer(node.Name, func(c *fake.Container) {
+		if want := "DOCKYARD_SERVICE_CIDRS=10.96.0.0/12,fd00:100:64::/108"; !slices.Contains(c.Spec.Env, want) {
+			t.Errorf("environment %v, want %s", c.Spec.Env, want)
+		}
+	})
+
+	_, err = m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker, Network: network,
+		ServiceCIDRs: []string{"10.96.0.0/12 -j ACCEPT"}})
+	if err == nil || !strings.Contains(err.Error(), `Service range "10.96.0.0/12 -j ACCEPT" is not a CIDR`) {
+		t.Fatalf("a node with a bad Service range: %v, want it refused with the range named", err)
+	}
+	if found, err := m.FindNode(ctx, key, "dev-md-1"); err != nil || found != nil {
+		t.Errorf("after the refusal: %+v (%v), want no container", found, err)
 	}
 }

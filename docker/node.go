@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,10 @@ type NodeSpec struct {
 	APIServerHostPort int
 	// Ports are further ports of the node published on the engine's host.
 	Ports []Port
+	// ServiceCIDRs are the cluster's Service ranges. The node drops packets to them that
+	// kube-proxy did not translate to an endpoint, so they never reach the engine's host and the
+	// networks beyond it (images/node/entrypoint).
+	ServiceCIDRs []string
 
 	// address is the node's fixed addresses on Network, picked by CreateNode.
 	address fixedAddresses
@@ -74,6 +79,9 @@ type Resources struct {
 	// zero is the engine's default, 1024.
 	CPUShares int64
 }
+
+// serviceCIDRsEnv tells the node's entrypoint the cluster's Service ranges.
+const serviceCIDRsEnv = "DOCKYARD_SERVICE_CIDRS"
 
 // predefinedNetworks are the networks every Docker engine has.
 var predefinedNetworks = sets.New("", "none", "host", "bridge")
@@ -125,6 +133,9 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		Resources:      container.Resources{NanoCPUs: s.Resources.NanoCPUs, MemoryBytes: s.Resources.MemoryBytes, CPUShares: s.Resources.CPUShares},
 		Security:       nodeSecurity(privileged),
 	}
+	if len(s.ServiceCIDRs) > 0 {
+		spec.Env = append(spec.Env, serviceCIDRsEnv+"="+strings.Join(s.ServiceCIDRs, ","))
+	}
 	if s.Role == RoleControlPlane {
 		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: s.APIServerHostPort}}
 	}
@@ -159,6 +170,11 @@ func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Con
 	name := spec.Name()
 	if err := m.AllowedNode(spec); err != nil {
 		return nil, err
+	}
+	for _, cidr := range spec.ServiceCIDRs {
+		if _, _, err := net.ParseCIDR(cidr); err != nil {
+			return nil, errors.Errorf("node %s: the cluster's Service range %q is not a CIDR", name, cidr)
+		}
 	}
 	// Two nodes of a cluster created at once must not pick the same address.
 	unlock := m.lockCluster(spec.Cluster)

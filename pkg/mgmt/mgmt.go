@@ -189,8 +189,9 @@ func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Opt
 		node, err = nodes.AddNode(ctx, docker.NodeSpec{
 			Cluster: key(c.Name), Machine: nodeMachine, Image: opts.NodeImage, Role: docker.RoleControlPlane,
 			Network: c.Network, APIServerHostPort: port,
-			ExtraMounts: []docker.Mount{{HostPath: opts.EngineSocket, ContainerPath: DefaultEngineSocket}},
-			Resources:   docker.Resources{CPUShares: managementCPUShares},
+			ExtraMounts:  []docker.Mount{{HostPath: opts.EngineSocket, ContainerPath: DefaultEngineSocket}},
+			Resources:    docker.Resources{CPUShares: managementCPUShares},
+			ServiceCIDRs: []string{serviceSubnet},
 		})
 	case err == nil && !node.Running():
 		opts.Logf("Starting node %s", c.Node)
