@@ -30,33 +30,108 @@ var KubernetesCommands = []string{
 // v1.34.4. The binaries are stamped with the version: kubeadm's preflight refuses a kubelet
 // that reports the module proxy's placeholder version.
 func Kubernetes(kubernetesVersion string, commands ...string) (Build, error) {
+	build, ldflags, err := kubernetesModule("kubernetes", kubernetesVersion)
+	if err != nil {
+		return Build{}, err
+	}
+	for _, c := range commands {
+		build.Binaries = append(build.Binaries, Binary{Name: c, Package: "k8s.io/kubernetes/cmd/" + c, LDFlags: ldflags})
+	}
+	return build, nil
+}
+
+// Names of the binaries KubernetesTest builds.
+const (
+	// E2ETest is Kubernetes' end-to-end suite, conformance included (test/e2e).
+	E2ETest = "e2e.test"
+	// Agnhost is the multi-purpose program of the e2e-test-images agnhost image.
+	Agnhost = "agnhost"
+	// NoNewPrivs prints its effective user ID, for the nonewprivs image.
+	NoNewPrivs = "nnp"
+)
+
+// KubernetesTest returns the build of Kubernetes' end-to-end suite, e2e.test (`go test -c
+// k8s.io/kubernetes/test/e2e`, stamped with the version like the commands), and of the programs
+// of its test images that live in the module (agnhost, nonewprivs' nnp). It is a build of its
+// own, so the command builds of Kubernetes keep their resolved module.
+func KubernetesTest(kubernetesVersion string) (Build, error) {
+	build, ldflags, err := kubernetesModule("kubernetes-test", kubernetesVersion)
+	if err != nil {
+		return Build{}, err
+	}
+	build.Binaries = []Binary{
+		{Name: E2ETest, Package: "k8s.io/kubernetes/test/e2e", LDFlags: ldflags, Test: true},
+		{Name: Agnhost, Package: "k8s.io/kubernetes/test/images/agnhost", LDFlags: ldflags},
+		{Name: NoNewPrivs, Package: "k8s.io/kubernetes/test/images/nonewprivs", LDFlags: ldflags},
+	}
+	return build, nil
+}
+
+// kubernetesModule is a wrapper module requiring k8s.io/kubernetes at a version, with every
+// staging module pinned to its release, and the linker flags that stamp the version.
+func kubernetesModule(name, kubernetesVersion string) (Build, []string, error) {
 	v, err := version.ParseSemantic(kubernetesVersion)
 	if err != nil {
-		return Build{}, errors.Wrapf(err, "parsing Kubernetes version %q", kubernetesVersion)
+		return Build{}, nil, errors.Wrapf(err, "parsing Kubernetes version %q", kubernetesVersion)
 	}
 	if v.Major() != 1 {
-		return Build{}, errors.Errorf("Kubernetes version %s: only 1.x is supported", kubernetesVersion)
+		return Build{}, nil, errors.Errorf("Kubernetes version %s: only 1.x is supported", kubernetesVersion)
 	}
-	staging := fmt.Sprintf("v0.%d.%d", v.Minor(), v.Patch())
-	if pre := v.PreRelease(); pre != "" {
-		staging += "-" + pre
-	}
+	staging := StagingVersion(v)
 	replace := map[string]string{}
 	for _, m := range kubernetesStagingModules {
 		replace["k8s.io/"+m] = staging
 	}
 	ldflags := append(versionLDFlags("k8s.io/component-base/version", kubernetesVersion, v),
 		versionLDFlags("k8s.io/client-go/pkg/version", kubernetesVersion, v)...)
-	build := Build{
-		Name:    "kubernetes",
+	return Build{
+		Name:    name,
 		Version: kubernetesVersion,
 		Require: map[string]string{"k8s.io/kubernetes": kubernetesVersion},
 		Replace: replace,
+	}, ldflags, nil
+}
+
+// StagingVersion is the release of the staging modules (k8s.io/api, k8s.io/sample-apiserver,
+// ...) published with a Kubernetes version: v0.<minor>.<patch>.
+func StagingVersion(v *version.Version) string {
+	staging := fmt.Sprintf("v0.%d.%d", v.Minor(), v.Patch())
+	if pre := v.PreRelease(); pre != "" {
+		staging += "-" + pre
 	}
-	for _, c := range commands {
-		build.Binaries = append(build.Binaries, Binary{Name: c, Package: "k8s.io/kubernetes/cmd/" + c, LDFlags: ldflags})
+	return staging
+}
+
+// SampleAPIServer returns the build of k8s.io/sample-apiserver, the aggregated API server the
+// conformance suite registers, at the staging release of a Kubernetes version.
+func SampleAPIServer(kubernetesVersion string) (Build, error) {
+	v, err := version.ParseSemantic(kubernetesVersion)
+	if err != nil {
+		return Build{}, errors.Wrapf(err, "parsing Kubernetes version %q", kubernetesVersion)
 	}
-	return build, nil
+	staging := StagingVersion(v)
+	return Build{
+		Name:     "sample-apiserver",
+		Version:  staging,
+		Require:  map[string]string{"k8s.io/sample-apiserver": staging},
+		Binaries: []Binary{{Name: "sample-apiserver", Package: "k8s.io/sample-apiserver"}},
+	}, nil
+}
+
+// GinkgoModule is the module of Ginkgo, the runner of Kubernetes' e2e.test.
+const GinkgoModule = "github.com/onsi/ginkgo/v2"
+
+// Ginkgo returns the build of the ginkgo command at a release such as v2.21.0 (use the one
+// the e2e.test it runs was built with: KubernetesRequirement(..., GinkgoModule)).
+func Ginkgo(ginkgoVersion string) (Build, error) {
+	if _, err := version.ParseSemantic(ginkgoVersion); err != nil {
+		return Build{}, errors.Wrapf(err, "parsing Ginkgo version %q", ginkgoVersion)
+	}
+	return Build{
+		Name: "ginkgo", Version: ginkgoVersion,
+		Require:  map[string]string{GinkgoModule: ginkgoVersion},
+		Binaries: []Binary{{Name: "ginkgo", Package: GinkgoModule + "/ginkgo"}},
+	}, nil
 }
 
 // etcdMain runs etcd's server: the etcd root module replaces its own submodules with local

@@ -43,6 +43,9 @@ type Binary struct {
 	MainSource string
 	// LDFlags are passed to the linker in addition to "-s -w".
 	LDFlags []string
+	// Test builds the test binary of Package (`go test -c`, e.g. Kubernetes' e2e.test) instead
+	// of a command.
+	Test bool
 }
 
 // DockyardCache is the directory everything Dockyard builds or downloads is cached in:
@@ -101,9 +104,7 @@ func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 		start := time.Now()
 		b.logf("building %s %s (%s)", bin.Name, build.Version, bin.target())
 		tmp := filepath.Join(binDir, "."+bin.Name+".tmp")
-		ldflags := append([]string{"-s", "-w"}, bin.LDFlags...)
-		args := []string{"build", "-trimpath", "-ldflags", strings.Join(ldflags, " "), "-o", tmp, bin.target()}
-		if err := b.goCmd(ctx, srcDir, args...); err != nil {
+		if err := b.goCmd(ctx, srcDir, bin.args(tmp)...); err != nil {
 			_ = os.Remove(tmp)
 			return "", errors.Wrapf(err, "building %s from %s %s", bin.Name, build.Name, build.Version)
 		}
@@ -113,6 +114,16 @@ func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 		b.logf("built %s in %s", bin.Name, time.Since(start).Round(time.Second))
 	}
 	return binDir, nil
+}
+
+// args are the go command's arguments that build the binary into out.
+func (bin Binary) args(out string) []string {
+	ldflags := append([]string{"-s", "-w"}, bin.LDFlags...)
+	verb := []string{"build"}
+	if bin.Test {
+		verb = []string{"test", "-c"}
+	}
+	return append(verb, "-trimpath", "-ldflags", strings.Join(ldflags, " "), "-o", out, bin.target())
 }
 
 func (bin Binary) target() string {

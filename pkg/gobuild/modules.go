@@ -1,0 +1,55 @@
+package gobuild
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+
+	"github.com/pkg/errors"
+	"golang.org/x/mod/modfile"
+)
+
+// RequiredVersion returns the version of dep that the go.mod of module@version requires (e.g.
+// the Ginkgo release k8s.io/kubernetes v1.34.4 builds its e2e.test with). The module is
+// downloaded into the module cache if it is not there yet.
+func (b *Builder) RequiredVersion(ctx context.Context, module, version, dep string) (string, error) {
+	goTool := b.GoCommand
+	if goTool == "" {
+		goTool = "go"
+	}
+	cmd := exec.CommandContext(ctx, goTool, "mod", "download", "-json", module+"@"+version)
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", errors.Errorf("go mod download %s@%s: %v: %s%s", module, version, err, stderr.String(), out)
+	}
+	var info struct{ GoMod string }
+	if err := json.Unmarshal(out, &info); err != nil || info.GoMod == "" {
+		return "", errors.Errorf("go mod download %s@%s: no go.mod in %s", module, version, out)
+	}
+	gomod, err := os.ReadFile(info.GoMod)
+	if err != nil {
+		return "", errors.Wrapf(err, "reading the go.mod of %s@%s", module, version)
+	}
+	v, err := requiredVersion(info.GoMod, gomod, dep)
+	return v, errors.Wrapf(err, "%s@%s", module, version)
+}
+
+// requiredVersion returns the version a go.mod requires of dep.
+func requiredVersion(file string, gomod []byte, dep string) (string, error) {
+	f, err := modfile.ParseLax(file, gomod, nil)
+	if err != nil {
+		return "", errors.Wrapf(err, "parsing %s", file)
+	}
+	for _, r := range f.Require {
+		if r.Mod.Path == dep {
+			return r.Mod.Version, nil
+		}
+	}
+	return "", errors.Errorf("go.mod does not require %s", dep)
+}
