@@ -28,6 +28,8 @@ commands:
               (distribution's registry; needs root)
   component-images  build the images of Dockyard's manager, Cluster API's controllers and
               cert-manager, named as their releases publish them
+  conformance build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named
+              under --prefix, with the KUBE_TEST_REPO_LIST file naming them, into --dir
   load        copy images from Docker, where the builder makes them, into Podman or
               containerd (--container-runtime), unless they are there already
 
@@ -55,6 +57,8 @@ func main() {
 		err = runRegistryImage(ctx, os.Args[2:])
 	case "component-images":
 		err = runComponentImages(ctx, os.Args[2:])
+	case "conformance":
+		err = runConformance(ctx, os.Args[2:])
 	case "load":
 		err = runLoad(ctx, os.Args[2:])
 	default:

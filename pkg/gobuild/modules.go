@@ -11,10 +11,15 @@ import (
 	"golang.org/x/mod/modfile"
 )
 
-// RequiredVersion returns the version of dep that the go.mod of module@version requires (e.g.
-// the Ginkgo release k8s.io/kubernetes v1.34.4 builds its e2e.test with). The module is
-// downloaded into the module cache if it is not there yet.
-func (b *Builder) RequiredVersion(ctx context.Context, module, version, dep string) (string, error) {
+// Module is a module version in the module cache.
+type Module struct {
+	// Dir holds the module's files; GoMod is its go.mod.
+	Dir, GoMod string
+}
+
+// Download returns module@version from the module cache, downloading it from the module proxy
+// if it is not there yet.
+func (b *Builder) Download(ctx context.Context, module, version string) (Module, error) {
 	goTool := b.GoCommand
 	if goTool == "" {
 		goTool = "go"
@@ -26,17 +31,27 @@ func (b *Builder) RequiredVersion(ctx context.Context, module, version, dep stri
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", errors.Errorf("go mod download %s@%s: %v: %s%s", module, version, err, stderr.String(), out)
+		return Module{}, errors.Errorf("go mod download %s@%s: %v: %s%s", module, version, err, stderr.String(), out)
 	}
-	var info struct{ GoMod string }
-	if err := json.Unmarshal(out, &info); err != nil || info.GoMod == "" {
-		return "", errors.Errorf("go mod download %s@%s: no go.mod in %s", module, version, out)
+	var m Module
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" || m.GoMod == "" {
+		return Module{}, errors.Errorf("go mod download %s@%s: no directory or go.mod in %s", module, version, out)
 	}
-	gomod, err := os.ReadFile(info.GoMod)
+	return m, nil
+}
+
+// RequiredVersion returns the version of dep that the go.mod of module@version requires (e.g.
+// the Ginkgo release k8s.io/kubernetes v1.34.4 builds its e2e.test with).
+func (b *Builder) RequiredVersion(ctx context.Context, module, version, dep string) (string, error) {
+	m, err := b.Download(ctx, module, version)
+	if err != nil {
+		return "", err
+	}
+	gomod, err := os.ReadFile(m.GoMod)
 	if err != nil {
 		return "", errors.Wrapf(err, "reading the go.mod of %s@%s", module, version)
 	}
-	v, err := requiredVersion(info.GoMod, gomod, dep)
+	v, err := requiredVersion(m.GoMod, gomod, dep)
 	return v, errors.Wrapf(err, "%s@%s", module, version)
 }
 

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/gobuild"
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+)
+
+// runConformance builds what Kubernetes' conformance tests need without a registry: e2e.test
+// and ginkgo (linked into --dir/bin), the KUBE_TEST_REPO_LIST file naming the images under
+// --prefix (--dir/repo-list.yaml), and the images the conformance tests run, listed in
+// --dir/images.txt (the others e2e.test knows are in --dir/images-not-built.txt).
+func runConformance(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
+	common := addImageFlags(fs)
+	k8sVersion := fs.String("kubernetes-version", imagebuild.DefaultKubernetesVersion, "Kubernetes version of e2e.test")
+	prefix := fs.String("prefix", imagebuild.DefaultConformancePrefix, "registry prefix the images are named under")
+	dir := fs.String("dir", "", "directory for bin/e2e.test, bin/ginkgo, repo-list.yaml and images.txt (required)")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		return errors.New("--dir is required")
+	}
+	b, done, err := common.builder()
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	gb := &gobuild.Builder{CacheDir: filepath.Join(*common.cache, "build"), Log: os.Stderr}
+	k8s, err := gobuild.KubernetesTest(*k8sVersion)
+	if err != nil {
+		return err
+	}
+	k8sBin, err := gb.Run(ctx, k8s)
+	if err != nil {
+		return err
+	}
+	ginkgoVersion, err := gb.RequiredVersion(ctx, "k8s.io/kubernetes", *k8sVersion, gobuild.GinkgoModule)
+	if err != nil {
+		return err
+	}
+	ginkgo, err := gobuild.Ginkgo(ginkgoVersion)
+	if err != nil {
+		return err
+	}
+	ginkgoBin, err := gb.Run(ctx, ginkgo)
+	if err != nil {
+		return err
+	}
+
+	binDir := filepath.Join(*dir, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return errors.Wrapf(err, "creating %s", binDir)
+	}
+	for name, target := range map[string]string{
+		gobuild.E2ETest: filepath.Join(k8sBin, gobuild.E2ETest),
+		"ginkgo":        filepath.Join(ginkgoBin, "ginkgo"),
+	} {
+		link := filepath.Join(binDir, name)
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			return errors.Wrapf(err, "linking %s", link)
+		}
+	}
+	repoList := filepath.Join(*dir, "repo-list.yaml")
+	if err := os.WriteFile(repoList, imagebuild.ConformanceRepoList(*prefix), 0o644); err != nil {
+		return errors.Wrap(err, "writing the repository list")
+	}
+
+	list := exec.CommandContext(ctx, filepath.Join(binDir, gobuild.E2ETest), "--list-images")
+	list.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoList)
+	var stderr bytes.Buffer
+	list.Stderr = &stderr
+	out, err := list.Output()
+	if err != nil {
+		return errors.Errorf("e2e.test --list-images: %v: %s", err, stderr.String())
+	}
+	images, others := imagebuild.SelectConformanceImages(string(out), *prefix)
+	if len(images) == 0 {
+		return errors.Errorf("e2e.test --list-images named no image under %s that dockyard-build can build:\n%s", *prefix, out)
+	}
+	if err := b.ConformanceImages(ctx, *k8sVersion, images); err != nil {
+		return err
+	}
+	var refs []string
+	for _, img := range images {
+		refs = append(refs, img.Ref)
+	}
+	for file, lines := range map[string][]string{"images.txt": refs, "images-not-built.txt": others} {
+		if err := os.WriteFile(filepath.Join(*dir, file), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			return errors.Wrapf(err, "writing %s", file)
+		}
+	}
+	for _, r := range refs {
+		fmt.Println(r)
+	}
+	return nil
+}
