@@ -215,6 +215,30 @@ test-e2e-full: images component-images release-manifests ## Every Cluster API sh
 test-e2e-capi-run:
 	$(CAPI_E2E_RUN) $(CAPI_E2E_FLAGS)
 
+##@ Conformance
+
+# Kubernetes' conformance suite (e2e.test --ginkgo.focus CONFORMANCE_FOCUS) on a 1+CONFORMANCE_WORKERS
+# Dockyard cluster, with the images make conformance-images builds (hack/conformance.sh):
+# specs not labelled Serial on CONFORMANCE_PARALLEL ginkgo processes, then the Serial ones.
+CONFORMANCE_FOCUS ?= \[Conformance\]
+CONFORMANCE_SKIP ?=
+CONFORMANCE_WORKERS ?= 2
+CONFORMANCE_PARALLEL ?= 4
+# The focused set: what a broken CNI, kube-proxy or DNS fails (pod-to-pod and node-to-pod
+# traffic, Services of every type, session affinity, DNS records).
+CONFORMANCE_FOCUSED ?= \[sig-network\] (DNS|Networking|Services) .*\[Conformance\]
+CONFORMANCE_ENV = DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" KUBERNETES_VERSION=$(KUBERNETES_VERSION) \
+	CONFORMANCE_DIR="$(CONFORMANCE_DIR)" CONFORMANCE_LB_IMAGE="$(TEST_LB_IMAGE)" CONFORMANCE_NAMESPACE=$(CONFORMANCE_NAMESPACE) \
+	CONFORMANCE_WORKERS=$(CONFORMANCE_WORKERS) CONFORMANCE_PARALLEL=$(CONFORMANCE_PARALLEL) CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)'
+
+.PHONY: test-conformance
+test-conformance: images component-images release-manifests dockyard envtest-assets conformance-images ## Kubernetes conformance (CONFORMANCE_FOCUS, default every [Conformance] spec) on a 1+CONFORMANCE_WORKERS cluster, no registry; JUnit and summary under ~/.cache/dockyard/conformance/reports/.
+	$(CONFORMANCE_ENV) CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' hack/conformance.sh
+
+.PHONY: test-conformance-focused
+test-conformance-focused: images component-images release-manifests dockyard envtest-assets conformance-images ## The conformance specs of pod networking, Services and DNS (CONFORMANCE_FOCUSED): what a broken CNI, kube-proxy or DNS fails.
+	$(CONFORMANCE_ENV) CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUSED)' hack/conformance.sh
+
 ##@ Performance
 
 # The quick start's own 1+1 cluster stays, so nine more make ten clusters alive at once.

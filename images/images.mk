@@ -53,6 +53,20 @@ component-images: ## Build the images clusterctl installs: Dockyard's manager:$(
 		--cluster-api-version $$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api) \
 		--cert-manager-version $(CERT_MANAGER_VERSION) $(IMAGE_BUILD_FLAGS)
 
+# Kubernetes conformance without a registry (docs/testing.md#kubernetes-conformance): e2e.test,
+# ginkgo, the KUBE_TEST_REPO_LIST file and the images the [Conformance] tests run, named under
+# CONFORMANCE_IMAGE_PREFIX, which Dockyard's default load policy lets clusters of namespace
+# CONFORMANCE_NAMESPACE load.
+CONFORMANCE_NAMESPACE ?= conformance
+CONFORMANCE_IMAGE_PREFIX ?= localhost/$(CONFORMANCE_NAMESPACE)/e2e
+CONFORMANCE_DIR ?= $(DOCKYARD_CACHE)/conformance/$(KUBERNETES_VERSION)
+
+.PHONY: conformance-images
+conformance-images: ## Build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named under $(CONFORMANCE_IMAGE_PREFIX), into $(CONFORMANCE_DIR) (cached).
+	hack/ensure-docker.sh
+	$(DOCKYARD_BUILD) conformance --cache "$(DOCKYARD_CACHE)" --kubernetes-version $(KUBERNETES_VERSION) \
+		--prefix $(CONFORMANCE_IMAGE_PREFIX) --dir "$(CONFORMANCE_DIR)" $(IMAGE_BUILD_FLAGS)
+
 .PHONY: images
 images: node-image lb-image cni-image ## Build the node, load balancer and CNI images (in Docker); with CONTAINER_RUNTIME=podman or containerd, load them into that engine too.
 	@if [ "$(CONTAINER_RUNTIME)" != docker ]; then \
