@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Kubernetes conformance on a Dockyard cluster, without a registry (make test-conformance and
 # test-conformance-focused). A cluster of one control plane and CONFORMANCE_WORKERS workers is
-# made in namespace CONFORMANCE_NAMESPACE by the management cluster `dockyard create management`
-# makes (or keeps); the images of $CONFORMANCE_DIR/images.txt (make conformance-images) are
-# loaded into its nodes; e2e.test runs the specs CONFORMANCE_FOCUS matches, as upstream does:
+# made in namespace CONFORMANCE_NAMESPACE through the management cluster (one that was running is
+# kept; one `dockyard create management` makes for the run is deleted at the end); the images of
+# $CONFORMANCE_DIR/images.txt (make conformance-images) are loaded into its nodes; e2e.test runs the specs CONFORMANCE_FOCUS matches, as upstream does:
 # those not labelled Serial on CONFORMANCE_PARALLEL ginkgo processes, then the Serial ones on one;
 # the cluster is deleted at the end (CONFORMANCE_KEEP=1 keeps it), and anything left on the
 # engine with the cluster's label is removed before and after.
@@ -57,6 +57,10 @@ cleanup() {
 	else
 		delete_clusters || rc=1
 		remove_leftovers || rc=1
+		if [ -z "$mgmt_before" ]; then
+			step "deleting the management cluster this run made"
+			"$DOCKYARD" delete management || rc=1
+		fi
 	fi
 	echo "conformance: report in $report"
 	exit "$rc"
@@ -66,6 +70,8 @@ start=$(date +%s)
 step() { echo "$(date -u +%H:%M:%S) ==> conformance: $*"; }
 
 step "management cluster"
+# A management cluster that was there before is kept; one this run makes is deleted at the end.
+mgmt_before=$(docker ps -aq --filter "label=dockyard.x-k8s.io/cluster=/dockyard-mgmt")
 "$DOCKYARD" create management --kubernetes-version "$KUBERNETES_VERSION" >/dev/null
 step "removing what an earlier run left in namespace $ns"
 delete_clusters
