@@ -40,6 +40,7 @@ done
 
 # remove_leftovers removes what the engine still holds with the cluster's label: the containers,
 # volumes and networks Dockyard made for it (never anything else).
+# shellcheck disable=SC2086 # the IDs are words
 remove_leftovers() {
 	local ids
 	ids=$(docker ps -aq --filter "label=$label")
