@@ -19,4 +19,3 @@ ServerName localhost
 </Directory>
 CONF
 a2enconf -q dockyard-e2e
-a2disconf -q other-vhosts-access-log
