@@ -42,7 +42,7 @@ func TestKubernetesTest(t *testing.T) {
 
 func TestBinaryArgs(t *testing.T) {
 	test := Binary{Name: E2ETest, Package: "k8s.io/kubernetes/test/e2e", Test: true, LDFlags: []string{"-X a.b=c"}}
-	if got, want := test.args("out"), []string{"test", "-c", "-trimpath", "-ldflags", "-s -w -X a.b=c", "-o", "out", "k8s.io/kubernetes/test/e2e"}; !slices.Equal(got, want) {
+	if got, want := test.args("out"), []string{"test", "-c", "-vet=off", "-trimpath", "-ldflags", "-s -w -X a.b=c", "-o", "out", "k8s.io/kubernetes/test/e2e"}; !slices.Equal(got, want) {
 		t.Errorf("test binary: go %v, want go %v", got, want)
 	}
 	cmd := Binary{Name: "ginkgo", Package: GinkgoModule + "/ginkgo"}
