@@ -126,7 +126,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, env
 	bash hack/lib/pidfile_test.sh
 	bash hack/lib/podchurn_test.sh
 
-TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-images test-clusterctl test-e2e test-e2e-capi test-engines test-e2e-engines
+TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-images test-clusterctl test-e2e test-e2e-capi test-conformance-focused test-engines test-e2e-engines
 
 .PHONY: test-all
 test-all: ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine (Cluster API's shared specs: the blocking set); ends with each target's time.
@@ -143,13 +143,16 @@ ensure-engine: ## Install and start CONTAINER_RUNTIME's engine if it does not an
 engine-images: images ## The same as make images: with CONTAINER_RUNTIME=podman or containerd, its engine is started and the images loaded into it.
 
 .PHONY: test-engine
-test-engine: engine-images ## On CONTAINER_RUNTIME: the runtime conformance suite, then the image proof (kubeadm init and join on Dockyard's node layer).
-	$(ENGINE_ENV) DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" go test ./pkg/container/$(CONTAINER_RUNTIME)/ -count=1 -v -timeout 20m $(GO_TEST_FLAGS)
+test-engine: test-engine-runtime ## On CONTAINER_RUNTIME: the runtime conformance suite, then the image proof (kubeadm init and join on Dockyard's node layer).
 	$(ENGINE_ENV) $(MAKE) --no-print-directory test-images
 
+.PHONY: test-engine-runtime
+test-engine-runtime: engine-images
+	$(ENGINE_ENV) DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" go test ./pkg/container/$(CONTAINER_RUNTIME)/ -count=1 -v -timeout 20m $(GO_TEST_FLAGS)
+
 .PHONY: test-engines
-test-engines: ## test-engine on each of OTHER_ENGINES (Docker's are in make test and make test-images).
-	for engine in $(OTHER_ENGINES); do $(MAKE) --no-print-directory test-engine CONTAINER_RUNTIME=$$engine || exit 1; done
+test-engines: ## The runtime conformance suite on each of OTHER_ENGINES (Docker's is in make test); make test-e2e-engines boots clusters on them.
+	for engine in $(OTHER_ENGINES); do $(MAKE) --no-print-directory test-engine-runtime CONTAINER_RUNTIME=$$engine || exit 1; done
 
 .PHONY: test-e2e-engine
 test-e2e-engine: engine-images registry-image release-manifests mgmt-binaries ## The end-to-end specs labelled "engines" (the daily loop: a 1+1 cluster, images, Services, logs, deletion) on CONTAINER_RUNTIME.
