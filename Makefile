@@ -244,6 +244,14 @@ test-conformance-focused: images component-images release-manifests dockyard env
 
 ##@ Performance
 
+.PHONY: measure-cold-quickstart
+measure-cold-quickstart: ## make quickstart as on a fresh machine (new clone, empty caches, no engine installed), COLD_RUNS (3) times: every run's time and the median (hack/cold.sh; stops the engines the project started and purges their packages).
+	hack/cold.sh quickstart
+
+.PHONY: measure-cold-ci
+measure-cold-ci: ## bash .ci/run as on a fresh machine, COLD_RUNS (1) times (hack/cold.sh).
+	hack/cold.sh ci
+
 # The quick start's own 1+1 cluster stays, so nine more make ten clusters alive at once.
 DENSITY_CLUSTERS ?= 9
 DENSITY_HOLD_SECONDS ?= 1800
