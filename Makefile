@@ -118,7 +118,7 @@ mgmt-binaries: envtest-assets ## Build the management plane's binaries: Cluster 
 OWN_TARGET_PACKAGES = /pkg/container/podman /pkg/container/containerd /test/clusterctl
 
 .PHONY: test
-test: envtest-assets $(KUSTOMIZE) node-image lb-image mgmt-binaries ## Unit, envtest (real kube-apiserver) and real-engine tests.
+test: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binaries ## Unit, envtest (real kube-apiserver) and real-engine tests.
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" KUSTOMIZE="$(KUSTOMIZE)" \
 	DOCKYARD_TEST_NODE_IMAGE="$(TEST_NODE_IMAGE)" DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v $(foreach p,$(OWN_TARGET_PACKAGES),-e '$(p)$$'))
