@@ -52,13 +52,13 @@ func nodeLogs(p runner.Protocol) []nodeLog {
 // node's containers, tasks and images in containerd's k8s.io namespace, the pods' log files
 // (pods/), its console output and the engine's inspect data, every file redacted (LogDir). A
 // stopped node gets only what the engine knows (inspect data and console). Every file is
-// attempted; the error joins those that failed.
+// attempted; the error joins those that failed. A node removed since it was listed is not an
+// error: its directory holds the inspect data of the listing and removed.txt saying so.
 func (n *Node) CollectLogs(ctx context.Context, dir *LogDir) error {
-	errs := []error{
-		dir.writeJSON("inspect.json", n.c),
-		n.m.writeConsole(ctx, n.Name, dir, "console.log"),
-	}
-	if n.Running() {
+	errs := []error{dir.writeJSON("inspect.json", n.c)}
+	gone, err := n.m.writeConsole(ctx, n.Name, dir, "console.log")
+	errs = append(errs, err)
+	if n.Running() && !gone {
 		for _, l := range nodeLogs(n.m.bootstrap) {
 			errs = append(errs, n.m.execToFile(ctx, n.Name, dir, l.file, l.cmd...))
 		}
@@ -68,7 +68,8 @@ func (n *Node) CollectLogs(ctx context.Context, dir *LogDir) error {
 }
 
 // CollectLogs writes the load balancer's haproxy configuration, console output (haproxy's log)
-// and the engine's inspect data into dir, redacted (LogDir).
+// and the engine's inspect data into dir, redacted (LogDir); one removed since it was listed
+// gets its inspect data and removed.txt, and no error.
 func (lb *LoadBalancer) CollectLogs(ctx context.Context, dir *LogDir) error {
 	return errors.Wrapf(lb.m.collectLoadBalancerLogs(ctx, lb.c, dir), "collecting the logs of load balancer %s", lb.Name)
 }
@@ -80,22 +81,30 @@ func (m *Manager) CollectServiceLoadBalancerLogs(ctx context.Context, lb *Servic
 }
 
 func (m *Manager) collectLoadBalancerLogs(ctx context.Context, c *container.Container, dir *LogDir) error {
-	errs := []error{
-		dir.writeJSON("inspect.json", c),
-		m.writeConsole(ctx, c.Name, dir, "console.log"),
-	}
-	if c.Running {
+	errs := []error{dir.writeJSON("inspect.json", c)}
+	gone, err := m.writeConsole(ctx, c.Name, dir, "console.log")
+	errs = append(errs, err)
+	if c.Running && !gone {
 		errs = append(errs, m.execToFile(ctx, c.Name, dir, "haproxy.cfg", "cat", LoadBalancerConfigPath))
 	}
 	return kerrors.NewAggregate(errs)
 }
 
-func (m *Manager) writeConsole(ctx context.Context, name string, dir *LogDir, file string) error {
+// removedNote is what a log collection writes for a container the engine removed after it was
+// listed (a Service load balancer replaced, a node of a scale-down).
+const removedNote = "removed.txt"
+
+// writeConsole writes the container's console output to file in dir. A container that is gone
+// (removed after it was listed) is not an error: gone is true and removedNote says so.
+func (m *Manager) writeConsole(ctx context.Context, name string, dir *LogDir, file string) (gone bool, err error) {
 	out, err := m.runtime.ContainerLogs(ctx, name, consoleLines)
-	if err != nil {
-		return errors.Wrapf(err, "reading the console of %s", name)
+	if container.IsNotFound(err) {
+		return true, dir.WriteFile(removedNote, []byte(fmt.Sprintf("%s was removed after it was listed; inspect.json is what the engine said of it then.\n", name)))
 	}
-	return dir.WriteFile(file, []byte(out))
+	if err != nil {
+		return false, errors.Wrapf(err, "reading the console of %s", name)
+	}
+	return false, dir.WriteFile(file, []byte(out))
 }
 
 // execToFile runs a command in a container and writes its standard output to file in dir, at

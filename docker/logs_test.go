@@ -449,3 +449,57 @@ func read(t *testing.T, dir, file string) string {
 	}
 	return string(data)
 }
+
+// A container removed between the listing and the collection (a Service's load balancer
+// replaced, a node scaled away) is no error: its directory says so.
+func TestCollectLogsOfAContainerRemovedSinceItWasListed(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("lb:v1", "node")
+	dockertest.New(rt)
+	m := NewManager(rt, ManagerOptions{})
+	key := ClusterKey{Namespace: "ns", Name: "c1"}
+	if _, err := m.EnsureNetwork(ctx, key, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.EnsureServiceLoadBalancer(ctx, ServiceLoadBalancerSpec{Cluster: key, Service: "default/web", UID: "uid-web", Image: "lb:v1", Network: "c1",
+		Ports: []ServicePort{{Port: 80, NodePort: 30080}}, Nodes: []ServiceBackend{{Name: "n1", Address: "172.30.0.4"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "c1-md-1", Image: "node", Role: RoleWorker, Network: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	services, err := m.ServiceLoadBalancers(ctx, key)
+	if err != nil || len(services) != 1 {
+		t.Fatalf("Service load balancers %v, %v", services, err)
+	}
+	nodes, err := m.Nodes(ctx, key)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("nodes %v, %v", nodes, err)
+	}
+	for _, name := range []string{services[0].Name, nodes[0].Name} {
+		if err := rt.RemoveContainer(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	out := openLogDir(t, dir, false)
+	for name, collect := range map[string]func(*LogDir) error{
+		"web":  func(d *LogDir) error { return m.CollectServiceLoadBalancerLogs(ctx, services[0], d) },
+		"node": func(d *LogDir) error { return nodes[0].CollectLogs(ctx, d) },
+	} {
+		d, err := out.Dir(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := collect(d); err != nil {
+			t.Errorf("%s: %v, want no error for a container removed since it was listed", name, err)
+		}
+		d.Close()
+	}
+	if files := checkTree(t, dir); strings.Join(files, " ") != "node/inspect.json node/removed.txt web/inspect.json web/removed.txt" {
+		t.Errorf("files %v", files)
+	}
+	if got := read(t, dir, "web/removed.txt"); !strings.Contains(got, services[0].Name+" was removed after it was listed") {
+		t.Errorf("removed.txt: %s", got)
+	}
+}
