@@ -126,7 +126,7 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binari
 	bash hack/lib/pidfile_test.sh
 	bash hack/lib/podchurn_test.sh
 
-TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-images test-clusterctl test-e2e test-e2e-capi test-conformance-focused test-engines test-e2e-engines
+TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-clusterctl test-e2e test-e2e-capi test-conformance-focused test-engines test-e2e-engines
 
 .PHONY: test-all
 test-all: ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine (Cluster API's shared specs: the blocking set); ends with each target's time.
