@@ -1,12 +1,9 @@
 package imagebuild
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -173,20 +170,11 @@ func FlannelMainSource(upstream string) (string, error) {
 // flannelBuild downloads flannel's module (to read its main.go) and returns the build.
 func flannelBuild(ctx context.Context, version string) (gobuild.Build, error) {
 	const module = "github.com/flannel-io/flannel"
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module+"@"+version)
-	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	mod, err := (&gobuild.Builder{}).Download(ctx, module, version)
 	if err != nil {
-		return gobuild.Build{}, errors.Errorf("go mod download %s@%s: %v: %s%s", module, version, err, stderr.String(), out)
+		return gobuild.Build{}, err
 	}
-	var info struct{ Dir string }
-	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return gobuild.Build{}, errors.Errorf("go mod download %s@%s: no directory in %s", module, version, out)
-	}
-	upstream, err := os.ReadFile(filepath.Join(info.Dir, "main.go"))
+	upstream, err := os.ReadFile(filepath.Join(mod.Dir, "main.go"))
 	if err != nil {
 		return gobuild.Build{}, err
 	}
