@@ -358,11 +358,7 @@ func (b *Builder) conformanceRecipe(ctx context.Context, c *conformanceBuild, im
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
-		bins, err := b.runBuild(ctx, build)
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		l, err := b.filesLayer("e2e-sample-apiserver", []layerFile{{Dst: "/sample-apiserver", Mode: 0o755, Src: bins["sample-apiserver"]}})
+		l, err := b.goBinaryLayer(ctx, build, "sample-apiserver", "/sample-apiserver")
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
@@ -377,28 +373,29 @@ func (b *Builder) conformanceRecipe(ctx context.Context, c *conformanceBuild, im
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
-		bins, err := b.runBuild(ctx, build)
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		l, err := b.filesLayer("e2e-etcd", []layerFile{{Dst: "/usr/local/bin/etcd", Mode: 0o755, Src: bins["etcd"]}})
+		l, err := b.goBinaryLayer(ctx, build, "etcd", "/usr/local/bin/etcd")
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
 		return []v1.Layer{c.base, l}, imageConfig{Entrypoint: []string{"/usr/local/bin/etcd"},
 			Labels: map[string]string{LabelPrefix + "version.etcd": v}}, nil
 	case "pause":
-		bins, err := b.runBuild(ctx, pauseBuild(img.Tag))
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		l, err := b.filesLayer("e2e-pause", []layerFile{{Dst: "/pause", Mode: 0o755, Src: bins["pause"]}})
+		l, err := b.goBinaryLayer(ctx, pauseBuild(img.Tag), "pause", "/pause")
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
 		return []v1.Layer{l}, imageConfig{Entrypoint: []string{"/pause"}}, nil
 	}
 	return nil, imageConfig{}, errors.Errorf("no recipe for %s", img.Name)
+}
+
+// goBinaryLayer builds a Go binary and returns a layer holding it at dst (layer "e2e-<name>").
+func (b *Builder) goBinaryLayer(ctx context.Context, build gobuild.Build, name, dst string) (v1.Layer, error) {
+	bins, err := b.runBuild(ctx, build)
+	if err != nil {
+		return nil, err
+	}
+	return b.filesLayer("e2e-"+name, []layerFile{{Dst: dst, Mode: 0o755, Src: bins[name]}})
 }
 
 // DefaultConformanceCoreDNSVersion is the CoreDNS the agnhost image carries as /coredns (the
