@@ -43,8 +43,14 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 	BeforeAll(func(ctx SpecContext) {
 		start := time.Now()
 		createCluster(ctx, c)
+		DeferCleanup(func(ctx SpecContext) { deleteOn(ctx, plane, c) }, NodeTimeout(10*time.Minute))
+		waitMachinesRunning(ctx, c, 1, 1)
+		whenDone("chaos: 1+1 cluster Ready", start)
 		// Replaces a worker whose infrastructure reports it is gone or stopped (Dockyard's
-		// ContainerProvisioned, mirrored into the Machine's InfrastructureReady).
+		// ContainerProvisioned, mirrored into the Machine's InfrastructureReady). Made once the
+		// cluster is up: InfrastructureReady is False from a Machine's creation until its node
+		// has bootstrapped, so a 20 s check made earlier replaces a worker still joining, and the
+		// Node it registered before its Machine had a nodeRef stays behind in the workload cluster.
 		mhc := &clusterv1.MachineHealthCheck{
 			ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name + "-workers"},
 			Spec: clusterv1.MachineHealthCheckSpec{
@@ -58,10 +64,7 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 			},
 		}
 		Expect(plane.Client().Create(ctx, mhc)).To(Succeed())
-		waitMachinesRunning(ctx, c, 1, 1)
-		whenDone("chaos: 1+1 cluster Ready", start)
 		hostKubeconfig = writeHostKubeconfig(ctx, c)
-		DeferCleanup(func(ctx SpecContext) { deleteOn(ctx, plane, c) }, NodeTimeout(10*time.Minute))
 	}, NodeTimeout(20*time.Minute))
 
 	It("brings a killed load balancer back on the endpoint's address and host port; API requests through it resume", func(ctx SpecContext) {
