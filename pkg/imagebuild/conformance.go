@@ -97,7 +97,7 @@ func e2eAgnhostRootfs() RootfsSpec {
 }
 
 func e2eBusyboxRootfs() RootfsSpec {
-	return RootfsSpec{Name: "e2e-busybox", Packages: []string{"busybox-static"}, Script: mustEmbedded("e2e/busybox-rootfs.sh")}
+	return RootfsSpec{Name: "e2e-busybox", Packages: []string{"busybox-static", "bash-static"}, Script: mustEmbedded("e2e/busybox-rootfs.sh")}
 }
 
 func e2eHTTPDRootfs() RootfsSpec {
@@ -309,22 +309,20 @@ func (b *Builder) conformanceRecipe(ctx context.Context, c *conformanceBuild, im
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
-		bin, applets := fs.Outputs["busybox"], strings.Fields(string(fs.Outputs["busybox-applets"]))
-		if len(bin) == 0 || len(applets) == 0 {
-			return nil, imageConfig{}, errors.New("the busybox root filesystem has no busybox binary or applet list")
+		bin, bash, applets := fs.Outputs["busybox"], fs.Outputs["bash"], strings.Fields(string(fs.Outputs["busybox-applets"]))
+		if len(bin) == 0 || len(bash) == 0 || len(applets) == 0 {
+			return nil, imageConfig{}, errors.New("the busybox root filesystem has no busybox binary, bash binary or applet list")
 		}
-		files := []layerFile{{Dst: "/bin/busybox", Mode: 0o755, Content: bin}}
-		for _, a := range applets {
-			if a != "busybox" && !strings.Contains(a, "/") {
-				files = append(files, layerFile{Dst: "/bin/" + a, Link: "busybox"})
-			}
-		}
+		files := append(busyboxFiles(bin, applets), layerFile{Dst: "/bin/bash", Mode: 0o755, Content: bash})
 		l, err := b.filesLayer("e2e-busybox", files)
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
 		return []v1.Layer{c.base, l}, imageConfig{Cmd: []string{"sh"},
-			Labels: map[string]string{LabelPrefix + "version.busybox": fs.Packages["busybox-static"]}}, nil
+			Labels: map[string]string{
+				LabelPrefix + "version.busybox": fs.Packages["busybox-static"],
+				LabelPrefix + "version.bash":    fs.Packages["bash-static"],
+			}}, nil
 	case "httpd":
 		fs, err := c.rootfsOf(ctx, b, e2eHTTPDRootfs())
 		if err != nil {
@@ -401,3 +399,18 @@ func (b *Builder) goBinaryLayer(ctx context.Context, build gobuild.Build, name, 
 // DefaultConformanceCoreDNSVersion is the CoreDNS the agnhost image carries as /coredns (the
 // upstream image downloads a CoreDNS release; the one kubeadm v1.34 deploys is built already).
 const DefaultConformanceCoreDNSVersion = "v1.12.1"
+
+// busyboxFiles lays out the busybox image: the binary and a link per applet in /bin, except
+// sh, which links to /bin/bash (Debian's static bash). The conformance specs run `sh -c env` and
+// expect environment variables whose names are not shell names (data-1, 1-data-1, ...; allowed
+// since Kubernetes v1.34) in its output: BusyBox's ash drops those from the environment of the
+// commands it runs, bash passes them on.
+func busyboxFiles(busybox []byte, applets []string) []layerFile {
+	files := []layerFile{{Dst: "/bin/busybox", Mode: 0o755, Content: busybox}, {Dst: "/bin/sh", Link: "bash"}}
+	for _, a := range applets {
+		if a != "busybox" && a != "sh" && a != "bash" && !strings.Contains(a, "/") {
+			files = append(files, layerFile{Dst: "/bin/" + a, Link: "busybox"})
+		}
+	}
+	return files
+}

@@ -112,3 +112,25 @@ func TestConformanceRecipesCovered(t *testing.T) {
 		}
 	}
 }
+
+// The busybox image's sh is bash: the specs that read `sh -c env` expect variables whose names
+// are not shell names, which BusyBox's ash drops. Every other applet links to busybox.
+func TestBusyboxFiles(t *testing.T) {
+	files := busyboxFiles([]byte("bin"), []string{"[", "ash", "busybox", "env", "sh", "usr/bin/odd"})
+	got := map[string]string{}
+	for _, f := range files {
+		if _, dup := got[f.Dst]; dup {
+			t.Errorf("%s is in the layer twice", f.Dst)
+		}
+		got[f.Dst] = f.Link
+	}
+	want := map[string]string{"/bin/busybox": "", "/bin/sh": "bash", "/bin/[": "busybox", "/bin/ash": "busybox", "/bin/env": "busybox"}
+	if len(got) != len(want) {
+		t.Errorf("files %v, want %v", got, want)
+	}
+	for dst, link := range want {
+		if l, ok := got[dst]; !ok || l != link {
+			t.Errorf("%s links to %q (present %v), want %q", dst, l, ok, link)
+		}
+	}
+}
