@@ -202,7 +202,7 @@ CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTI
 	go test -tags e2e . -count=1 -v -timeout 300m -ginkgo.v -ginkgo.no-color -ginkgo.timeout 295m -ginkgo.fail-on-empty
 
 .PHONY: test-e2e-capi
-test-e2e-capi: images component-images release-manifests ## Cluster API's shared specs labelled blocking (ClusterClass and Ignition quick starts, self-hosted) and Dockyard's install and router specs, on a management cluster in containers.
+test-e2e-capi: images component-images release-manifests ## Cluster API's shared specs labelled blocking (ClusterClass and Ignition quick starts) and Dockyard's install and router specs, on a management cluster in containers.
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full

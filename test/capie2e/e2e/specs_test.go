@@ -163,16 +163,6 @@ var _ = Describe("MachinePool", full, func() {
 	})
 })
 
-var _ = Describe("Self-hosted", blocking, func() {
-	capispecs.SelfHostedSpec(ctx, func() capispecs.SelfHostedSpecInput {
-		return capispecs.SelfHostedSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
-			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
-			Flavor: "self-hosted", SkipUpgrade: true,
-		}
-	})
-})
-
 var _ = Describe("QuickStart, topology flavor (ClusterClass)", blocking, func() {
 	capispecs.QuickStartSpec(ctx, func() capispecs.QuickStartSpecInput {
 		return capispecs.QuickStartSpecInput{
