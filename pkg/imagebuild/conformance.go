@@ -96,8 +96,14 @@ func e2eAgnhostRootfs() RootfsSpec {
 	}
 }
 
-func e2eBusyboxRootfs() RootfsSpec {
-	return RootfsSpec{Name: "e2e-busybox", Packages: []string{"busybox-static", "bash-static"}, Script: mustEmbedded("e2e/busybox-rootfs.sh")}
+// e2eBusyboxRootfs builds BusyBox from source (images/e2e/busybox-rootfs.sh says why).
+func e2eBusyboxRootfs(source []byte) RootfsSpec {
+	return RootfsSpec{
+		Name:     "e2e-busybox",
+		Packages: []string{"gcc", "make", "libc6-dev", "bzip2"},
+		Files:    map[string][]byte{"busybox.tar.bz2": source},
+		Script:   mustEmbedded("e2e/busybox-rootfs.sh"),
+	}
 }
 
 func e2eHTTPDRootfs() RootfsSpec {
@@ -305,24 +311,25 @@ func (b *Builder) conformanceRecipe(ctx context.Context, c *conformanceBuild, im
 		cfg.Cmd = []string{"test-webserver"}
 		return []v1.Layer{fs.Layer, l, n}, cfg, nil
 	case "busybox":
-		fs, err := c.rootfsOf(ctx, b, e2eBusyboxRootfs())
+		source, err := b.sourceTarball(ctx, busyboxSource)
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
-		bin, bash, applets := fs.Outputs["busybox"], fs.Outputs["bash"], strings.Fields(string(fs.Outputs["busybox-applets"]))
-		if len(bin) == 0 || len(bash) == 0 || len(applets) == 0 {
-			return nil, imageConfig{}, errors.New("the busybox root filesystem has no busybox binary, bash binary or applet list")
+		fs, err := c.rootfsOf(ctx, b, e2eBusyboxRootfs(source))
+		if err != nil {
+			return nil, imageConfig{}, err
 		}
-		files := append(busyboxFiles(bin, applets), layerFile{Dst: "/bin/bash", Mode: 0o755, Content: bash})
+		bin, applets := fs.Outputs["busybox"], strings.Fields(string(fs.Outputs["busybox-applets"]))
+		if len(bin) == 0 || len(applets) == 0 {
+			return nil, imageConfig{}, errors.New("the busybox root filesystem has no busybox binary or applet list")
+		}
+		files := busyboxFiles(bin, applets)
 		l, err := b.filesLayer("e2e-busybox", files)
 		if err != nil {
 			return nil, imageConfig{}, err
 		}
 		return []v1.Layer{c.base, l}, imageConfig{Cmd: []string{"sh"},
-			Labels: map[string]string{
-				LabelPrefix + "version.busybox": fs.Packages["busybox-static"],
-				LabelPrefix + "version.bash":    fs.Packages["bash-static"],
-			}}, nil
+			Labels: map[string]string{LabelPrefix + "version.busybox": busyboxSource.Pool}}, nil
 	case "httpd":
 		fs, err := c.rootfsOf(ctx, b, e2eHTTPDRootfs())
 		if err != nil {
@@ -400,17 +407,73 @@ func (b *Builder) goBinaryLayer(ctx context.Context, build gobuild.Build, name, 
 // upstream image downloads a CoreDNS release; the one kubeadm v1.34 deploys is built already).
 const DefaultConformanceCoreDNSVersion = "v1.12.1"
 
-// busyboxFiles lays out the busybox image: the binary and a link per applet in /bin, except
-// sh, which links to /bin/bash (Debian's static bash). The conformance specs run `sh -c env` and
-// expect environment variables whose names are not shell names (data-1, 1-data-1, ...; allowed
-// since Kubernetes v1.34) in its output: BusyBox's ash drops those from the environment of the
-// commands it runs, bash passes them on.
+// busyboxFiles lays out the busybox image: the binary and a link per applet in /bin.
 func busyboxFiles(busybox []byte, applets []string) []layerFile {
-	files := []layerFile{{Dst: "/bin/busybox", Mode: 0o755, Content: busybox}, {Dst: "/bin/sh", Link: "bash"}}
+	files := []layerFile{{Dst: "/bin/busybox", Mode: 0o755, Content: busybox}}
 	for _, a := range applets {
-		if a != "busybox" && a != "sh" && a != "bash" && !strings.Contains(a, "/") {
+		if a != "busybox" && !strings.Contains(a, "/") {
 			files = append(files, layerFile{Dst: "/bin/" + a, Link: "busybox"})
 		}
 	}
 	return files
+}
+
+// ConformanceRunnerRepository is where Cluster API's kubetest (K8SConformanceSpec,
+// ClusterUpgradeConformanceSpec) looks for Kubernetes' conformance image:
+// registry.k8s.io/conformance:<the workload cluster's version>.
+const ConformanceRunnerRepository = "registry.k8s.io/conformance"
+
+// conformanceRunnerRepoList is where the runner image keeps its KUBE_TEST_REPO_LIST file.
+const conformanceRunnerRepoList = "/etc/dockyard/conformance/repo-list.yaml"
+
+// ConformanceRunnerImage builds the image Cluster API's kubetest runs, under ref: ginkgo,
+// e2e.test and kubectl of kubernetesVersion in /usr/local/bin, as Kubernetes publishes it
+// (kubetest runs /usr/local/bin/ginkgo with /usr/local/bin/e2e.test). One difference: the image
+// sets KUBE_TEST_REPO_LIST to ConformanceRepoList(prefix), so the tests run the images
+// ConformanceImages built under prefix instead of pulling registry.k8s.io's; kubetest sets that
+// variable only when its input names a list, which the Cluster API specs never do. ginkgo is
+// the binary to use (the version Kubernetes' go.mod requires).
+func (b *Builder) ConformanceRunnerImage(ctx context.Context, kubernetesVersion, ref, ginkgo, prefix string) error {
+	test, err := gobuild.KubernetesTest(kubernetesVersion)
+	if err != nil {
+		return err
+	}
+	testBins, err := b.runBuild(ctx, test)
+	if err != nil {
+		return err
+	}
+	// kubectl from the node image's build of the same release (built already when the node
+	// image was).
+	node, err := gobuild.Kubernetes(kubernetesVersion, nodeBinaries...)
+	if err != nil {
+		return err
+	}
+	nodeBins, err := b.runBuild(ctx, node)
+	if err != nil {
+		return err
+	}
+	base, err := b.staticBaseLayer()
+	if err != nil {
+		return err
+	}
+	l, err := b.filesLayer("conformance-runner", []layerFile{
+		{Dst: "/usr/local/bin/ginkgo", Mode: 0o755, Src: ginkgo},
+		{Dst: "/usr/local/bin/" + gobuild.E2ETest, Mode: 0o755, Src: testBins[gobuild.E2ETest]},
+		{Dst: "/usr/local/bin/kubectl", Mode: 0o755, Src: nodeBins["kubectl"]},
+		{Dst: conformanceRunnerRepoList, Mode: 0o644, Content: ConformanceRepoList(prefix)},
+	})
+	if err != nil {
+		return err
+	}
+	i := strings.LastIndex(ref, ":")
+	if i < 0 || strings.Contains(ref[i:], "/") {
+		return errors.Errorf("the conformance runner image %q has no tag", ref)
+	}
+	img := ConformanceImage{Ref: ref, Name: "conformance", Tag: ref[i+1:]}
+	cfg := imageConfig{
+		Entrypoint: []string{"/usr/local/bin/ginkgo"},
+		Env:        []string{defaultPath, "KUBE_TEST_REPO_LIST=" + conformanceRunnerRepoList},
+		WorkingDir: "/",
+	}
+	return b.conformanceImage(ctx, img, []v1.Layer{base, l}, cfg)
 }

@@ -2,6 +2,8 @@ package imagebuild
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -106,15 +108,14 @@ func TestConformanceRecipesCovered(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no recipe") {
 		t.Errorf("unknown image: %v, want no recipe", err)
 	}
-	for _, spec := range []RootfsSpec{e2eAgnhostRootfs(), e2eBusyboxRootfs(), e2eHTTPDRootfs(), e2eNginxRootfs(), e2eDNSUtilsRootfs()} {
+	for _, spec := range []RootfsSpec{e2eAgnhostRootfs(), e2eBusyboxRootfs([]byte("source")), e2eHTTPDRootfs(), e2eNginxRootfs(), e2eDNSUtilsRootfs()} {
 		if !strings.HasPrefix(spec.Name, "e2e-") || len(spec.Packages) == 0 {
 			t.Errorf("root filesystem %+v: want an e2e- name and packages", spec)
 		}
 	}
 }
 
-// The busybox image's sh is bash: the specs that read `sh -c env` expect variables whose names
-// are not shell names, which BusyBox's ash drops. Every other applet links to busybox.
+// The busybox image: the binary, and every applet (sh included) a link to it in /bin.
 func TestBusyboxFiles(t *testing.T) {
 	files := busyboxFiles([]byte("bin"), []string{"[", "ash", "busybox", "env", "sh", "usr/bin/odd"})
 	got := map[string]string{}
@@ -124,7 +125,7 @@ func TestBusyboxFiles(t *testing.T) {
 		}
 		got[f.Dst] = f.Link
 	}
-	want := map[string]string{"/bin/busybox": "", "/bin/sh": "bash", "/bin/[": "busybox", "/bin/ash": "busybox", "/bin/env": "busybox"}
+	want := map[string]string{"/bin/busybox": "", "/bin/sh": "busybox", "/bin/[": "busybox", "/bin/ash": "busybox", "/bin/env": "busybox"}
 	if len(got) != len(want) {
 		t.Errorf("files %v, want %v", got, want)
 	}
@@ -132,5 +133,36 @@ func TestBusyboxFiles(t *testing.T) {
 		if l, ok := got[dst]; !ok || l != link {
 			t.Errorf("%s links to %q (present %v), want %q", dst, l, ok, link)
 		}
+	}
+}
+
+// A source tarball whose checksum differs from the pinned one is refused, and one in the cache
+// with the right checksum is used without the mirror.
+func TestSourceTarball(t *testing.T) {
+	data := []byte("the release")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/pool/x.tar.bz2" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(data)
+	}))
+	defer srv.Close()
+	b := &Builder{CacheDir: t.TempDir(), Mirror: srv.URL}
+	ctx := context.Background()
+	if _, err := b.sourceTarball(ctx, debianSource{Pool: "pool/x.tar.bz2", SHA256: hashHex([]byte("another"))}); err == nil || !strings.Contains(err.Error(), "SHA-256") {
+		t.Errorf("wrong checksum: %v, want it refused", err)
+	}
+	src := debianSource{Pool: "pool/x.tar.bz2", SHA256: hashHex(data)}
+	got, err := b.sourceTarball(ctx, src)
+	if err != nil || string(got) != string(data) {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	srv.Close()
+	if got, err := b.sourceTarball(ctx, src); err != nil || string(got) != string(data) {
+		t.Errorf("from the cache: %q, %v", got, err)
+	}
+	if _, err := b.sourceTarball(ctx, debianSource{Pool: "pool/missing", SHA256: hashHex([]byte("x"))}); err == nil {
+		t.Error("a file the mirror does not serve: no error")
 	}
 }

@@ -509,14 +509,6 @@ func TestLayerDigests(t *testing.T) {
 	}
 }
 
-func hashHex(b []byte) string {
-	f, _ := os.CreateTemp("", "h")
-	defer os.Remove(f.Name())
-	_, _ = f.Write(b)
-	f.Close()
-	h, _ := fileHash(f.Name())
-	return h
-}
 
 func TestEmbeddedFiles(t *testing.T) {
 	for _, name := range []string{
