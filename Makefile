@@ -198,7 +198,7 @@ KUBERNETES_VERSION_UPGRADE_FROM ?= v1.33.13
 # (kube-proxy, CoreDNS), which nodes of both versions run during an upgrade.
 UPGRADE_NODE_IMAGE_REPOSITORY ?= localhost/dockyard/node-upgrades
 CAPI_E2E_ENV ?=
-CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)" $(CAPI_E2E_ENV) \
+CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && cd test/capie2e/e2e && E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)" CONFORMANCE_DIR="$(CONFORMANCE_DIR)" $(CAPI_E2E_ENV) \
 	go test -tags e2e . -count=1 -v -timeout 300m -ginkgo.v -ginkgo.no-color -ginkgo.timeout 295m -ginkgo.fail-on-empty
 
 .PHONY: test-e2e-capi
@@ -206,7 +206,7 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images release-manifests ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM included (on node images carrying both versions' add-ons).
+test-e2e-full: images component-images release-manifests conformance-images ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons).
 	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION_UPGRADE_FROM) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION)
 	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \

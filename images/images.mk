@@ -62,7 +62,7 @@ CONFORMANCE_IMAGE_PREFIX ?= localhost/$(CONFORMANCE_NAMESPACE)/e2e
 CONFORMANCE_DIR ?= $(DOCKYARD_CACHE)/conformance/$(KUBERNETES_VERSION)
 
 .PHONY: conformance-images
-conformance-images: ## Build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named under $(CONFORMANCE_IMAGE_PREFIX), into $(CONFORMANCE_DIR) (cached).
+conformance-images: ## Build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named under $(CONFORMANCE_IMAGE_PREFIX), into $(CONFORMANCE_DIR), and registry.k8s.io/conformance:$(KUBERNETES_VERSION) for Cluster API's kubetest (cached).
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) conformance --cache "$(DOCKYARD_CACHE)" --kubernetes-version $(KUBERNETES_VERSION) \
 		--prefix $(CONFORMANCE_IMAGE_PREFIX) --dir "$(CONFORMANCE_DIR)" $(IMAGE_BUILD_FLAGS)

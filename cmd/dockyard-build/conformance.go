@@ -19,13 +19,15 @@ import (
 // runConformance builds what Kubernetes' conformance tests need without a registry: e2e.test
 // and ginkgo (linked into --dir/bin), the KUBE_TEST_REPO_LIST file naming the images under
 // --prefix (--dir/repo-list.yaml), and the images the conformance tests run, listed in
-// --dir/images.txt (the others e2e.test knows are in --dir/images-not-built.txt).
+// --dir/images.txt (the others e2e.test knows are in --dir/images-not-built.txt), and the image
+// Cluster API's conformance specs run them from (--runner-image).
 func runConformance(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
 	common := addImageFlags(fs)
 	k8sVersion := fs.String("kubernetes-version", imagebuild.DefaultKubernetesVersion, "Kubernetes version of e2e.test")
 	prefix := fs.String("prefix", imagebuild.DefaultConformancePrefix, "registry prefix the images are named under")
 	dir := fs.String("dir", "", "directory for bin/e2e.test, bin/ginkgo, repo-list.yaml and images.txt (required)")
+	runner := fs.String("runner-image", "", "name of the image Cluster API's kubetest runs (default "+imagebuild.ConformanceRunnerRepository+":<kubernetes-version>; \"none\" builds none)")
 	_ = fs.Parse(args)
 	if *dir == "" {
 		return errors.New("--dir is required")
@@ -91,6 +93,14 @@ func runConformance(ctx context.Context, args []string) error {
 	}
 	if err := b.ConformanceImages(ctx, *k8sVersion, images); err != nil {
 		return err
+	}
+	if *runner == "" {
+		*runner = imagebuild.ConformanceRunnerRepository + ":" + *k8sVersion
+	}
+	if *runner != "none" {
+		if err := b.ConformanceRunnerImage(ctx, *k8sVersion, *runner, filepath.Join(ginkgoBin, "ginkgo"), *prefix); err != nil {
+			return errors.Wrapf(err, "image %s", *runner)
+		}
 	}
 	var refs []string
 	for _, img := range images {

@@ -29,7 +29,8 @@ commands:
   component-images  build the images of Dockyard's manager, Cluster API's controllers and
               cert-manager, named as their releases publish them
   conformance build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named
-              under --prefix, with the KUBE_TEST_REPO_LIST file naming them, into --dir
+              under --prefix, with the KUBE_TEST_REPO_LIST file naming them, into --dir, and
+              registry.k8s.io/conformance:<version> for Cluster API's conformance specs
   load        copy images from Docker, where the builder makes them, into Podman or
               containerd (--container-runtime), unless they are there already
 

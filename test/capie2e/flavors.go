@@ -42,8 +42,10 @@ var flavors = []flavor{
 		about: "The default flavor with two taints on the control plane and worker Machines, one\npropagated to their Nodes on initialization only, one always (KCPAndMachineDeploymentRolloutSpec)."},
 	{name: "topology-taints", from: "cluster-template-topology.yaml", edit: topologyTaints,
 		about: "The topology flavor with kcp-md-taints' two taints set in the Cluster's topology\n(ClusterClassRolloutSpec)."},
-	{name: "upgrades", from: "cluster-template.yaml",
-		about: "The default flavor, whose node images follow each Machine's version (the\nKubernetes upgrade specs change the version, not the machine templates)."},
+	{name: "upgrades", from: "cluster-template.yaml", edit: conformanceNodes,
+		about: "The default flavor, whose node images follow each Machine's version (the\nKubernetes upgrade specs change the version, not the machine templates), made ready for\nthe conformance tests that follow the upgrade as the conformance flavor is."},
+	{name: "conformance", from: "cluster-template.yaml", edit: conformanceNodes,
+		about: "The default flavor made ready for Kubernetes' conformance tests run by Cluster API's\nkubetest (K8SConformanceSpec): the cluster on the engine network kind, where kubetest runs\nits container, and every node loaded with the images the tests run\n(DOCKYARD_CONFORMANCE_IMAGES, made by make conformance-images)."},
 	{name: "self-hosted", from: "cluster-template.yaml", edit: selfHosted,
 		about: "The default flavor whose nodes can host the providers: the engine's socket mounted\n(the management cluster's manager must allow it: DOCKYARD_ALLOWED_HOST_PATHS) and the\nimages of DOCKYARD_PRELOAD_IMAGES preloaded (SelfHostedSpec)."},
 }
@@ -197,6 +199,25 @@ func selfHosted(t *template) error {
 		}
 	}
 	return nil
+}
+
+// ConformanceNetwork is the engine network Cluster API's kubetest runs its conformance container
+// on (CAPD's clusters are on it, made by kind); the conformance flavors' clusters join it so the
+// container reaches their API server.
+const ConformanceNetwork = "kind"
+
+// conformanceNodes puts the cluster on ConformanceNetwork and has Dockyard load the images the
+// conformance tests run into every node (the DockyardCluster's loadImages), since the tests
+// cannot pull them.
+func conformanceNodes(t *template) error {
+	dc, err := t.object("DockyardCluster", "")
+	if err != nil {
+		return err
+	}
+	if err := set(dc, "spec.network.existing.name", ConformanceNetwork); err != nil {
+		return err
+	}
+	return set(dc, "spec.loadImages", `${DOCKYARD_CONFORMANCE_IMAGES:=[]}`)
 }
 
 func kcpAdoption(t *template) error {

@@ -33,6 +33,7 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 		"CLUSTER_NAME": "c1", "NAMESPACE": "ns", "KUBERNETES_VERSION": "v1.34.4",
 		"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2",
 		"TOKEN": "tok", "SERVER": "https://mgmt:6443", "DOCKYARD_PRELOAD_IMAGES": "[a:v1, b:v2]",
+		"DOCKYARD_CONFORMANCE_IMAGES": "[localhost/conformance/e2e/agnhost:2.56, localhost/conformance/e2e/pause:3.10.1]",
 	}
 	rendered := map[string][]unstructured.Unstructured{}
 	for _, f := range files {
@@ -142,6 +143,26 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 		mounts, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "extraMounts")
 		if len(mounts) != 1 {
 			t.Errorf("self-hosted: %s extraMounts %v", o.GetName(), mounts)
+		}
+	}
+
+	// The conformance flavors: the cluster on kubetest's network, the tests' images loaded into
+	// every node.
+	for _, flavor := range []string{"cluster-template-conformance.yaml", "cluster-template-upgrades.yaml"} {
+		found := false
+		for _, o := range rendered[flavor] {
+			if o.GetKind() != "DockyardCluster" {
+				continue
+			}
+			found = true
+			network, _, _ := unstructured.NestedString(o.Object, "spec", "network", "existing", "name")
+			images, _, err := unstructured.NestedStringSlice(o.Object, "spec", "loadImages")
+			if network != ConformanceNetwork || err != nil || len(images) != 2 || images[1] != "localhost/conformance/e2e/pause:3.10.1" {
+				t.Errorf("%s: network %q, loadImages %v %v", flavor, network, images, err)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no DockyardCluster", flavor)
 		}
 	}
 }

@@ -8,12 +8,13 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 )
 
 // specNamespace matches the namespaces Cluster API's shared specs make their clusters in:
 // "<spec name>-<six random characters>" (framework.SetupSpecNamespace).
-var specNamespace = regexp.MustCompile(`^(quick-start|md-scale|md-rollout|md-remediation|kcp-remediation|kcp-adoption|machine-pool|node-drain|clusterclass-changes|clusterclass-rollout|self-hosted|cluster-deletion|k8s-upgrade-and-conformance|kubeadm-join-old-nodes)-[a-z0-9]{6}$`)
+var specNamespace = regexp.MustCompile(`^(quick-start|md-scale|md-rollout|md-remediation|kcp-remediation|kcp-adoption|k8s-conformance|machine-pool|node-drain|clusterclass-changes|clusterclass-rollout|self-hosted|cluster-deletion|k8s-upgrade-and-conformance|kubeadm-join-old-nodes)-[a-z0-9]{6}$`)
 
 // SpecClusters returns what the shared specs' workload clusters, and the management cluster
 // named mgmtName (when not empty), have on the engine: after a suite, a leak; before one, what
@@ -53,6 +54,15 @@ func RemoveClusters(ctx context.Context, engine runtimes.Config, clusters []dock
 
 // connect reaches an engine (the environment's when empty) through Dockyard's node layer.
 func connect(engine runtimes.Config) (*docker.Manager, func(), error) {
+	rt, done, err := connectRuntime(engine)
+	if err != nil {
+		return nil, nil, err
+	}
+	return docker.NewManager(rt, docker.ManagerOptions{}), done, nil
+}
+
+// connectRuntime reaches an engine (the environment's when empty).
+func connectRuntime(engine runtimes.Config) (container.Runtime, func(), error) {
 	if engine.Name == "" {
 		engine = runtimes.FromEnv()
 	}
@@ -60,5 +70,50 @@ func connect(engine runtimes.Config) (*docker.Manager, func(), error) {
 	if err != nil {
 		return nil, nil, errors.Wrapf(err, "connecting to %s", engine)
 	}
-	return docker.NewManager(rt, docker.ManagerOptions{}), func() { _ = rt.Close() }, nil
+	return rt, func() { _ = rt.Close() }, nil
+}
+
+// networkLabel marks an engine network the suite made, so only those are removed.
+const networkLabel = "dev.dockyard.test/capie2e-network"
+
+// EnsureNetwork makes the engine network name when it does not exist, labelled as the suite's;
+// it tells whether it made it. One that exists (a kind user's) is used as it is.
+func EnsureNetwork(ctx context.Context, engine runtimes.Config, name string) (bool, error) {
+	rt, done, err := connectRuntime(engine)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	_, err = rt.InspectNetwork(ctx, name)
+	if err == nil {
+		return false, nil
+	}
+	if !container.IsNotFound(err) {
+		return false, errors.Wrapf(err, "inspecting network %s", name)
+	}
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: map[string]string{networkLabel: "true"}}); err != nil {
+		return false, errors.Wrapf(err, "creating network %s", name)
+	}
+	return true, nil
+}
+
+// RemoveNetwork removes the engine network name if the suite made it (EnsureNetwork), and
+// nothing else.
+func RemoveNetwork(ctx context.Context, engine runtimes.Config, name string) error {
+	rt, done, err := connectRuntime(engine)
+	if err != nil {
+		return err
+	}
+	defer done()
+	n, err := rt.InspectNetwork(ctx, name)
+	if container.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return errors.Wrapf(err, "inspecting network %s", name)
+	}
+	if n.Labels[networkLabel] != "true" {
+		return nil
+	}
+	return errors.Wrapf(rt.RemoveNetwork(ctx, name), "removing network %s", name)
 }

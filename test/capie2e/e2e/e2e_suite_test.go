@@ -45,7 +45,9 @@ import (
 const repoRoot = "../../.."
 
 var (
-	configPath         string
+	configPath string
+	// conformanceImages are the images of CONFORMANCE_DIR/images.txt (make conformance-images).
+	conformanceImages  []string
 	artifactFolder     string
 	useExistingCluster bool
 	skipCleanup        bool
@@ -132,6 +134,10 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		}
 		Expect(capie2e.RemoveClusters(ctx, runtimes.Config{}, left)).To(Succeed())
 
+		By("Making the engine network " + capie2e.ConformanceNetwork + ", where Cluster API's kubetest runs Kubernetes' conformance image")
+		_, err = capie2e.EnsureNetwork(ctx, runtimes.Config{}, capie2e.ConformanceNetwork)
+		Expect(err).ToNot(HaveOccurred())
+
 		By("Creating the management cluster: Kubernetes in a Dockyard node container, the images preloaded")
 		bootstrapClusterProvider = capie2e.NewClusterProvider(capie2e.ClusterProviderInput{
 			Name:              e2eConfig.ManagementClusterName,
@@ -184,6 +190,17 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		images = append(images, img.Name)
 	}
 	Expect(os.Setenv("DOCKYARD_PRELOAD_IMAGES", "["+strings.Join(images, ", ")+"]")).To(Succeed())
+	// The conformance flavors' nodes get the images Kubernetes' conformance tests run, as make
+	// conformance-images lists them in CONFORMANCE_DIR (the conformance specs fail without).
+	conformanceImages = nil
+	if dir := os.Getenv("CONFORMANCE_DIR"); dir != "" {
+		list, err := os.ReadFile(filepath.Join(dir, "images.txt"))
+		if !os.IsNotExist(err) {
+			Expect(err).ToNot(HaveOccurred())
+			conformanceImages = strings.Fields(string(list))
+		}
+	}
+	Expect(os.Setenv("DOCKYARD_CONFORMANCE_IMAGES", "["+strings.Join(conformanceImages, ", ")+"]")).To(Succeed())
 })
 
 var _ = SynchronizedAfterSuite(func() {}, func() {
@@ -208,6 +225,7 @@ var _ = SynchronizedAfterSuite(func() {}, func() {
 	left, err := capie2e.SpecClusters(ctx, runtimes.Config{}, e2eConfig.ManagementClusterName)
 	Expect(err).ToNot(HaveOccurred())
 	Expect(capie2e.RemoveClusters(ctx, runtimes.Config{}, left)).To(Succeed())
+	Expect(capie2e.RemoveNetwork(ctx, runtimes.Config{}, capie2e.ConformanceNetwork)).To(Succeed())
 	Expect(left).To(BeEmpty(), "left on the engine after the suite (now removed)")
 })
 

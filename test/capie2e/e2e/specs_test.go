@@ -286,17 +286,40 @@ var _ = Describe("Cluster deletion", full, func() {
 	})
 })
 
+// Kubernetes' conformance specs the way Cluster API and CAPD run them: kubetest runs
+// registry.k8s.io/conformance:<version> on the engine network kind against a cluster of one
+// control plane and five workers, with config/kubetest.yaml's focus. make conformance-images
+// builds that image and the images the tests run (no registry is reached); the conformance
+// flavor puts the cluster on kind and loads those images into every node.
+var _ = Describe("Kubernetes conformance through Cluster API's kubetest", full, func() {
+	BeforeEach(requireConformanceImages)
+	capispecs.K8SConformanceSpec(ctx, func() capispecs.K8SConformanceSpecInput {
+		return capispecs.K8SConformanceSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "conformance",
+		}
+	})
+})
+
+// The upgrade, then the conformance specs on the upgraded cluster, as above (the upgrades
+// flavor is made ready for them as the conformance flavor is).
 var _ = Describe("Kubernetes upgrade", full, func() {
+	BeforeEach(requireConformanceImages)
 	capispecs.ClusterUpgradeConformanceSpec(ctx, func() capispecs.ClusterUpgradeConformanceSpecInput {
 		return capispecs.ClusterUpgradeConformanceSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("upgrades"),
 			ControlPlaneMachineCount: ptr.To[int64](1), WorkerMachineCount: ptr.To[int64](2),
-			// Kubernetes' conformance image and the images its tests run come from a registry.
-			SkipConformanceTests: true,
 		}
 	})
 })
+
+// requireConformanceImages fails a conformance spec that would run without the images its
+// tests need: their pods would wait for pulls that cannot succeed.
+func requireConformanceImages() {
+	Expect(conformanceImages).NotTo(BeEmpty(),
+		"no conformance images: make conformance-images builds them, and CONFORMANCE_DIR names their list (make test-e2e-full sets both)")
+}
 
 func hasOwner(owners []metav1.OwnerReference, kinds ...string) bool {
 	for _, o := range owners {
