@@ -509,7 +509,6 @@ func TestLayerDigests(t *testing.T) {
 	}
 }
 
-
 func TestEmbeddedFiles(t *testing.T) {
 	for _, name := range []string{
 		"node/entrypoint", "node/kubelet.service", "node/10-kubeadm.conf", "node/rootfs.sh",
