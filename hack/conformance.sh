@@ -68,6 +68,8 @@ cleanup() {
 }
 
 start=$(date +%s)
+# The commit the run tests, read before anything runs (the checkout may move meanwhile).
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 step() { echo "$(date -u +%H:%M:%S) ==> conformance: $*"; }
 
 step "management cluster"
@@ -124,7 +126,7 @@ if [ "$ran" = 0 ]; then echo "no spec matched '$focus'" >>"$out"; status=1; fi
 
 {
 	echo "cluster 1+$workers Ready in ${cluster_seconds}s, images loaded in ${load_seconds}s; total $(($(date +%s) - start))s"
-	echo "focus '$focus'${skip:+, skip '$skip'}; $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(nproc) cores"
+	echo "focus '$focus'${skip:+, skip '$skip'}; $(date -u +%FT%TZ), commit $rev, $(nproc) cores"
 } >>"$out"
 echo
 cat "$out"
