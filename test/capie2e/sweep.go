@@ -117,3 +117,26 @@ func RemoveNetwork(ctx context.Context, engine runtimes.Config, name string) err
 	}
 	return errors.Wrapf(rt.RemoveNetwork(ctx, name), "removing network %s", name)
 }
+
+// PrivilegedContainersAllowed tells whether the engine starts privileged containers, by starting
+// one of image that runs true. Cluster API's kubetest runs Kubernetes' conformance image
+// privileged (its container runtime always asks for it), which engines on hosts without every
+// capability (CAP_SYS_RESOURCE) refuse: "unable to apply caps: operation not permitted".
+func PrivilegedContainersAllowed(ctx context.Context, engine runtimes.Config, image string) (bool, error) {
+	rt, done, err := connectRuntime(engine)
+	if err != nil {
+		return false, err
+	}
+	defer done()
+	name := "dockyard-capie2e-privilege-probe"
+	if err := rt.RemoveContainer(ctx, name); err != nil {
+		return false, err
+	}
+	spec := container.ContainerSpec{Name: name, Image: image, Entrypoint: []string{"true"},
+		Labels: map[string]string{networkLabel: "probe"}, Security: container.SecuritySpec{Privileged: true}}
+	if err := rt.CreateContainer(ctx, spec); err != nil {
+		return false, errors.Wrap(err, "creating the privilege probe")
+	}
+	defer func() { _ = rt.RemoveContainer(context.WithoutCancel(ctx), name) }()
+	return rt.StartContainer(ctx, name) == nil, nil
+}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,9 @@ const repoRoot = "../../.."
 
 var (
 	configPath string
+	// privileged tells whether the engine starts privileged containers, which Cluster API's
+	// kubetest asks for (capie2e.PrivilegedContainersAllowed).
+	privileged bool
 	// conformanceImages are the images of CONFORMANCE_DIR/images.txt (make conformance-images).
 	conformanceImages  []string
 	artifactFolder     string
@@ -137,6 +141,8 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		By("Making the engine network " + capie2e.ConformanceNetwork + ", where Cluster API's kubetest runs Kubernetes' conformance image")
 		_, err = capie2e.EnsureNetwork(ctx, runtimes.Config{}, capie2e.ConformanceNetwork)
 		Expect(err).ToNot(HaveOccurred())
+		privileged, err = capie2e.PrivilegedContainersAllowed(ctx, runtimes.Config{}, e2eConfig.MustGetVariable("DOCKYARD_LB_IMAGE"))
+		Expect(err).ToNot(HaveOccurred())
 
 		By("Creating the management cluster: Kubernetes in a Dockyard node container, the images preloaded")
 		bootstrapClusterProvider = capie2e.NewClusterProvider(capie2e.ClusterProviderInput{
@@ -173,11 +179,12 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		return err
 	}).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed(), "Dockyard's webhooks do not answer")
 
-	return []byte(strings.Join([]string{artifactFolder, configPath, clusterctlConfigPath, proxy.GetKubeconfigPath()}, ","))
+	return []byte(strings.Join([]string{artifactFolder, configPath, clusterctlConfigPath, proxy.GetKubeconfigPath(), strconv.FormatBool(privileged)}, ","))
 }, func(data []byte) {
 	parts := strings.Split(string(data), ",")
-	Expect(parts).To(HaveLen(4))
+	Expect(parts).To(HaveLen(5))
 	artifactFolder, configPath, clusterctlConfigPath = parts[0], parts[1], parts[2]
+	privileged = parts[4] == "true"
 	if e2eConfig == nil {
 		e2eConfig = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: configPath})
 	}

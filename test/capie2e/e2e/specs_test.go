@@ -292,7 +292,12 @@ var _ = Describe("Cluster deletion", full, func() {
 // builds that image and the images the tests run (no registry is reached); the conformance
 // flavor puts the cluster on kind and loads those images into every node.
 var _ = Describe("Kubernetes conformance through Cluster API's kubetest", full, func() {
-	BeforeEach(requireConformanceImages)
+	BeforeEach(func() {
+		requireConformanceImages()
+		if !privileged {
+			Skip(noKubetest)
+		}
+	})
 	capispecs.K8SConformanceSpec(ctx, func() capispecs.K8SConformanceSpecInput {
 		return capispecs.K8SConformanceSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
@@ -304,15 +309,28 @@ var _ = Describe("Kubernetes conformance through Cluster API's kubetest", full, 
 // The upgrade, then the conformance specs on the upgraded cluster, as above (the upgrades
 // flavor is made ready for them as the conformance flavor is).
 var _ = Describe("Kubernetes upgrade", full, func() {
-	BeforeEach(requireConformanceImages)
 	capispecs.ClusterUpgradeConformanceSpec(ctx, func() capispecs.ClusterUpgradeConformanceSpecInput {
 		return capispecs.ClusterUpgradeConformanceSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("upgrades"),
 			ControlPlaneMachineCount: ptr.To[int64](1), WorkerMachineCount: ptr.To[int64](2),
+			SkipConformanceTests: !privileged,
+		}
+	})
+	BeforeEach(func() {
+		if privileged {
+			requireConformanceImages()
+		} else {
+			By("The conformance step after the upgrade does not run: " + noKubetest)
 		}
 	})
 })
+
+// noKubetest says why Cluster API's kubetest cannot run on an engine that refuses privileged
+// containers.
+const noKubetest = "this engine refuses privileged containers, and Cluster API's kubetest runs " +
+	"Kubernetes' conformance image privileged (make test-conformance runs the same specs on " +
+	"Dockyard clusters without it)"
 
 // requireConformanceImages fails a conformance spec that would run without the images its
 // tests need: their pods would wait for pulls that cannot succeed.
