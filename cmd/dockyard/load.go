@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -91,31 +89,22 @@ func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string,
 		}
 	}
 
-	// The nodes load at once, each its own stream from the engine: a cluster's nodes take
-	// about as long as its slowest one.
-	start := time.Now()
-	var mu sync.Mutex
-	copies := 0
+	start, copies := time.Now(), 0
 	report := func(l docker.ImageLoad) {
 		state := "copying"
 		if l.Done {
-			state = "loaded"
-			mu.Lock()
-			copies++
-			mu.Unlock()
+			state, copies = "loaded", copies+1
 		}
 		say("%s %s into %s: %d MiB in %s", state, l.Image, l.Node, l.Bytes>>20, l.Took.Round(100*time.Millisecond))
 	}
-	loads, lctx := errgroup.WithContext(ctx)
 	for _, node := range targets {
 		if !node.Running() {
 			say("skipping node %s: it is %s (Dockyard loads the images when it provisions a node)", node.Name, node.State())
 			continue
 		}
-		loads.Go(func() error { return node.LoadImages(lctx, images, report) })
-	}
-	if err := loads.Wait(); err != nil {
-		return err
+		if err := node.LoadImages(ctx, images, report); err != nil {
+			return err
+		}
 	}
 	say("%d images into %d nodes in %s: %d copied, the rest were there already",
 		len(images), len(targets), time.Since(start).Round(100*time.Millisecond), copies)
