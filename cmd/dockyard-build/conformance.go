@@ -98,7 +98,7 @@ func runConformance(ctx context.Context, args []string) error {
 		*runner = imagebuild.ConformanceRunnerRepository + ":" + *k8sVersion
 	}
 	if *runner != "none" {
-		if err := b.ConformanceRunnerImage(ctx, *k8sVersion, *runner, filepath.Join(ginkgoBin, "ginkgo"), *prefix); err != nil {
+		if err := b.ConformanceRunnerImage(ctx, *k8sVersion, *runner, filepath.Join(k8sBin, gobuild.E2ETest), filepath.Join(ginkgoBin, "ginkgo"), *prefix); err != nil {
 			return errors.Wrapf(err, "image %s", *runner)
 		}
 	}

@@ -431,17 +431,10 @@ const conformanceRunnerRepoList = "/etc/dockyard/conformance/repo-list.yaml"
 // (kubetest runs /usr/local/bin/ginkgo with /usr/local/bin/e2e.test). One difference: the image
 // sets KUBE_TEST_REPO_LIST to ConformanceRepoList(prefix), so the tests run the images
 // ConformanceImages built under prefix instead of pulling registry.k8s.io's; kubetest sets that
-// variable only when its input names a list, which the Cluster API specs never do. ginkgo is
-// the binary to use (the version Kubernetes' go.mod requires).
-func (b *Builder) ConformanceRunnerImage(ctx context.Context, kubernetesVersion, ref, ginkgo, prefix string) error {
-	test, err := gobuild.KubernetesTest(kubernetesVersion)
-	if err != nil {
-		return err
-	}
-	testBins, err := b.runBuild(ctx, test)
-	if err != nil {
-		return err
-	}
+// variable only when its input names a list, which the Cluster API specs never do. e2eTest and
+// ginkgo are the binaries to use (gobuild.KubernetesTest's, and ginkgo at the version
+// Kubernetes' go.mod requires), built by the caller for the conformance run itself.
+func (b *Builder) ConformanceRunnerImage(ctx context.Context, kubernetesVersion, ref, e2eTest, ginkgo, prefix string) error {
 	// kubectl from the node image's build of the same release (built already when the node
 	// image was).
 	node, err := gobuild.Kubernetes(kubernetesVersion, nodeBinaries...)
@@ -458,7 +451,7 @@ func (b *Builder) ConformanceRunnerImage(ctx context.Context, kubernetesVersion,
 	}
 	l, err := b.filesLayer("conformance-runner", []layerFile{
 		{Dst: "/usr/local/bin/ginkgo", Mode: 0o755, Src: ginkgo},
-		{Dst: "/usr/local/bin/" + gobuild.E2ETest, Mode: 0o755, Src: testBins[gobuild.E2ETest]},
+		{Dst: "/usr/local/bin/" + gobuild.E2ETest, Mode: 0o755, Src: e2eTest},
 		{Dst: "/usr/local/bin/kubectl", Mode: 0o755, Src: nodeBins["kubectl"]},
 		{Dst: conformanceRunnerRepoList, Mode: 0o644, Content: ConformanceRepoList(prefix)},
 	})
