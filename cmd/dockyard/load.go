@@ -27,9 +27,9 @@ func loadImageCommand(g *globals) *cobra.Command {
 		Short: "Load images from the host's engine into every node of a cluster, now and when nodes join",
 		Long: `Load images from the container engine into the containerd of every node of a cluster, so pods
 use them without a registry (imagePullPolicy IfNotPresent or Never). The images are added to the
-DockyardCluster's spec.loadImages first: nodes that join later (scale-up, remediation, rollouts,
-MachinePool instances) get them too, and a node already holding the engine's image of a name is
-skipped. Load again after rebuilding an image: every node gets the new one.
+DockyardCluster's spec.loadImages once the nodes hold them: nodes that join later (scale-up,
+remediation, rollouts, MachinePool instances) get them too, and a node already holding the
+engine's image of a name is skipped. Load again after rebuilding an image: every node gets the new one.
 
 --machine loads into one machine's node only, and records nothing.`,
 		Example: `  docker build -t app:dev . && dockyard load image app:dev --cluster dev
@@ -65,7 +65,10 @@ func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string,
 		}
 	}
 
-	var targets []*docker.Node
+	var (
+		targets []*docker.Node
+		m       *managementCluster
+	)
 	if machine != "" {
 		node, err := nodes.FindNode(ctx, ref.key(), machine)
 		if err != nil {
@@ -76,12 +79,12 @@ func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string,
 		}
 		targets = []*docker.Node{node}
 	} else {
-		// Recorded first: a node created from now on gets the images from Dockyard.
-		m, err := g.management(ctx)
-		if err != nil {
+		if m, err = g.management(ctx); err != nil {
 			return err
 		}
-		if err := recordImages(ctx, m.client, ref, images); err != nil {
+		// Checked before anything is copied: the management cluster refuses an image the
+		// cluster's namespace may not load, naming the field.
+		if err := recordImages(ctx, m.client, ref, images, true); err != nil {
 			return err
 		}
 		if targets, err = nodes.Nodes(ctx, ref.key()); err != nil {
@@ -108,11 +111,18 @@ func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string,
 	}
 	say("%d images into %d nodes in %s: %d copied, the rest were there already",
 		len(images), len(targets), time.Since(start).Round(100*time.Millisecond), copies)
-	return nil
+	if m == nil {
+		return nil
+	}
+	// Recorded once the nodes hold the images, so Dockyard gives them to every node that joins
+	// from now on, and finds them in the nodes loaded above instead of copying them a second
+	// time while this command does.
+	return recordImages(ctx, m.client, ref, images, false)
 }
 
-// recordImages adds images to the cluster's spec.loadImages.
-func recordImages(ctx context.Context, c client.Client, ref clusterRef, images []string) error {
+// recordImages adds images to the cluster's spec.loadImages; with dryRun, it only asks the
+// management cluster whether it accepts them.
+func recordImages(ctx context.Context, c client.Client, ref clusterRef, images []string, dryRun bool) error {
 	dc := &infrav1.DockyardCluster{}
 	if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
 		return errors.Wrapf(err, "reading the DockyardCluster of cluster %s (dockyard get clusters lists them)", ref)
@@ -126,8 +136,15 @@ func recordImages(ctx context.Context, c client.Client, ref clusterRef, images [
 	if len(dc.Spec.LoadImages) == len(original.Spec.LoadImages) {
 		return nil
 	}
-	if err := c.Patch(ctx, dc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{})); err != nil {
+	var opts []client.PatchOption
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := c.Patch(ctx, dc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}), opts...); err != nil {
 		return errors.Wrapf(err, "adding the images to spec.loadImages of DockyardCluster %s", ref)
+	}
+	if dryRun {
+		return nil
 	}
 	fmt.Printf("spec.loadImages of DockyardCluster %s: %v\n", ref, dc.Spec.LoadImages)
 	return nil
