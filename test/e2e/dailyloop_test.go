@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/test/envtest"
+	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
 // The daily loop of a local cluster, as a user does it with the dockyard command line against
@@ -82,6 +84,10 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 		cmd.Dir = envtest.RepoRoot()
 		var stdout bytes.Buffer
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, GinkgoWriter), GinkgoWriter
+		if slices.Equal(args[6:min(8, len(args))], []string{"get", "kubeconfig"}) {
+			// A kubeconfig holds the cluster's admin client key: it stays out of the log.
+			cmd.Stdout = &stdout
+		}
 		start := time.Now()
 		err := cmd.Run()
 		fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args[6:], " "), time.Since(start).Round(100*time.Millisecond))
@@ -126,12 +132,29 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 		Expect(err).NotTo(HaveOccurred())
 		putImage(ctx, appImage, img)
 
+		// managerLoads counts the copies of the image into a node that Dockyard's manager made
+		// (it logs each one).
+		managerLoads := func() int {
+			b, err := os.ReadFile(plane.LogPath(framework.DockyardManager))
+			Expect(err).NotTo(HaveOccurred())
+			n := 0
+			for line := range strings.Lines(string(b)) {
+				if strings.Contains(line, "Loaded an image into the node") && strings.Contains(line, appImage) {
+					n++
+				}
+			}
+			return n
+		}
+
 		start := time.Now()
 		dockyard(ctx, "load", "image", appImage, "--cluster", ref)
 		timings.add("daily loop: dockyard load image, 100 MiB image into a 1+1 cluster", time.Since(start))
 		dc := &infrav1.DockyardCluster{}
 		Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, dc)).To(Succeed())
 		Expect(dc.Spec.LoadImages).To(ContainElement(appImage))
+		By("checking that Dockyard finds the image in the nodes the command loaded, instead of copying it again")
+		Consistently(managerLoads).WithContext(ctx).WithTimeout(15*time.Second).WithPolling(time.Second).Should(BeZero(),
+			"Dockyard's manager copied %s into nodes that dockyard load image had loaded", appImage)
 		for _, m := range append(machines(ctx, c, true), machines(ctx, c, false)...) {
 			runPod(ctx, wl, "app-"+m.Status.NodeRef.Name, m.Status.NodeRef.Name, appImage, corev1.PullNever)
 		}
@@ -145,6 +168,7 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 		for _, m := range machines(ctx, c, false) {
 			runPod(ctx, wl, "app-late-"+m.Status.NodeRef.Name, m.Status.NodeRef.Name, appImage, corev1.PullNever)
 		}
+		Expect(managerLoads()).To(Equal(1), "Dockyard's manager copies %s into the node that joined, once", appImage)
 	})
 
 	It("runs an image pushed to the local registry", func(ctx SpecContext) {
