@@ -233,6 +233,9 @@ CONFORMANCE_PARALLEL ?= 4
 # The focused set: what a broken CNI, kube-proxy or DNS fails (pod-to-pod and node-to-pod
 # traffic, Services of every type, session affinity, DNS records).
 CONFORMANCE_FOCUSED ?= \[sig-network\] (DNS|Networking|Services) .*\[Conformance\]
+# The images those specs run (agnhost for the servers and clients, jessie-dnsutils for the DNS
+# probes, busybox and pause for the framework's helper pods): the set builds and loads these only.
+CONFORMANCE_FOCUSED_IMAGES ?= agnhost jessie-dnsutils busybox pause
 CONFORMANCE_ENV = DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" KUBERNETES_VERSION=$(KUBERNETES_VERSION) \
 	CONFORMANCE_DIR="$(CONFORMANCE_DIR)" CONFORMANCE_LB_IMAGE="$(TEST_LB_IMAGE)" CONFORMANCE_NAMESPACE=$(CONFORMANCE_NAMESPACE) \
 	CONFORMANCE_WORKERS=$(CONFORMANCE_WORKERS) CONFORMANCE_PARALLEL=$(CONFORMANCE_PARALLEL) CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)'
@@ -243,7 +246,9 @@ test-conformance: images component-images release-manifests dockyard envtest-ass
 
 .PHONY: test-conformance-focused
 test-conformance-focused: images component-images release-manifests dockyard envtest-assets conformance-images ## The conformance specs of pod networking, Services and DNS (CONFORMANCE_FOCUSED): what a broken CNI, kube-proxy or DNS fails.
-	$(CONFORMANCE_ENV) CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUSED)' hack/conformance.sh
+	$(CONFORMANCE_ENV) CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUSED)' CONFORMANCE_IMAGES='$(CONFORMANCE_IMAGES)' hack/conformance.sh
+# Its prerequisites build (conformance-images) and its nodes get only the images its specs run.
+test-conformance-focused: CONFORMANCE_IMAGES = $(CONFORMANCE_FOCUSED_IMAGES)
 
 ##@ Performance
 

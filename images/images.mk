@@ -61,11 +61,18 @@ CONFORMANCE_NAMESPACE ?= conformance
 CONFORMANCE_IMAGE_PREFIX ?= localhost/$(CONFORMANCE_NAMESPACE)/e2e
 CONFORMANCE_DIR ?= $(DOCKYARD_CACHE)/conformance/$(KUBERNETES_VERSION)
 
+# CONFORMANCE_IMAGES, when set, names the only images to build (agnhost busybox ...), and no
+# image for Cluster API's kubetest: make test-conformance-focused sets it to what its specs run.
+CONFORMANCE_IMAGES ?=
+comma := ,
+space := $(subst ,, )
+
 .PHONY: conformance-images
-conformance-images: ## Build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named under $(CONFORMANCE_IMAGE_PREFIX), into $(CONFORMANCE_DIR), and registry.k8s.io/conformance:$(KUBERNETES_VERSION) for Cluster API's kubetest (cached).
+conformance-images: ## Build e2e.test, ginkgo and the images Kubernetes' conformance tests run (those CONFORMANCE_IMAGES names, else all), named under $(CONFORMANCE_IMAGE_PREFIX), into $(CONFORMANCE_DIR), and registry.k8s.io/conformance:$(KUBERNETES_VERSION) for Cluster API's kubetest (cached).
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) conformance --cache "$(DOCKYARD_CACHE)" --kubernetes-version $(KUBERNETES_VERSION) \
-		--prefix $(CONFORMANCE_IMAGE_PREFIX) --dir "$(CONFORMANCE_DIR)" $(IMAGE_BUILD_FLAGS)
+		--prefix $(CONFORMANCE_IMAGE_PREFIX) --dir "$(CONFORMANCE_DIR)" \
+		$(if $(strip $(CONFORMANCE_IMAGES)),--images $(subst $(space),$(comma),$(strip $(CONFORMANCE_IMAGES))) --runner-image none) $(IMAGE_BUILD_FLAGS)
 
 .PHONY: images
 images: node-image lb-image cni-image ## Build the node, load balancer and CNI images (in Docker); with CONTAINER_RUNTIME=podman or containerd, load them into that engine too.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pkg/errors"
@@ -19,7 +20,8 @@ import (
 // runConformance builds what Kubernetes' conformance tests need without a registry: e2e.test
 // and ginkgo (linked into --dir/bin), the KUBE_TEST_REPO_LIST file naming the images under
 // --prefix (--dir/repo-list.yaml), and the images the conformance tests run, listed in
-// --dir/images.txt (the others e2e.test knows are in --dir/images-not-built.txt), and the image
+// --dir/images.txt (those --images names; the others e2e.test knows are in
+// --dir/images-not-built.txt), and the image
 // Cluster API's conformance specs run them from (--runner-image).
 func runConformance(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
@@ -27,6 +29,7 @@ func runConformance(ctx context.Context, args []string) error {
 	k8sVersion := fs.String("kubernetes-version", imagebuild.DefaultKubernetesVersion, "Kubernetes version of e2e.test")
 	prefix := fs.String("prefix", imagebuild.DefaultConformancePrefix, "registry prefix the images are named under")
 	dir := fs.String("dir", "", "directory for bin/e2e.test, bin/ginkgo, repo-list.yaml and images.txt (required)")
+	only := fs.String("images", "", "build only these of the images e2e.test runs, by name below --prefix (comma-separated, e.g. agnhost,busybox; default all)")
 	runner := fs.String("runner-image", "", "name of the image Cluster API's kubetest runs (default "+imagebuild.ConformanceRunnerRepository+":<kubernetes-version>; \"none\" builds none)")
 	_ = fs.Parse(args)
 	if *dir == "" {
@@ -91,6 +94,21 @@ func runConformance(ctx context.Context, args []string) error {
 	if len(images) == 0 {
 		return errors.Errorf("e2e.test --list-images named no image under %s that dockyard-build can build:\n%s", *prefix, out)
 	}
+	var names []string
+	if *only != "" {
+		names = strings.Split(*only, ",")
+	}
+	kept, err := imagebuild.OnlyConformanceImages(images, names)
+	if err != nil {
+		return errors.Wrap(err, "--images")
+	}
+	for _, img := range images {
+		if !slices.Contains(kept, img) {
+			others = append(others, img.Ref)
+		}
+	}
+	slices.Sort(others)
+	images = kept
 	if err := b.ConformanceImages(ctx, *k8sVersion, images); err != nil {
 		return err
 	}

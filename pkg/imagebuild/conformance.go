@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -85,6 +87,28 @@ func SelectConformanceImages(listImages, prefix string) (build []ConformanceImag
 	sort.Slice(build, func(i, j int) bool { return build[i].Ref < build[j].Ref })
 	sort.Strings(others)
 	return build, others
+}
+
+// OnlyConformanceImages keeps the images whose Name is one of names (all of them when names is
+// empty): a focused set needs a few. A name no image has is an error, naming the known ones.
+func OnlyConformanceImages(images []ConformanceImage, names []string) ([]ConformanceImage, error) {
+	if len(names) == 0 {
+		return images, nil
+	}
+	var kept []ConformanceImage
+	known := map[string]bool{}
+	for _, img := range images {
+		known[img.Name] = true
+		if slices.Contains(names, img.Name) {
+			kept = append(kept, img)
+		}
+	}
+	for _, n := range names {
+		if !known[n] {
+			return nil, errors.Errorf("no conformance image is named %q (e2e.test runs %s)", n, strings.Join(slices.Sorted(maps.Keys(known)), ", "))
+		}
+	}
+	return kept, nil
 }
 
 // Root filesystems of the conformance images.

@@ -82,6 +82,31 @@ func TestSelectConformanceImages(t *testing.T) {
 	}
 }
 
+// A focused set builds the images it names, both tags of a name; an unknown name is refused
+// with the names there are.
+func TestOnlyConformanceImages(t *testing.T) {
+	all, _ := SelectConformanceImages(listImages, DefaultConformancePrefix)
+	kept, err := OnlyConformanceImages(all, []string{"httpd", "pause"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for _, img := range kept {
+		refs = append(refs, img.Ref)
+	}
+	want := []string{"localhost/conformance/e2e/httpd:2.4.38-4", "localhost/conformance/e2e/httpd:2.4.39-4", "localhost/conformance/e2e/pause:3.10.1"}
+	if !slices.Equal(refs, want) {
+		t.Errorf("kept %v, want %v", refs, want)
+	}
+	if kept, err := OnlyConformanceImages(all, nil); err != nil || len(kept) != len(all) {
+		t.Errorf("no names kept %d of %d images (%v), want all", len(kept), len(all), err)
+	}
+	_, err = OnlyConformanceImages(all, []string{"agnhost", "agnhosts"})
+	if err == nil || !strings.Contains(err.Error(), `"agnhosts"`) || !strings.Contains(err.Error(), "agnhost, busybox") {
+		t.Errorf("an unknown name: got %v, want an error naming it and the images there are", err)
+	}
+}
+
 func TestConformanceRepoList(t *testing.T) {
 	var got map[string]string
 	if err := yaml.Unmarshal(ConformanceRepoList("localhost/conformance/e2e"), &got); err != nil {
