@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pkg/errors"
@@ -92,6 +94,20 @@ func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 	if len(missing) == 0 {
 		return binDir, nil
 	}
+	// Another process building the same binaries (two make targets at once) is waited for;
+	// what it built is not built again.
+	unlock, err := Lock(b.Dir(build)+".lock", func(path string) { b.logf("waiting for another build holding %s", path) })
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	missing = slices.DeleteFunc(missing, func(bin Binary) bool {
+		_, err := os.Stat(filepath.Join(binDir, bin.Name))
+		return err == nil
+	})
+	if len(missing) == 0 {
+		return binDir, nil
+	}
 
 	srcDir := filepath.Join(b.Dir(build), "src")
 	if err := b.prepareModule(ctx, srcDir, build); err != nil {
@@ -114,6 +130,29 @@ func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 		b.logf("built %s in %s", bin.Name, time.Since(start).Round(time.Second))
 	}
 	return binDir, nil
+}
+
+// Lock takes an exclusive lock on the file at path (made if missing), calling waiting first
+// when another process holds it. The lock goes with the process, so an interrupted build never
+// leaves it behind; the returned function releases it.
+func Lock(path string, waiting func(path string)) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, errors.Wrapf(err, "creating %s", filepath.Dir(path))
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, errors.Wrapf(err, "opening lock %s", path)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if waiting != nil {
+			waiting(path)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, errors.Wrapf(err, "locking %s", path)
+		}
+	}
+	return func() { f.Close() }, nil
 }
 
 // args are the go command's arguments that build the binary into out.

@@ -22,10 +22,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-
-	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/images"
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -186,22 +183,9 @@ func (b *Builder) goToolVersion(ctx context.Context) string {
 // lock takes an exclusive lock on name in the cache, waiting for another dockyard-build that
 // holds it. The lock goes away with the process, so an interrupted build never leaves it behind.
 func (b *Builder) lock(name string) (func(), error) {
-	dir := filepath.Join(b.CacheDir, "locks")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		b.logf("waiting for another dockyard-build holding %s", f.Name())
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-			f.Close()
-			return nil, errors.Wrapf(err, "locking %s", f.Name())
-		}
-	}
-	return func() { f.Close() }, nil
+	return gobuild.Lock(filepath.Join(b.CacheDir, "locks", name+".lock"), func(path string) {
+		b.logf("waiting for another dockyard-build holding %s", path)
+	})
 }
 
 // existing returns want, and says it is up to date, when the engine has it built from the
