@@ -127,10 +127,13 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binari
 	bash hack/lib/podchurn_test.sh
 
 TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-clusterctl test-e2e test-e2e-capi test-conformance-focused test-engines test-e2e-engines
+# Builds later targets need, made beside the first ones at the lowest CPU priority: with empty
+# caches they build while the suites wait on containers (hack/run-targets.sh --beside).
+TEST_ALL_BESIDE = component-images conformance-images-focused
 
 .PHONY: test-all
 test-all: ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine (Cluster API's shared specs: the blocking set); ends with each target's time.
-	MAKE="$(MAKE)" hack/run-targets.sh $(TEST_ALL_TARGETS)
+	MAKE="$(MAKE)" hack/run-targets.sh --beside "$(TEST_ALL_BESIDE)" $(TEST_ALL_TARGETS)
 
 ##@ Engines
 
@@ -249,6 +252,10 @@ test-conformance-focused: images component-images release-manifests dockyard env
 	$(CONFORMANCE_ENV) CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUSED)' CONFORMANCE_IMAGES='$(CONFORMANCE_IMAGES)' hack/conformance.sh
 # Its prerequisites build (conformance-images) and its nodes get only the images its specs run.
 test-conformance-focused: CONFORMANCE_IMAGES = $(CONFORMANCE_FOCUSED_IMAGES)
+
+.PHONY: conformance-images-focused
+conformance-images-focused: CONFORMANCE_IMAGES = $(CONFORMANCE_FOCUSED_IMAGES)
+conformance-images-focused: conformance-images ## What make test-conformance-focused runs: e2e.test, ginkgo and CONFORMANCE_FOCUSED_IMAGES.
 
 ##@ Performance
 

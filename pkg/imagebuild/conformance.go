@@ -223,6 +223,11 @@ func (c *conformanceBuild) rootfsOf(ctx context.Context, b *Builder, spec Rootfs
 // change is not loaded again.
 func (b *Builder) ConformanceImages(ctx context.Context, kubernetesVersion string, images []ConformanceImage) error {
 	start := time.Now()
+	unlock, err := b.lock("conformance-images-" + kubernetesVersion)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	k8s, err := gobuild.KubernetesTest(kubernetesVersion)
 	if err != nil {
 		return err

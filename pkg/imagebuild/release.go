@@ -79,6 +79,11 @@ type componentImage struct {
 // their names. An image whose binary did not change is not loaded again.
 func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error) {
 	start := time.Now()
+	unlock, err := b.lock("release-images")
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	manager, err := b.buildManager(ctx, r.RepoDir)
 	if err != nil {
 		return nil, err
