@@ -19,6 +19,9 @@ KUSTOMIZE_VER := v5.7.1
 KUSTOMIZE := $(TOOLS_DIR)/kustomize-$(KUSTOMIZE_VER)
 GOLANGCI_LINT_VER := v2.15.0
 GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VER)
+# helm renders cert-manager's manifest from its chart (hack/release-manifests.sh).
+HELM_VER := v3.22.0
+HELM := $(TOOLS_DIR)/helm-$(HELM_VER)
 
 # Versions of the binaries envtest runs; built from the Go module proxy by `make envtest-assets`.
 ENVTEST_KUBERNETES_VERSION ?= v1.34.4
@@ -127,9 +130,10 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binari
 	bash hack/lib/podchurn_test.sh
 
 TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-clusterctl test-e2e test-e2e-capi test-conformance-focused test-engines test-e2e-engines
-# Builds later targets need, made beside the first ones at the lowest CPU priority: with empty
-# caches they build while the suites wait on containers (hack/run-targets.sh --beside).
-TEST_ALL_BESIDE = component-images conformance-images-focused
+# Builds targets need, made beside them at the lowest CPU priority, in the order the targets need
+# them: with empty caches they build while the first targets download modules and the suites wait
+# on containers (hack/run-targets.sh --beside).
+TEST_ALL_BESIDE = $(GOLANGCI_LINT) $(HELM) component-images conformance-images-focused
 
 .PHONY: test-all
 test-all: ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine (Cluster API's shared specs: the blocking set); ends with each target's time.
@@ -325,8 +329,8 @@ bench-clusters: envtest-assets ## BENCH_RUNS 1+1 clusters one after another on t
 ##@ Release
 
 .PHONY: release-manifests
-release-manifests: $(KUSTOMIZE) templates ## Write the clusterctl repository out/repository, out/clusterctl.yaml and out/infrastructure-components.yaml.
-	KUSTOMIZE="$(KUSTOMIZE)" TOOLS_DIR="$(TOOLS_DIR)" VERSION="$(VERSION)" hack/release-manifests.sh
+release-manifests: $(KUSTOMIZE) $(HELM) templates ## Write the clusterctl repository out/repository, out/clusterctl.yaml and out/infrastructure-components.yaml.
+	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" hack/release-manifests.sh
 
 .PHONY: test-clusterctl
 test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The real clusterctl with the repository: offline init, every flavor generated and dry-run, ClusterClass patches, describe.
@@ -341,6 +345,9 @@ $(CONTROLLER_GEN):
 
 $(KUSTOMIZE):
 	hack/go-install.sh sigs.k8s.io/kustomize/kustomize/v5 $(KUSTOMIZE_VER) $@
+
+$(HELM):
+	hack/go-install.sh helm.sh/helm/v3/cmd/helm $(HELM_VER) $@
 
 $(GOLANGCI_LINT):
 	hack/go-install.sh github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VER) $@

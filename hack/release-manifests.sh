@@ -8,13 +8,11 @@
 #     built from the module proxy, the way cert-manager's own release (make/manifests.mk) does.
 # Every image is one `make component-images` builds, under the name its release publishes.
 # Also writes out/infrastructure-components.yaml and out/metadata.yaml.
-# Called by `make release-manifests` with KUSTOMIZE, TOOLS_DIR and VERSION set.
+# Called by `make release-manifests` with KUSTOMIZE, HELM and VERSION set.
 set -euo pipefail
 
-: "${KUSTOMIZE:?}" "${TOOLS_DIR:?}" "${VERSION:?}"
+: "${KUSTOMIZE:?}" "${HELM:?}" "${VERSION:?}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.11.5}"
-HELM_VERSION="${HELM_VERSION:-v3.22.0}"
-HELM="$TOOLS_DIR/helm-$HELM_VERSION"
 repo="$PWD/out/repository"
 capi_version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)"
 capi="$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
@@ -70,7 +68,6 @@ for p in "core cluster-api core-components.yaml cluster-api-controller" \
 done
 
 # cert-manager, as its own release renders it.
-[ -x "$HELM" ] || hack/go-install.sh helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "$HELM"
 cm="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" |
 	grep '"Dir"' | cut -d'"' -f4)"
 # The chart as cert-manager's release assembles it: Chart.yaml from its template, the CRDs
