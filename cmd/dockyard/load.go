@@ -8,6 +8,7 @@ import (
 
 	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -123,24 +124,28 @@ func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string,
 // recordImages adds images to the cluster's spec.loadImages; with dryRun, it only asks the
 // management cluster whether it accepts them.
 func recordImages(ctx context.Context, c client.Client, ref clusterRef, images []string, dryRun bool) error {
-	dc := &infrav1.DockyardCluster{}
-	if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
-		return errors.Wrapf(err, "reading the DockyardCluster of cluster %s (dockyard get clusters lists them)", ref)
-	}
-	original := dc.DeepCopy()
-	for _, img := range images {
-		if !slices.Contains(dc.Spec.LoadImages, img) {
-			dc.Spec.LoadImages = append(dc.Spec.LoadImages, img)
-		}
-	}
-	if len(dc.Spec.LoadImages) == len(original.Spec.LoadImages) {
-		return nil
-	}
 	var opts []client.PatchOption
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
-	if err := c.Patch(ctx, dc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}), opts...); err != nil {
+	dc := &infrav1.DockyardCluster{}
+	// The list is read again when the cluster changed meanwhile (its controller writes its status).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
+			return errors.Wrapf(err, "reading the DockyardCluster of cluster %s (dockyard get clusters lists them)", ref)
+		}
+		original := dc.DeepCopy()
+		for _, img := range images {
+			if !slices.Contains(dc.Spec.LoadImages, img) {
+				dc.Spec.LoadImages = append(dc.Spec.LoadImages, img)
+			}
+		}
+		if len(dc.Spec.LoadImages) == len(original.Spec.LoadImages) {
+			return nil
+		}
+		return c.Patch(ctx, dc, client.MergeFromWithOptions(original, client.MergeFromWithOptimisticLock{}), opts...)
+	})
+	if err != nil {
 		return errors.Wrapf(err, "adding the images to spec.loadImages of DockyardCluster %s", ref)
 	}
 	if dryRun {
