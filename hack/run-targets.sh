@@ -40,13 +40,13 @@ if [ -n "$beside" ]; then
 	mkdir -p "$(dirname "$beside_log")"
 	# Its own process group, so stopping it stops the builds it started and nothing else.
 	# shellcheck disable=SC2086 # the targets are words
-	setsid nice -n 19 bash -c 't0=$(date +%s); "$@"; rc=$?; echo "=== beside: exit $rc after $(($(date +%s) - t0))s"; exit $rc' \
-		beside "$make_cmd" --no-print-directory $beside >"$beside_log" 2>&1 &
-	beside_pid=$!
 	# A new session is a scheduling group of its own where the kernel groups sessions
 	# (sched_autogroup_enabled): the group's weight, not the processes', is what the targets
-	# compete with, so the group is made the lowest priority too.
-	if [ -w "/proc/$beside_pid/autogroup" ]; then echo 19 >"/proc/$beside_pid/autogroup" 2>/dev/null || true; fi
+	# compete with, so the group, from inside the session, is made the lowest priority too.
+	setsid nice -n 19 bash -c '[ ! -w /proc/self/autogroup ] || echo 19 >/proc/self/autogroup
+		t0=$(date +%s); "$@"; rc=$?; echo "=== beside: exit $rc after $(($(date +%s) - t0))s"; exit $rc' \
+		beside "$make_cmd" --no-print-directory $beside >"$beside_log" 2>&1 &
+	beside_pid=$!
 	echo "=== building beside, at the lowest priority: $beside (pid $beside_pid, log $beside_log)"
 fi
 
