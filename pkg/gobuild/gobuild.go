@@ -96,7 +96,7 @@ func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 	}
 	// Another process building the same binaries (two make targets at once) is waited for;
 	// what it built is not built again.
-	unlock, err := Lock(b.Dir(build)+".lock", func(path string) { b.logf("waiting for another build holding %s", path) })
+	unlock, err := Lock(ctx, b.Dir(build)+".lock", func(path string) { b.logf("waiting for another build holding %s", path) })
 	if err != nil {
 		return "", err
 	}
@@ -133,9 +133,10 @@ func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 }
 
 // Lock takes an exclusive lock on the file at path (made if missing), calling waiting first
-// when another process holds it. The lock goes with the process, so an interrupted build never
-// leaves it behind; the returned function releases it.
-func Lock(path string, waiting func(path string)) (func(), error) {
+// when another holder has it, and giving up when ctx ends. The lock goes with the process, so an
+// interrupted build never leaves it behind; the returned function releases it. A process that
+// holds it and asks again waits for itself: callers take it once.
+func Lock(ctx context.Context, path string, waiting func(path string)) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, errors.Wrapf(err, "creating %s", filepath.Dir(path))
 	}
@@ -143,16 +144,25 @@ func Lock(path string, waiting func(path string)) (func(), error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "opening lock %s", path)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		if waiting != nil {
-			waiting(path)
+	for told := false; ; told = true {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
 			return nil, errors.Wrapf(err, "locking %s", path)
 		}
+		if !told && waiting != nil {
+			waiting(path)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, errors.Wrapf(ctx.Err(), "waiting for the lock %s", path)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	return func() { f.Close() }, nil
 }
 
 // args are the go command's arguments that build the binary into out.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeGo is a go command that resolves nothing and "builds" a binary in 300 ms, writing a line
@@ -57,4 +58,26 @@ func TestRunBuildsOnceWhenRunTwiceAtOnce(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "cache", "tool-v1", "bin", "tool")); err != nil {
 		t.Errorf("the binary is not in the cache: %v", err)
 	}
+}
+
+// A lock another holder keeps is waited for until the context ends, and then given up with
+// the lock named; released, it is taken.
+func TestLockWaitsUntilTheContextEnds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "build.lock")
+	unlock, err := Lock(context.Background(), path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	waited := false
+	if _, err := Lock(ctx, path, func(string) { waited = true }); err == nil || !strings.Contains(err.Error(), path) || !waited {
+		t.Fatalf("a held lock: got %v (told to wait: %t), want a wait, then an error naming %s", err, waited, path)
+	}
+	unlock()
+	again, err := Lock(context.Background(), path, nil)
+	if err != nil {
+		t.Fatalf("a released lock: %v", err)
+	}
+	again()
 }

@@ -182,8 +182,8 @@ func (b *Builder) goToolVersion(ctx context.Context) string {
 
 // lock takes an exclusive lock on name in the cache, waiting for another dockyard-build that
 // holds it. The lock goes away with the process, so an interrupted build never leaves it behind.
-func (b *Builder) lock(name string) (func(), error) {
-	return gobuild.Lock(filepath.Join(b.CacheDir, "locks", name+".lock"), func(path string) {
+func (b *Builder) lock(ctx context.Context, name string) (func(), error) {
+	return gobuild.Lock(ctx, filepath.Join(b.CacheDir, "locks", name+".lock"), func(path string) {
 		b.logf("waiting for another dockyard-build holding %s", path)
 	})
 }

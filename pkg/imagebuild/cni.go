@@ -20,7 +20,7 @@ func (b *Builder) CNIImage(ctx context.Context, flannelVersion string) (string, 
 	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
 		return name, err
 	}
-	unlock, err := b.lock("flannel-" + flannelVersion)
+	unlock, err := b.lock(ctx, "flannel-"+flannelVersion)
 	if err != nil {
 		return "", err
 	}

@@ -223,7 +223,7 @@ func (c *conformanceBuild) rootfsOf(ctx context.Context, b *Builder, spec Rootfs
 // change is not loaded again.
 func (b *Builder) ConformanceImages(ctx context.Context, kubernetesVersion string, images []ConformanceImage) error {
 	start := time.Now()
-	unlock, err := b.lock("conformance-images-" + kubernetesVersion)
+	unlock, err := b.lock(ctx, "conformance-images-"+kubernetesVersion)
 	if err != nil {
 		return err
 	}

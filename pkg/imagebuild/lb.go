@@ -37,7 +37,7 @@ func (b *Builder) LoadBalancerImage(ctx context.Context) (string, error) {
 	if name, err := b.existingLoadBalancer(ctx, hash); err != nil || name != "" {
 		return name, err
 	}
-	unlock, err := b.lock("haproxy")
+	unlock, err := b.lock(ctx, "haproxy")
 	if err != nil {
 		return "", err
 	}

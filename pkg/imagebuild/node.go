@@ -102,7 +102,7 @@ func (b *Builder) NodeImage(ctx context.Context, o NodeOptions) (string, error) 
 	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
 		return name, err
 	}
-	unlock, err := b.lock("node-" + o.KubernetesVersion)
+	unlock, err := b.lock(ctx, "node-"+o.KubernetesVersion)
 	if err != nil {
 		return "", err
 	}

@@ -49,7 +49,7 @@ func (b *Builder) RegistryImage(ctx context.Context, distributionVersion string)
 	if name, err := b.existing(ctx, hash, ref); err != nil || name != "" {
 		return name, err
 	}
-	unlock, err := b.lock("registry-" + distributionVersion)
+	unlock, err := b.lock(ctx, "registry-"+distributionVersion)
 	if err != nil {
 		return "", err
 	}

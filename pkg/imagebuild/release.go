@@ -79,7 +79,7 @@ type componentImage struct {
 // their names. An image whose binary did not change is not loaded again.
 func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error) {
 	start := time.Now()
-	unlock, err := b.lock("release-images")
+	unlock, err := b.lock(ctx, "release-images")
 	if err != nil {
 		return nil, err
 	}

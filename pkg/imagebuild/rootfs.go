@@ -72,7 +72,7 @@ func (b *Builder) Rootfs(ctx context.Context, spec RootfsSpec) (*Rootfs, error) 
 	id := spec.Name + "-" + short(key)
 	dir := filepath.Join(b.CacheDir, "rootfs", id)
 
-	unlock, err := b.lock("rootfs-" + id)
+	unlock, err := b.lock(ctx, "rootfs-"+id)
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pkg/errors"
@@ -40,9 +39,9 @@ type Binaries struct {
 	ClusterAPIModuleDir string
 }
 
-// BuildBinaries builds (or finds in the cache) everything but Dockyard's manager. Builds run one
-// at a time and hold a lock file in the cache, so test binaries started in parallel (go test
-// ./...) do not build the same thing twice.
+// BuildBinaries builds (or finds in the cache) everything but Dockyard's manager. gobuild locks
+// each build, so test binaries started in parallel (go test ./...) do not build the same thing
+// twice.
 func BuildBinaries(ctx context.Context, opts Options) (Binaries, error) {
 	opts = opts.withDefaults()
 	b := &gobuild.Builder{CacheDir: filepath.Join(opts.CacheDir, "build"), Log: opts.Log}
@@ -62,7 +61,7 @@ func BuildBinaries(ctx context.Context, opts Options) (Binaries, error) {
 	dirs := map[string]string{}
 	for _, build := range []gobuild.Build{etcd, kube, capi} {
 		start := time.Now()
-		dir, err := runLocked(ctx, b, build)
+		dir, err := b.Run(ctx, build)
 		if err != nil {
 			return Binaries{}, err
 		}
@@ -84,38 +83,6 @@ func BuildBinaries(ctx context.Context, opts Options) (Binaries, error) {
 		DockyardManager:               opts.DockyardBinary,
 		ClusterAPIModuleDir:           moduleDir,
 	}, nil
-}
-
-// runLocked runs a build while holding <cache>/<name>-<version>.lock.
-func runLocked(ctx context.Context, b *gobuild.Builder, build gobuild.Build) (string, error) {
-	if err := os.MkdirAll(b.CacheDir, 0o755); err != nil {
-		return "", errors.Wrapf(err, "creating %s", b.CacheDir)
-	}
-	lockPath := filepath.Join(b.CacheDir, build.Name+"-"+build.Version+".lock")
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return "", errors.Wrapf(err, "opening %s", lockPath)
-	}
-	defer f.Close()
-	if err := flock(ctx, f); err != nil {
-		return "", errors.Wrapf(err, "locking %s", lockPath)
-	}
-	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
-	return b.Run(ctx, build)
-}
-
-func flock(ctx context.Context, f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil || !errors.Is(err, syscall.EWOULDBLOCK) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // moduleDir returns where a module version is in the module cache, downloading it if needed.
@@ -150,15 +117,11 @@ func buildDockyard(ctx context.Context, repoRoot, cacheDir string, log io.Writer
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", errors.Wrapf(err, "creating %s", dir)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := gobuild.Lock(ctx, filepath.Join(dir, "lock"), nil)
 	if err != nil {
-		return "", errors.Wrap(err, "opening the build lock")
-	}
-	defer lock.Close()
-	if err := flock(ctx, lock); err != nil {
 		return "", errors.Wrap(err, "locking the build of Dockyard's manager")
 	}
-	defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+	defer unlock()
 
 	out := filepath.Join(dir, "dockyard-manager")
 	start := time.Now()
