@@ -136,7 +136,7 @@ TEST_ALL_TARGETS = verify-generate vet lint test fuzz test-clusterctl test-e2e t
 TEST_ALL_BESIDE = $(GOLANGCI_LINT) $(HELM) component-images conformance-images-focused
 
 .PHONY: test-all
-test-all: ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine (Cluster API's shared specs: the blocking set); ends with each target's time.
+test-all: ## Everything CI runs (.ci/run): generated files, vet, lint, and every suite, on every engine (Cluster API's shared specs: the blocking set), with TEST_ALL_BESIDE built beside at the lowest priority; ends with each target's time.
 	MAKE="$(MAKE)" hack/run-targets.sh --beside "$(TEST_ALL_BESIDE)" $(TEST_ALL_TARGETS)
 
 ##@ Engines
