@@ -85,13 +85,13 @@ func (b *Builder) BinDir(build Build) string {
 // never leaves a truncated binary behind.
 func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 	binDir := b.BinDir(build)
-	var missing []Binary
-	for _, bin := range build.Binaries {
-		if _, err := os.Stat(filepath.Join(binDir, bin.Name)); err != nil {
-			missing = append(missing, bin)
-		}
+	notBuilt := func() []Binary {
+		return slices.DeleteFunc(slices.Clone(build.Binaries), func(bin Binary) bool {
+			_, err := os.Stat(filepath.Join(binDir, bin.Name))
+			return err == nil
+		})
 	}
-	if len(missing) == 0 {
+	if len(notBuilt()) == 0 {
 		return binDir, nil
 	}
 	// Another process building the same binaries (two make targets at once) is waited for;
@@ -101,10 +101,7 @@ func (b *Builder) Run(ctx context.Context, build Build) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	missing = slices.DeleteFunc(missing, func(bin Binary) bool {
-		_, err := os.Stat(filepath.Join(binDir, bin.Name))
-		return err == nil
-	})
+	missing := notBuilt()
 	if len(missing) == 0 {
 		return binDir, nil
 	}
