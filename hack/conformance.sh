@@ -3,9 +3,9 @@
 # test-conformance-focused). A cluster of one control plane and CONFORMANCE_WORKERS workers is
 # made in namespace CONFORMANCE_NAMESPACE through the management cluster (one that was running is
 # kept; one `dockyard create management` makes for the run is deleted at the end); the images of
-# $CONFORMANCE_DIR/images.txt (make conformance-images) that CONFORMANCE_IMAGES names (all by
-# default) are loaded into its nodes; e2e.test runs the specs CONFORMANCE_FOCUS matches, as
-# upstream does:
+# $CONFORMANCE_DIR/images.txt (make conformance-images: those CONFORMANCE_IMAGES names, else
+# all) are loaded into its nodes; e2e.test runs the specs CONFORMANCE_FOCUS matches, as upstream
+# does:
 # those not labelled Serial on CONFORMANCE_PARALLEL ginkgo processes, then the Serial ones on one;
 # the cluster is deleted at the end (CONFORMANCE_KEEP=1 keeps it), and anything left on the
 # engine with the cluster's label is removed before and after.
@@ -91,16 +91,7 @@ t0=$(date +%s)
 cluster_seconds=$(($(date +%s) - t0))
 "$DOCKYARD" get kubeconfig "$name" -n "$ns" >"$report/kubeconfig"
 
-# CONFORMANCE_IMAGES names the images the focus needs (agnhost, busybox...: the names without
-# repository and tag); empty, every image of images.txt is loaded.
-images=()
-while read -r img; do
-	base=${img##*/}
-	if [ -z "${CONFORMANCE_IMAGES:-}" ] || [[ " $CONFORMANCE_IMAGES " == *" ${base%%:*} "* ]]; then images+=("$img"); fi
-done <"$CONFORMANCE_DIR/images.txt"
-for want in ${CONFORMANCE_IMAGES:-}; do
-	printf '%s\n' "${images[@]}" | grep -q "/$want:" || { echo "conformance: CONFORMANCE_IMAGES names $want, which $CONFORMANCE_DIR/images.txt does not list" >&2; exit 2; }
-done
+mapfile -t images <"$CONFORMANCE_DIR/images.txt"
 step "loading ${#images[@]} images: ${images[*]##*/}"
 t0=$(date +%s)
 "$DOCKYARD" load image "${images[@]}" --cluster "$ns/$name"
