@@ -18,19 +18,25 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 )
 
-// dockyard load image asks the management cluster first (a dry run: nothing recorded) and
-// records the images in spec.loadImages once the nodes hold them, each name once.
-func TestRecordImages(t *testing.T) {
-	ctx := context.Background()
+// clusterClient is a fake management cluster holding ref's DockyardCluster with loadImages.
+func clusterClient(t *testing.T, ref clusterRef, loadImages []string) *fake.ClientBuilder {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := infrav1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	ref := clusterRef{Namespace: "team-a", Name: "dev"}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&infrav1.DockyardCluster{
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(&infrav1.DockyardCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name},
-		Spec:       infrav1.DockyardClusterSpec{LoadImages: []string{"app:v1"}},
-	}).Build()
+		Spec:       infrav1.DockyardClusterSpec{LoadImages: loadImages},
+	})
+}
+
+// dockyard load image asks the management cluster first (a dry run: nothing recorded) and
+// records the images in spec.loadImages once the nodes hold them, each name once.
+func TestRecordImages(t *testing.T) {
+	ctx := context.Background()
+	ref := clusterRef{Namespace: "team-a", Name: "dev"}
+	c := clusterClient(t, ref, []string{"app:v1"}).Build()
 	loadImages := func() []string {
 		dc := &infrav1.DockyardCluster{}
 		if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
@@ -62,15 +68,9 @@ func TestRecordImages(t *testing.T) {
 // is retried on the object read again.
 func TestRecordImagesRetriesAConflict(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := infrav1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	ref := clusterRef{Namespace: "team-a", Name: "dev"}
 	conflicts := 1
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&infrav1.DockyardCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name},
-	}).WithInterceptorFuncs(interceptor.Funcs{
+	c := clusterClient(t, ref, nil).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if conflicts > 0 {
 				conflicts--
