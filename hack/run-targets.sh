@@ -38,11 +38,11 @@ trap 'exit 130' INT TERM
 if [ -n "$beside" ]; then
 	beside_log=${DOCKYARD_CACHE:-$HOME/.cache/dockyard}/beside.log
 	mkdir -p "$(dirname "$beside_log")"
-	# Its own process group, so stopping it stops the builds it started and nothing else.
+	# A session of its own, so stopping its process group stops the builds it started and
+	# nothing else. Where the kernel groups sessions for scheduling (sched_autogroup_enabled),
+	# the group's weight, not the processes', is what the targets compete with, so the group,
+	# from inside the session, is made the lowest priority too.
 	# shellcheck disable=SC2086 # the targets are words
-	# A new session is a scheduling group of its own where the kernel groups sessions
-	# (sched_autogroup_enabled): the group's weight, not the processes', is what the targets
-	# compete with, so the group, from inside the session, is made the lowest priority too.
 	setsid nice -n 19 bash -c '[ ! -w /proc/self/autogroup ] || echo 19 >/proc/self/autogroup
 		t0=$(date +%s); "$@"; rc=$?; echo "=== beside: exit $rc after $(($(date +%s) - t0))s"; exit $rc' \
 		beside "$make_cmd" --no-print-directory $beside >"$beside_log" 2>&1 &
