@@ -9,6 +9,10 @@
 # Every image is one `make component-images` builds, under the name its release publishes.
 # Also writes out/infrastructure-components.yaml and out/metadata.yaml.
 # Called by `make release-manifests` with KUSTOMIZE, HELM and VERSION set.
+#
+# Everything is written into a directory of its own first, then moved into out/ only where it
+# differs from what is there: make test-all runs suites at once, and a suite reading out/
+# while another target runs this script never sees a file half-written or a tree missing.
 set -euo pipefail
 
 : "${KUSTOMIZE:?}" "${HELM:?}" "${VERSION:?}"
@@ -17,10 +21,11 @@ repo="$PWD/out/repository"
 capi_version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)"
 capi="$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
 
-rm -rf out/repository out/clusterctl.yaml
-mkdir -p "out/repository/infrastructure-dockyard/$VERSION"
+mkdir -p out
 tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+stage="$(mktemp -d out/.release-manifests.XXXXXX)"
+trap 'rm -rf "$tmp" "$stage"' EXIT
+mkdir -p "$stage/repository/infrastructure-dockyard/$VERSION"
 
 # Dockyard's components, with the manager image of this version.
 mkdir -p "$tmp/dockyard"
@@ -29,10 +34,10 @@ mkdir -p "$tmp/dockyard"
 	"$KUSTOMIZE" create --resources "$(realpath --relative-to=. "$OLDPWD/config/default")"
 	"$KUSTOMIZE" edit set image "localhost/dockyard/manager=localhost/dockyard/manager:$VERSION"
 )
-"$KUSTOMIZE" build "$tmp/dockyard" > out/infrastructure-components.yaml
-cp metadata.yaml out/metadata.yaml
-cp out/infrastructure-components.yaml out/metadata.yaml templates/cluster-template*.yaml templates/clusterclass-*.yaml \
-	"out/repository/infrastructure-dockyard/$VERSION/"
+"$KUSTOMIZE" build "$tmp/dockyard" > "$stage/infrastructure-components.yaml"
+cp metadata.yaml "$stage/metadata.yaml"
+cp "$stage/infrastructure-components.yaml" "$stage/metadata.yaml" templates/cluster-template*.yaml templates/clusterclass-*.yaml \
+	"$stage/repository/infrastructure-dockyard/$VERSION/"
 
 # The management cluster shares the host's cores with every workload node, and the load average
 # reaches tens: Kubernetes' probe defaults (1 s, three failures) and client-go's leases (15 s,
@@ -53,7 +58,7 @@ for p in "core cluster-api core-components.yaml cluster-api-controller" \
 	"bootstrap/kubeadm bootstrap-kubeadm bootstrap-components.yaml kubeadm-bootstrap-controller" \
 	"controlplane/kubeadm control-plane-kubeadm control-plane-components.yaml kubeadm-control-plane-controller"; do
 	set -- $p
-	dir="$repo/$2/$capi_version"
+	dir="$stage/repository/$2/$capi_version"
 	mkdir -p "$dir" "$tmp/$2"
 	(
 		cd "$tmp/$2"
@@ -87,7 +92,7 @@ sed -e "s/^version: .*/version: $CERT_MANAGER_VERSION/" -e "s/^appVersion: .*/ap
 	echo '{{- end }}'
 } > "$chart/templates/crds.yaml"
 chmod -R u+w "$chart"
-dir="$repo/cert-manager/$CERT_MANAGER_VERSION"
+dir="$stage/repository/cert-manager/$CERT_MANAGER_VERSION"
 mkdir -p "$dir"
 {
 	cat "$cm/deploy/manifests/namespace.yaml"
@@ -98,7 +103,7 @@ mkdir -p "$dir"
 		--set webhook.readinessProbe.timeoutSeconds=5 | sed -e '1{/^---$/d;}'
 } > "$dir/cert-manager.yaml"
 
-cat > out/clusterctl.yaml <<CONFIG
+cat > "$stage/clusterctl.yaml" <<CONFIG
 # Written by make release-manifests: clusterctl reads every provider and cert-manager from
 # the local repository next to this file. Use with --config $PWD/out/clusterctl.yaml.
 providers:
@@ -116,4 +121,19 @@ CLUSTER_TOPOLOGY: "true"
 # The ignition flavor needs the kubeadm providers' Ignition feature gate.
 EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION: "true"
 CONFIG
-echo "clusterctl repository in out/repository; config out/clusterctl.yaml"
+# Into out/: files by a rename; the repository, when it changed, by two (the old one aside,
+# the new one in), so it is never half old and half new.
+changed=
+for f in infrastructure-components.yaml metadata.yaml clusterctl.yaml; do
+	if ! cmp -s "$stage/$f" "out/$f"; then
+		mv -f "$stage/$f" "out/$f"
+		changed="$changed $f"
+	fi
+done
+if ! diff -r -q "$stage/repository" out/repository >/dev/null 2>&1; then
+	old="$stage/old-repository"
+	if [ -e out/repository ]; then mv out/repository "$old"; fi
+	mv "$stage/repository" out/repository
+	changed="$changed repository"
+fi
+echo "clusterctl repository in out/repository; config out/clusterctl.yaml ($([ -n "$changed" ] && echo "changed:$changed" || echo unchanged))"
