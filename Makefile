@@ -130,7 +130,10 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binari
 	bash hack/lib/podchurn_test.sh
 	bash hack/run-targets_test.sh
 
-TEST_ALL_TARGETS = verify-generate test test-clusterctl test-e2e test-e2e-capi test-conformance-focused test-engines test-e2e-engines
+# test-e2e-capi,test-other-engines: at once (Cluster API's specs on Docker, Dockyard's on Podman
+# and containerd), as they wait on different engines' containers; test-e2e, which restarts
+# Docker, runs alone.
+TEST_ALL_TARGETS = verify-generate test test-clusterctl test-e2e test-e2e-capi,test-other-engines test-conformance-focused
 # Beside the targets, in one session at the lowest CPU priority (hack/run-targets.sh): the builds
 # later targets need, in the order they need them, then the checks that need no engine. On two
 # cores the suites leave about 70 % of the CPU idle while they wait on containers; these use it.
@@ -164,6 +167,11 @@ test-engine-runtime: engine-images
 .PHONY: test-engines
 test-engines: ## The runtime conformance suite on each of OTHER_ENGINES (Docker's is in make test); make test-e2e-engines boots clusters on them.
 	for engine in $(OTHER_ENGINES); do $(MAKE) --no-print-directory test-engine-runtime CONTAINER_RUNTIME=$$engine || exit 1; done
+
+.PHONY: test-other-engines
+test-other-engines: ## Everything make test-all runs on OTHER_ENGINES: make test-engines, then make test-e2e-engines.
+	$(MAKE) --no-print-directory test-engines
+	$(MAKE) --no-print-directory test-e2e-engines
 
 .PHONY: test-e2e-engine
 test-e2e-engine: engine-images registry-image release-manifests mgmt-binaries ## The end-to-end specs labelled "engines" (the daily loop: a 1+1 cluster, images, Services, logs, deletion) on CONTAINER_RUNTIME.

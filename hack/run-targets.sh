@@ -5,6 +5,10 @@
 # Usage: hack/run-targets.sh [--beside "BUILD..."] [--checks "CHECK..."] TARGET...
 #        (MAKE may name the make to run)
 #
+# A TARGET of several names joined by commas (test-e2e-capi,test-other-engines) runs them at
+# once: suites that wait on different containers and never touch each other's. The first one's
+# output streams; the others' is printed when they end.
+#
 # Beside the TARGETs, in one session at the lowest CPU priority, it makes the BUILDs later
 # TARGETs need, then runs the CHECKs: on two cores the suites leave most of the CPU idle while
 # they wait on containers, and these use it instead of adding their minutes to the run.
@@ -14,20 +18,22 @@
 #  - A CHECK (vet, lint, fuzz: targets that need no engine) counts like a TARGET: its failure
 #    fails the run and its output is printed. One the session has not finished when the TARGETs
 #    end runs then, in the foreground.
-# The session is stopped when the TARGETs end. Its logs are in $DOCKYARD_CACHE/beside/.
+# The session is stopped when the TARGETs end. Logs of what did not run in the foreground are in
+# $DOCKYARD_CACHE/beside/.
 set -uo pipefail
 
 make_cmd=${MAKE:-make}
 dir=${DOCKYARD_CACHE:-$HOME/.cache/dockyard}/beside
 
-# Inside the session: the builds, then each check, each with its log and "EXIT SECONDS" in
-# $dir/NAME.rc once it has ended.
+# Inside a session of its own: each NAME made in turn, with its log and "EXIT SECONDS" in
+# $dir/NAME.rc once it has ended (BUILDS, when not empty, made first as "builds").
+# Usage: run-targets.sh --session low|normal BUILDS NAME...
 if [ "${1:-}" = --session ]; then
-	builds=$2
-	shift 2
+	priority=$2 builds=$3
+	shift 3
 	# Where the kernel groups sessions for scheduling (sched_autogroup_enabled), the group's
 	# weight, not the processes', is what the targets compete with: lower it too.
-	[ ! -w /proc/self/autogroup ] || echo 19 >/proc/self/autogroup
+	if [ "$priority" = low ] && [ -w /proc/self/autogroup ]; then echo 19 >/proc/self/autogroup; fi
 	run() { # NAME TARGET...
 		local name=$1 t0
 		shift
@@ -37,7 +43,7 @@ if [ "${1:-}" = --session ]; then
 		echo "$? $(($(date +%s) - t0))" >"$dir/$name.rc"
 	}
 	[ -z "$builds" ] || run builds "$builds"
-	for check in "$@"; do run "$check" "$check"; done
+	for name in "$@"; do run "$name" "$name"; done
 	exit 0
 fi
 
@@ -53,45 +59,78 @@ done
 start=$(date +%s)
 report=()
 status=0
-row() { # NAME SECONDS [NOTE]
-	report+=("$(printf '%-26s %6s%s' "$1" "$2" "${3:+  $3}")")
+row() { # NAME TIME [NOTE]
+	report+=("$(printf '%-40s %6s%s' "$1" "$2" "${3:+  $3}")")
 }
 
-session_pid=
-# stop_session stops the session beside, if it still runs (the targets ended first, or the
-# run is interrupted); it says whether it did.
-stop_session() {
-	if [ -n "$session_pid" ] && kill -0 "$session_pid" 2>/dev/null; then
-		kill -- "-$session_pid" 2>/dev/null
-		wait "$session_pid" 2>/dev/null
+# Sessions started (their leaders' PIDs): stopped, with everything they started, when the run
+# ends or is interrupted. stop PID says whether it was still running.
+sessions=()
+stop() {
+	if kill -0 "$1" 2>/dev/null; then
+		kill -- "-$1" 2>/dev/null
+		wait "$1" 2>/dev/null
 		return 0
 	fi
 	return 1
 }
-trap 'stop_session' EXIT
+trap 'for p in "${sessions[@]}"; do stop "$p"; done' EXIT
 trap 'exit 130' INT TERM
+rm -rf "$dir"
+mkdir -p "$dir"
+
+# result NAME [WITH]: the row of something a session ran, its output printed when it failed
+# (or, for a target run beside another, always); returns its exit status.
+result() {
+	local name=$1 with=${2:-} rc took
+	read -r rc took <"$dir/$name.rc"
+	if [ -n "$with" ] || [ "$rc" != 0 ]; then
+		echo "=== make $name (beside${with:+ make $with}): exit $rc after ${took}s; its output ($dir/$name.log):"
+		cat "$dir/$name.log"
+	fi
+	row "$name (beside${with:+ $with})" "${took}s" "$([ "$rc" = 0 ] || echo FAILED)"
+	return "$rc"
+}
+
+beside=
 if [ -n "$builds$checks" ]; then
-	rm -rf "$dir"
-	mkdir -p "$dir"
-	# A session of its own, so stopping its process group stops what it started and nothing else.
 	# shellcheck disable=SC2086 # the checks are words
-	setsid nice -n 19 "$0" --session "$builds" $checks </dev/null >"$dir/session.log" 2>&1 &
-	session_pid=$!
-	echo "=== beside, at the lowest priority (pid $session_pid, logs in $dir): builds: ${builds:-none}; checks: ${checks:-none}"
+	setsid nice -n 19 "$0" --session low "$builds" $checks </dev/null >"$dir/session.log" 2>&1 &
+	beside=$!
+	sessions+=("$beside")
+	echo "=== beside, at the lowest priority (pid $beside, logs in $dir): builds: ${builds:-none}; checks: ${checks:-none}"
 fi
 
 for target in "$@"; do
+	IFS=, read -r -a group <<<"$target"
+	first=${group[0]}
+	others=("${group[@]:1}")
+	pids=()
+	for t in "${others[@]}"; do
+		setsid "$0" --session normal "" "$t" </dev/null >>"$dir/session.log" 2>&1 &
+		sessions+=("$!")
+		pids+=("$!")
+		echo "=== make $t, beside make $first (pid $!, log $dir/$t.log)"
+	done
 	t0=$(date +%s)
-	echo "=== make $target"
-	if ! "$make_cmd" --no-print-directory "$target"; then
-		status=1
-	fi
-	row "$target" "$(($(date +%s) - t0))s" "$([ "$status" = 0 ] || echo FAILED)"
+	echo "=== make $first"
+	"$make_cmd" --no-print-directory "$first" || status=1
+	row "$first" "$(($(date +%s) - t0))s" "$([ "$status" = 0 ] || echo FAILED)"
+	for i in "${!others[@]}"; do
+		t=${others[$i]}
+		wait "${pids[$i]}" 2>/dev/null
+		if [ -f "$dir/$t.rc" ]; then
+			result "$t" "$first" || status=1
+		else
+			status=1
+			row "$t (beside $first)" "?" "FAILED: ended without a result, see $dir/$t.log"
+		fi
+	done
 	[ "$status" = 0 ] || break
 done
 
-if [ -n "$session_pid" ]; then
-	stop_session && echo "=== stopped what ran beside (pid $session_pid): the targets ended first"
+if [ -n "$beside" ]; then
+	stop "$beside" && echo "=== stopped what ran beside (pid $beside): the targets ended first"
 	if [ -n "$builds" ]; then
 		if [ -f "$dir/builds.rc" ]; then
 			read -r rc took <"$dir/builds.rc"
@@ -102,13 +141,7 @@ if [ -n "$session_pid" ]; then
 	fi
 	for check in $checks; do
 		if [ -f "$dir/$check.rc" ]; then
-			read -r rc took <"$dir/$check.rc"
-			if [ "$rc" != 0 ]; then
-				status=1
-				echo "=== make $check (beside) failed (exit $rc); its output ($dir/$check.log):"
-				cat "$dir/$check.log"
-			fi
-			row "$check (beside)" "${took}s" "$([ "$rc" = 0 ] || echo FAILED)"
+			result "$check" || status=1
 		elif [ "$status" = 0 ]; then
 			t0=$(date +%s)
 			echo "=== make $check (not finished beside)"
@@ -122,5 +155,5 @@ fi
 echo
 echo "=== time per target"
 printf '%s\n' "${report[@]}"
-printf '%-26s %5ds\n' total "$(($(date +%s) - start))"
+printf '%-40s %5ds\n' total "$(($(date +%s) - start))"
 exit "$status"

@@ -12,6 +12,8 @@ broken: ; @echo the reason it broke; exit 3
 build: ; @touch built
 slow: ; @echo $$$$ >slow.pid; sleep 30; touch slow-built
 check: ; @echo checked >check-ran
+slow-started: ; @for i in $$(seq 300); do [ -s slow.pid ] && exit 0; sleep 0.1; done; exit 1
+meet-%: ; @touch met-$*; for i in $$(seq 300); do [ $$(ls met-* | wc -l) = 2 ] && exit 0; sleep 0.1; done; exit 1
 MK
 run() { # EXPECTED-EXIT ARG...
 	local want=$1 rc=0
@@ -33,7 +35,7 @@ grep -q '^broken (beside) .*FAILED' "$dir/out" || fail "the failed check's row d
 # The targets end first: the session is stopped (its slow build with it) and the check it had
 # not reached runs in the foreground.
 rm -f "$dir/check-ran"
-run 0 --beside slow --checks check target
+run 0 --beside slow --checks check slow-started
 [ -e "$dir/check-ran" ] || fail "the check the session had not reached was not run"
 grep -q '^builds beside  *stopped' "$dir/out" || fail "the stopped build has no row saying so"
 kill -0 "$(cat "$dir/slow.pid")" 2>/dev/null && fail "the build beside was left running"
@@ -44,4 +46,13 @@ rm -f "$dir/check-ran"
 run 1 --beside slow --checks check broken target
 grep -q 'target ran' "$dir/out" && fail "a target after the failed one ran"
 grep -q '^check  *not run' "$dir/out" || fail "the check not run has no row saying so"
+# Targets joined by a comma run at once (each waits for the other to start), and both count.
+run 0 meet-a,meet-b target
+grep -q '^meet-b (beside meet-a) ' "$dir/out" || fail "no row for the target run beside another"
+grep -q 'target ran' "$dir/out" || fail "the target after the group did not run"
+rm -f "$dir"/met-*
+run 1 meet-a,broken,meet-c target
+grep -q 'the reason it broke' "$dir/out" || fail "the failed target's output was not printed"
+grep -q '^broken (beside meet-a) .*FAILED' "$dir/out" || fail "the failed target beside another has no row saying FAILED"
+grep -q 'target ran' "$dir/out" && fail "a target after the failed group ran"
 echo "run-targets: ok"
