@@ -26,6 +26,8 @@ import (
 	"strings"
 
 	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 )
 
 const scriptPath = "images/cni/install-cni.sh"
@@ -146,29 +148,14 @@ func run(srcDir, outDir, script string) error {
 	return nil
 }
 
-// writeFile writes a template unless it already holds text, through a file renamed over it: a
-// suite reading the templates while another make target regenerates them (make test-all runs
-// suites at once) never reads a half-written one.
+// writeFile writes a template unless it already holds text, by a rename (fileutil): a suite
+// reading the templates while another make target regenerates them (make test-all runs suites
+// at once) never reads a half-written one.
 func writeFile(path, text string) error {
 	if old, err := os.ReadFile(path); err == nil && string(old) == text {
 		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.Remove(tmp.Name()) }()
-	_, err = tmp.WriteString(text)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err != nil {
-		return errors.Wrapf(err, "writing %s", path)
-	}
-	return errors.Wrapf(os.Rename(tmp.Name(), path), "writing %s", path)
+	return fileutil.WriteAtomic(path, []byte(text), 0o644)
 }
 
 // writeFamilies writes the IP family flavors of a flavor (name) from its text with the

@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/gzip"
 	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 )
 
 // fileLayer is an image layer stored as a gzipped tar file in the cache, with its digests
@@ -119,7 +121,7 @@ func writeLayer(file string, write func(w io.Writer) error) (*fileLayer, error) 
 		return nil, err
 	}
 	b, _ := json.Marshal(meta)
-	if err := writeFileAtomic(file+".json", b, 0o644); err != nil {
+	if err := fileutil.WriteAtomic(file+".json", b, 0o644); err != nil {
 		return nil, err
 	}
 	return &fileLayer{path: file, meta: meta}, nil
@@ -133,26 +135,6 @@ type countingHash struct {
 func (c *countingHash) Write(p []byte) (int, error) {
 	c.n += int64(len(p))
 	return c.h.Write(p)
-}
-
-func writeFileAtomic(file string, content []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(content); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), file)
 }
 
 // tarBuilder writes a layer's tar stream: files, directories and symlinks at absolute image

@@ -16,6 +16,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 )
 
 // Networks are the runtime's own: containerd has none. Each is a Linux bridge set up by the CNI
@@ -100,7 +102,7 @@ func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec)
 	if err := os.MkdirAll(filepath.Join(dir, "ipam"), 0o700); err != nil {
 		return errors.Wrapf(err, "creating %s", dir)
 	}
-	return writeFileAtomic(filepath.Join(dir, "network.json"), b, 0o600)
+	return fileutil.WriteAtomic(filepath.Join(dir, "network.json"), b, 0o600)
 }
 
 func (r *Runtime) networkFromSpec(spec container.NetworkSpec) (*networkRecord, error) {

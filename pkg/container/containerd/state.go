@@ -9,6 +9,8 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 )
 
 // record is what the runtime keeps of a container beside containerd's own record: what
@@ -95,7 +97,7 @@ func (r *Runtime) saveRecord(rec *record) error {
 	if err != nil {
 		return errors.Wrapf(err, "encoding the record of container %s", rec.Name)
 	}
-	return writeFileAtomic(filepath.Join(dir, "record.json"), b, 0o600)
+	return fileutil.WriteAtomic(filepath.Join(dir, "record.json"), b, 0o600)
 }
 
 // listRecords reads every container record (those of removed containers are gone).
@@ -116,13 +118,4 @@ func (r *Runtime) listRecords() ([]*record, error) {
 		out = append(out, rec)
 	}
 	return out, nil
-}
-
-// writeFileAtomic writes a file through a temporary one and a rename.
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		return errors.Wrapf(err, "writing %s", tmp)
-	}
-	return errors.Wrapf(os.Rename(tmp, path), "replacing %s", path)
 }

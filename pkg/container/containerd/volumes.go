@@ -17,6 +17,8 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 )
 
 // Volumes are the runtime's own, directories under StateDir/volumes with their labels beside.
@@ -56,7 +58,7 @@ func (r *Runtime) CreateVolume(ctx context.Context, spec container.VolumeSpec) e
 	if err != nil {
 		return errors.Wrapf(err, "encoding volume %s", spec.Name)
 	}
-	return writeFileAtomic(filepath.Join(r.volumeDir(spec.Name), "volume.json"), b, 0o600)
+	return fileutil.WriteAtomic(filepath.Join(r.volumeDir(spec.Name), "volume.json"), b, 0o600)
 }
 
 // ListVolumes returns the volumes carrying the labels.

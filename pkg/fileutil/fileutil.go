@@ -1,0 +1,31 @@
+// Package fileutil writes files so that a reader never sees one half-written.
+package fileutil
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/pkg/errors"
+)
+
+// WriteAtomic writes data to path with mode through a temporary file in the same directory,
+// renamed over path: a reader sees the old content or the new, never part of it, and two
+// writers at once never share the temporary file. On error path is left as it was.
+func WriteAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return errors.Wrapf(err, "writing %s", path)
+	}
+	return errors.Wrapf(os.Rename(f.Name(), path), "replacing %s", path)
+}
