@@ -17,6 +17,9 @@
 #     purged with what they pulled in, and apt's downloaded packages removed, so the run installs
 #     them again. A Docker that hack/ensure-docker.sh did not start is never stopped: the script
 #     refuses instead.
+# COLD_CACHES=keep measures on a machine that is already fresh: the run uses the machine's own
+# caches (it refuses unless they are all empty or absent) and leaves them filled, so what follows
+# on that machine starts warm. One run only: a second would not be cold.
 # It refuses to start while a container runs on Docker or Podman, or while CI, a quick start, a
 # suite or an image build runs in any checkout: it would break them.
 # Logs and each run's summary stay in $COLD_DIR (default ~/.cache/dockyard-cold); the clone and
@@ -38,6 +41,7 @@ rev=$(git -C "$repo" rev-parse --short HEAD)
 real_cache=${DOCKYARD_CACHE:-$HOME/.cache/dockyard}
 cold_dir=${COLD_DIR:-$HOME/.cache/dockyard-cold}
 engines=${COLD_ENGINES:-uninstall}
+caches=${COLD_CACHES:-empty}
 mkdir -p "$cold_dir"
 report="$cold_dir/$mode-$rev-$(date -u +%Y%m%dT%H%M%SZ).md"
 # shellcheck source=hack/lib/pidfile.sh
@@ -120,6 +124,45 @@ stop_engines() {
 	apt-get clean
 }
 
+# refuse_unless_fresh stops COLD_CACHES=keep on a machine whose caches hold anything: its run
+# would not be cold.
+refuse_unless_fresh() {
+	local d
+	if [ "$runs" != 1 ]; then
+		echo "cold: COLD_CACHES=keep measures one run (COLD_RUNS=$runs): a second would start warm" >&2
+		exit 2
+	fi
+	for d in "$real_cache" "$(go env GOMODCACHE)" "$(go env GOCACHE)" "$HOME/.dockyard" "$HOME/.kube"; do
+		if [ -n "$(ls -A "$d" 2>/dev/null)" ]; then
+			echo "cold: COLD_CACHES=keep needs a fresh machine, and $d is not empty" >&2
+			exit 1
+		fi
+	done
+}
+
+# in_run runs a command in the run's clone (WORK/src) with the run's caches: new, empty ones
+# under WORK/home, or with COLD_CACHES=keep the machine's own.
+in_run() {
+	local work=$1
+	shift
+	(
+		cd "$work/src"
+		if [ "$caches" = empty ]; then
+			export HOME="$work/home" GOPATH="$work/home/go" GOMODCACHE="$work/home/go/pkg/mod" GOCACHE="$work/home/.cache/go-build"
+			export DOCKYARD_CACHE="$work/home/.cache/dockyard"
+		fi
+		"$@"
+	)
+}
+
+case "$caches" in
+keep) refuse_unless_fresh ;;
+empty) ;;
+*)
+	echo "cold: COLD_CACHES is empty (the default) or keep, not $caches" >&2
+	exit 2
+	;;
+esac
 refuse_if_busy
 say "# Cold $mode: ${cmd[*]}, $runs runs, $rev ($(date -u +%FT%TZ), $(nproc) cores, engines: $engines)"
 say ""
@@ -136,17 +179,12 @@ for run in $(seq 1 "$runs"); do
 	echo "cold: run $run of $runs (log: $log)"
 	start=$(date +%s)
 	status=0
-	(
-		cd "$work/src"
-		export HOME="$work/home" GOPATH="$work/home/go" GOMODCACHE="$work/home/go/pkg/mod" GOCACHE="$work/home/.cache/go-build"
-		export DOCKYARD_CACHE="$work/home/.cache/dockyard"
-		"${cmd[@]}"
-	) >"$log" 2>&1 || status=$?
+	in_run "$work" "${cmd[@]}" >"$log" 2>&1 || status=$?
 	took=$(($(date +%s) - start))
 	times+=("$took")
 	say "- run $run: $(fmt "$took")$([ "$status" = 0 ] || echo " (FAILED, exit $status: $log)")"
 	if [ "$mode" = quickstart ]; then
-		(cd "$work/src" && HOME="$work/home" DOCKYARD_CACHE="$work/home/.cache/dockyard" make quickstart-delete) >>"$log" 2>&1 || true
+		in_run "$work" make quickstart-delete >>"$log" 2>&1 || true
 	fi
 	# The engines the run started are the project's: the machine's cache records their PIDs, as
 	# if hack/ensure-*.sh had started them there, before the run's cache goes.
