@@ -79,10 +79,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook co
 		output:crd:dir=config/crd/bases output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 
 .PHONY: verify-generate
-verify-generate: generate templates ## Fail when generated files differ from the committed ones.
-	@if [ -n "$$(git status --porcelain -- api config templates)" ]; then \
-		echo "generated files are stale; run 'make generate templates' and commit:"; \
-		git status --porcelain -- api config templates; git diff -- api config templates | head -50; exit 1; fi
+verify-generate: generate templates release-manifests ## Fail when generated files differ from the committed ones.
+	@if [ -n "$$(git status --porcelain -- api config templates pkg/repository/embedded/components)" ]; then \
+		echo "generated files are stale; run 'make generate templates release-manifests' and commit:"; \
+		git status --porcelain -- api config templates pkg/repository/embedded/components; git diff -- api config templates pkg/repository/embedded/components | head -50; exit 1; fi
 
 .PHONY: build
 build: ## Build the manager binary into bin/.
@@ -342,7 +342,7 @@ bench-clusters: envtest-assets ## BENCH_RUNS 1+1 clusters one after another on t
 ##@ Release
 
 .PHONY: release-manifests
-release-manifests: $(KUSTOMIZE) $(HELM) templates ## Write the clusterctl repository out/repository, out/clusterctl.yaml and out/infrastructure-components.yaml.
+release-manifests: $(KUSTOMIZE) $(HELM) templates ## Render the clusterctl repository: the components into pkg/repository/embedded/components (embedded in the dockyard command, committed), the whole repository into out/repository with out/clusterctl.yaml.
 	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" hack/release-manifests.sh
 
 .PHONY: test-clusterctl

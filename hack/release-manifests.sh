@@ -1,31 +1,32 @@
 #!/usr/bin/env bash
-# Lays out a clusterctl local repository in out/repository, so `clusterctl init
-# --infrastructure dockyard --config out/clusterctl.yaml` needs no network:
-#   - Dockyard's components (config/default), metadata, flavors and ClusterClasses;
+# Renders Dockyard's clusterctl repository, so `clusterctl init --infrastructure dockyard
+# --config out/clusterctl.yaml` (and the dockyard command, which embeds it) needs no network:
+#   - Dockyard's components (config/default) and metadata;
 #   - Cluster API's core, kubeadm bootstrap and kubeadm control plane components, built from
 #     the kustomize trees of the cluster-api module go.mod requires, with the released images;
 #   - cert-manager's manifest, rendered from its chart in the cert-manager Go module with helm
 #     built from the module proxy, the way cert-manager's own release (make/manifests.mk) does.
 # Every image is one `make component-images` builds, under the name its release publishes.
-# Also writes out/infrastructure-components.yaml and out/metadata.yaml.
+# hack/genrepository then puts the components into pkg/repository/embedded/components
+# (committed: the dockyard command embeds them), and lays the repository out in out/repository
+# with templates/'s flavors and ClusterClasses, writing out/clusterctl.yaml,
+# out/infrastructure-components.yaml and out/metadata.yaml.
 # Called by `make release-manifests` with KUSTOMIZE, HELM and VERSION set.
 #
-# Everything is written into a directory of its own first, then moved into out/ only where it
-# differs from what is there: make test-all runs suites at once, and a suite reading out/
-# while another target runs this script never sees a file half-written or a tree missing.
+# Only files whose content changed are written, each by a rename: make test-all runs suites at
+# once, and a suite reading out/ while another target runs this script never sees a file
+# half-written.
 set -euo pipefail
 
 : "${KUSTOMIZE:?}" "${HELM:?}" "${VERSION:?}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.11.5}"
-repo="$PWD/out/repository"
 capi_version="$(go list -m -f '{{.Version}}' sigs.k8s.io/cluster-api)"
 capi="$(go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)"
 
-mkdir -p out
 tmp="$(mktemp -d)"
-stage="$(mktemp -d out/.release-manifests.XXXXXX)"
-trap 'rm -rf "$tmp" "$stage"' EXIT
-mkdir -p "$stage/repository/infrastructure-dockyard/$VERSION"
+trap 'rm -rf "$tmp"' EXIT
+stage="$tmp/components"
+mkdir -p "$stage/infrastructure-dockyard/$VERSION"
 
 # Dockyard's components, with the manager image of this version.
 mkdir -p "$tmp/dockyard"
@@ -34,10 +35,8 @@ mkdir -p "$tmp/dockyard"
 	"$KUSTOMIZE" create --resources "$(realpath --relative-to=. "$OLDPWD/config/default")"
 	"$KUSTOMIZE" edit set image "localhost/dockyard/manager=localhost/dockyard/manager:$VERSION"
 )
-"$KUSTOMIZE" build "$tmp/dockyard" > "$stage/infrastructure-components.yaml"
-cp metadata.yaml "$stage/metadata.yaml"
-cp "$stage/infrastructure-components.yaml" "$stage/metadata.yaml" templates/cluster-template*.yaml templates/clusterclass-*.yaml \
-	"$stage/repository/infrastructure-dockyard/$VERSION/"
+"$KUSTOMIZE" build "$tmp/dockyard" > "$stage/infrastructure-dockyard/$VERSION/infrastructure-components.yaml"
+cp metadata.yaml "$stage/infrastructure-dockyard/$VERSION/metadata.yaml"
 
 # The management cluster shares the host's cores with every workload node, and the load average
 # reaches tens: Kubernetes' probe defaults (1 s, three failures) and client-go's leases (15 s,
@@ -58,7 +57,7 @@ for p in "core cluster-api core-components.yaml cluster-api-controller" \
 	"bootstrap/kubeadm bootstrap-kubeadm bootstrap-components.yaml kubeadm-bootstrap-controller" \
 	"controlplane/kubeadm control-plane-kubeadm control-plane-components.yaml kubeadm-control-plane-controller"; do
 	set -- $p
-	dir="$stage/repository/$2/$capi_version"
+	dir="$stage/$2/$capi_version"
 	mkdir -p "$dir" "$tmp/$2"
 	(
 		cd "$tmp/$2"
@@ -92,7 +91,7 @@ sed -e "s/^version: .*/version: $CERT_MANAGER_VERSION/" -e "s/^appVersion: .*/ap
 	echo '{{- end }}'
 } > "$chart/templates/crds.yaml"
 chmod -R u+w "$chart"
-dir="$stage/repository/cert-manager/$CERT_MANAGER_VERSION"
+dir="$stage/cert-manager/$CERT_MANAGER_VERSION"
 mkdir -p "$dir"
 {
 	cat "$cm/deploy/manifests/namespace.yaml"
@@ -103,37 +102,4 @@ mkdir -p "$dir"
 		--set webhook.readinessProbe.timeoutSeconds=5 | sed -e '1{/^---$/d;}'
 } > "$dir/cert-manager.yaml"
 
-cat > "$stage/clusterctl.yaml" <<CONFIG
-# Written by make release-manifests: clusterctl reads every provider and cert-manager from
-# the local repository next to this file. Use with --config $PWD/out/clusterctl.yaml.
-providers:
-- {name: cluster-api, type: CoreProvider, url: $repo/cluster-api/$capi_version/core-components.yaml}
-- {name: kubeadm, type: BootstrapProvider, url: $repo/bootstrap-kubeadm/$capi_version/bootstrap-components.yaml}
-- {name: kubeadm, type: ControlPlaneProvider, url: $repo/control-plane-kubeadm/$capi_version/control-plane-components.yaml}
-- {name: dockyard, type: InfrastructureProvider, url: $repo/infrastructure-dockyard/$VERSION/infrastructure-components.yaml}
-cert-manager:
-  url: $repo/cert-manager/$CERT_MANAGER_VERSION/cert-manager.yaml
-  version: $CERT_MANAGER_VERSION
-# No GitHub: do not look for a newer clusterctl.
-CLUSTERCTL_DISABLE_VERSIONCHECK: "true"
-# ClusterClass (the topology flavor) needs the ClusterTopology feature in Cluster API.
-CLUSTER_TOPOLOGY: "true"
-# The ignition flavor needs the kubeadm providers' Ignition feature gate.
-EXP_KUBEADM_BOOTSTRAP_FORMAT_IGNITION: "true"
-CONFIG
-# Into out/: files by a rename; the repository, when it changed, by two (the old one aside,
-# the new one in), so it is never half old and half new.
-changed=
-for f in infrastructure-components.yaml metadata.yaml clusterctl.yaml; do
-	if ! cmp -s "$stage/$f" "out/$f"; then
-		mv -f "$stage/$f" "out/$f"
-		changed="$changed $f"
-	fi
-done
-if ! diff -r -q "$stage/repository" out/repository >/dev/null 2>&1; then
-	old="$stage/old-repository"
-	if [ -e out/repository ]; then mv out/repository "$old"; fi
-	mv "$stage/repository" out/repository
-	changed="$changed repository"
-fi
-echo "clusterctl repository in out/repository; config out/clusterctl.yaml ($([ -n "$changed" ] && echo "changed:$changed" || echo unchanged))"
+go run ./hack/genrepository "$stage"

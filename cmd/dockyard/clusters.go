@@ -110,11 +110,15 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	for k, v := range vars {
 		_ = os.Setenv(k, v) // clusterctl's library reads variables from the environment
 	}
-	c, err := clusterctl(ctx, g.config)
+	config, err := g.clusterctlConfig()
 	if err != nil {
 		return err
 	}
-	provider, err := templateProvider(ctx, g.config, m.kubeconfig)
+	c, err := clusterctl(ctx, config)
+	if err != nil {
+		return err
+	}
+	provider, err := templateProvider(ctx, config, m.kubeconfig)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/mgmt"
+	"github.com/dockyard-dev/dockyard/pkg/repository/embedded"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
@@ -23,7 +24,8 @@ type globals struct {
 	// managementName is the management cluster in containers; managementKubeconfig, when set,
 	// is another management cluster (kind, or any with Cluster API and Dockyard installed).
 	managementName, managementKubeconfig string
-	// stateDir holds the kubeconfigs dockyard writes; config is clusterctl's configuration.
+	// stateDir holds the kubeconfigs dockyard writes and the clusterctl repository it carries;
+	// config is clusterctl's configuration, empty for that repository's.
 	stateDir, config string
 }
 
@@ -36,7 +38,7 @@ func (g *globals) register(cmd *cobra.Command) {
 	fs.StringVar(&g.managementName, "management-name", mgmt.DefaultName, "the management cluster in containers (its node container is <name>-control-plane)")
 	fs.StringVar(&g.managementKubeconfig, "management-kubeconfig", "", "use the management cluster of this kubeconfig instead (Cluster API and Dockyard installed)")
 	fs.StringVar(&g.stateDir, "kubeconfig-dir", filepath.Join(home, ".dockyard"), "where dockyard writes kubeconfigs")
-	fs.StringVar(&g.config, "config", "out/clusterctl.yaml", "clusterctl configuration naming the providers' repositories (make release-manifests writes it)")
+	fs.StringVar(&g.config, "config", "", "clusterctl configuration naming the providers' repositories; empty: the repository dockyard carries for its own version, written to <kubeconfig-dir>/repository/<version> (make release-manifests writes one for a checkout: out/clusterctl.yaml)")
 }
 
 // engine connects to the container engine through the node layer; close it after use.
@@ -56,6 +58,31 @@ func (g *globals) engine(ctx context.Context) (*docker.Manager, func(), error) {
 		return nil, nil, errors.Wrapf(err, "no container engine answers (%s; make quickstart starts one)", g.runtime)
 	}
 	return nodes, func() { _ = rt.Close() }, nil
+}
+
+// clusterctlConfig is the path of clusterctl's configuration: --config, or the repository the
+// command carries, written out for clusterctl's library (which reads files).
+func (g *globals) clusterctlConfig() (string, error) {
+	if g.config != "" {
+		if _, err := os.Stat(g.config); err != nil {
+			return "", errors.Wrap(err, "--config")
+		}
+		return g.config, nil
+	}
+	r, err := embedded.Repository()
+	if err != nil {
+		return "", err
+	}
+	version, err := r.Version()
+	if err != nil {
+		return "", err
+	}
+	config, err := r.Write(filepath.Join(g.stateDir, "repository", version))
+	if err != nil {
+		return "", errors.Wrap(err, "writing the clusterctl repository dockyard carries")
+	}
+	g.config = config
+	return config, nil
 }
 
 func (g *globals) kubeconfigPath(name string) string {

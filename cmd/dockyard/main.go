@@ -52,6 +52,7 @@ Cluster API and Dockyard, and every workload cluster is a Cluster object there.
 		loadCommand(g),
 		exportCommand(g),
 		registryCommand(g),
+		versionCommand(),
 	)
 	return root
 }

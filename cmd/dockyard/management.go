@@ -82,7 +82,11 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 		return "", err
 	}
 	defer done()
-	images, err := mgmt.ComponentImages(g.config)
+	config, err := g.clusterctlConfig()
+	if err != nil {
+		return "", err
+	}
+	images, err := mgmt.ComponentImages(config)
 	if err != nil {
 		return "", err
 	}
@@ -124,7 +128,7 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 		say("Dockyard is installed already (clusterctl's Provider infrastructure-dockyard exists)")
 		return path, nil
 	}
-	c, err := clusterctl(ctx, g.config)
+	c, err := clusterctl(ctx, config)
 	if err != nil {
 		return "", err
 	}
@@ -172,9 +176,6 @@ func dockyardInstalled(ctx context.Context, kubeconfig []byte) (bool, error) {
 // clusterctl is clusterctl's library with the configuration file; its progress goes to the
 // terminal.
 func clusterctl(ctx context.Context, config string) (clusterctlclient.Client, error) {
-	if _, err := os.Stat(config); err != nil {
-		return nil, errors.Wrapf(err, "clusterctl configuration %s (make release-manifests writes out/clusterctl.yaml)", config)
-	}
 	verbosity := 0
 	clusterctllog.SetLogger(clusterctllog.NewLogger(clusterctllog.WithThreshold(&verbosity)))
 	c, err := clusterctlclient.New(ctx, config)
