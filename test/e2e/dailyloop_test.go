@@ -76,22 +76,23 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 	}, NodeTimeout(5*time.Minute))
 
 	// dockyard runs the command line against the suite's management plane and returns its
-	// standard output; its progress goes to the log.
+	// standard output; its progress goes to the log. It runs in a directory that holds only the
+	// binary and what it writes there itself, without --config: the clusterctl repository it
+	// carries is all it has.
 	dockyard := func(ctx context.Context, args ...string) string {
-		args = append([]string{"--management-kubeconfig", plane.Kubeconfig(), "--kubeconfig-dir", work,
-			"--config", filepath.Join(envtest.RepoRoot(), "out", "clusterctl.yaml")}, args...)
+		args = append([]string{"--management-kubeconfig", plane.Kubeconfig(), "--kubeconfig-dir", work}, args...)
 		cmd := exec.CommandContext(ctx, cli, args...)
-		cmd.Dir = envtest.RepoRoot()
+		cmd.Dir = work
 		var stdout bytes.Buffer
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, GinkgoWriter), GinkgoWriter
-		if slices.Equal(args[6:min(8, len(args))], []string{"get", "kubeconfig"}) {
+		if slices.Equal(args[4:min(6, len(args))], []string{"get", "kubeconfig"}) {
 			// A kubeconfig holds the cluster's admin client key: it stays out of the log.
 			cmd.Stdout = &stdout
 		}
 		start := time.Now()
 		err := cmd.Run()
-		fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args[6:], " "), time.Since(start).Round(100*time.Millisecond))
-		Expect(err).NotTo(HaveOccurred(), "dockyard %s", strings.Join(args[6:], " "))
+		fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args[4:], " "), time.Since(start).Round(100*time.Millisecond))
+		Expect(err).NotTo(HaveOccurred(), "dockyard %s", strings.Join(args[4:], " "))
 		return stdout.String()
 	}
 
