@@ -38,7 +38,7 @@ func (g *globals) register(cmd *cobra.Command) {
 	fs.StringVar(&g.managementName, "management-name", mgmt.DefaultName, "the management cluster in containers (its node container is <name>-control-plane)")
 	fs.StringVar(&g.managementKubeconfig, "management-kubeconfig", "", "use the management cluster of this kubeconfig instead (Cluster API and Dockyard installed)")
 	fs.StringVar(&g.stateDir, "kubeconfig-dir", filepath.Join(home, ".dockyard"), "where dockyard writes kubeconfigs")
-	fs.StringVar(&g.config, "config", "", "clusterctl configuration naming the providers' repositories; empty: the repository dockyard carries for its own version, written to <kubeconfig-dir>/repository/<version> (make release-manifests writes one for a checkout: out/clusterctl.yaml)")
+	fs.StringVar(&g.config, "clusterctl-config", "", "clusterctl configuration naming the providers' repositories; empty: the repository dockyard carries for its own version, written to <kubeconfig-dir>/repository/<version> (make release-manifests writes one for a checkout: out/clusterctl.yaml)")
 }
 
 // engine connects to the container engine through the node layer; close it after use.
@@ -60,12 +60,12 @@ func (g *globals) engine(ctx context.Context) (*docker.Manager, func(), error) {
 	return nodes, func() { _ = rt.Close() }, nil
 }
 
-// clusterctlConfig is the path of clusterctl's configuration: --config, or the repository the
+// clusterctlConfig is the path of clusterctl's configuration: --clusterctl-config, or the repository the
 // command carries, written out for clusterctl's library (which reads files).
 func (g *globals) clusterctlConfig() (string, error) {
 	if g.config != "" {
 		if _, err := os.Stat(g.config); err != nil {
-			return "", errors.Wrap(err, "--config")
+			return "", errors.Wrap(err, "--clusterctl-config")
 		}
 		return g.config, nil
 	}

@@ -11,7 +11,7 @@ import (
 	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 )
 
-// Without --config, dockyard needs no checkout: it writes the clusterctl repository it carries
+// Without --clusterctl-config, dockyard needs no checkout: it writes the clusterctl repository it carries
 // into its own directory, and clusterctl's library reads every provider from there.
 func TestClusterctlConfigWithoutAFlagIsTheRepositoryTheCommandCarries(t *testing.T) {
 	t.Chdir(t.TempDir()) // an empty directory: no out/clusterctl.yaml
@@ -54,8 +54,8 @@ func TestClusterctlConfigWithoutAFlagIsTheRepositoryTheCommandCarries(t *testing
 
 func TestClusterctlConfigNamedThatIsMissingIsAnError(t *testing.T) {
 	g := &globals{stateDir: t.TempDir(), config: filepath.Join(t.TempDir(), "clusterctl.yaml")}
-	if _, err := g.clusterctlConfig(); err == nil || !strings.Contains(err.Error(), "--config") {
-		t.Errorf("error %v, want one naming --config", err)
+	if _, err := g.clusterctlConfig(); err == nil || !strings.Contains(err.Error(), "--clusterctl-config") {
+		t.Errorf("error %v, want one naming --clusterctl-config", err)
 	}
 }
 

@@ -58,8 +58,9 @@ func createManagementCommand(g *globals) *cobra.Command {
 		Short: "Make the management cluster in containers and install Cluster API and Dockyard in it",
 		Long: `Make (or finish making) the management cluster: Kubernetes in one node container with the
 components' images preloaded and the engine's socket mounted, then clusterctl init (its library)
-with the providers of --config: cert-manager, Cluster API's core, kubeadm bootstrap and control
-plane providers, and Dockyard. Running it again changes nothing.`,
+with the providers of the clusterctl repository dockyard carries (or of --clusterctl-config):
+cert-manager, Cluster API's core, kubeadm bootstrap and control plane providers, and Dockyard.
+Running it again changes nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := ensureManagement(cmd.Context(), g, o)

@@ -77,7 +77,7 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 
 	// dockyard runs the command line against the suite's management plane and returns its
 	// standard output; its progress goes to the log. It runs in a directory that holds only the
-	// binary and what it writes there itself, without --config: the clusterctl repository it
+	// binary and what it writes there itself, without --clusterctl-config: the clusterctl repository it
 	// carries is all it has.
 	dockyard := func(ctx context.Context, args ...string) string {
 		args = append([]string{"--management-kubeconfig", plane.Kubeconfig(), "--kubeconfig-dir", work}, args...)
