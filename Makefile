@@ -79,10 +79,8 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook co
 		output:crd:dir=config/crd/bases output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 
 .PHONY: verify-generate
-verify-generate: generate templates release-manifests ## Fail when generated files differ from the committed ones.
-	@if [ -n "$$(git status --porcelain -- api config templates pkg/repository/embedded/components)" ]; then \
-		echo "generated files are stale; run 'make generate templates release-manifests' and commit:"; \
-		git status --porcelain -- api config templates pkg/repository/embedded/components; git diff -- api config templates pkg/repository/embedded/components | head -50; exit 1; fi
+verify-generate: generate templates ## Fail when generated files differ from the committed ones (the clusterctl repository's: make test-clusterctl).
+	@hack/verify-committed.sh "make generate templates" api config templates
 
 .PHONY: build
 build: ## Build the manager binary into bin/.
@@ -346,7 +344,8 @@ release-manifests: $(KUSTOMIZE) $(HELM) templates ## Render the clusterctl repos
 	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" hack/release-manifests.sh
 
 .PHONY: test-clusterctl
-test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The real clusterctl with the repository: offline init, every flavor generated and dry-run, ClusterClass patches, describe.
+test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The committed clusterctl repository is what make release-manifests renders; the real clusterctl with it: offline init, every flavor generated and dry-run, ClusterClass patches, describe.
+	@hack/verify-committed.sh "make release-manifests" pkg/repository/embedded/components
 	hack/ensure-docker.sh
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" DOCKYARD_CLUSTERCTL_CONFIG="$(CURDIR)/out/clusterctl.yaml" \
 		go test ./test/clusterctl -count=1 -v -timeout 30m $(GO_TEST_FLAGS)
