@@ -16,11 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kind "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
@@ -30,6 +32,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/kindconfig"
 )
 
 func createCommand(g *globals) *cobra.Command {
@@ -56,6 +59,9 @@ type clusterOptions struct {
 	controlPlanes, workers               int64
 	wait                                 time.Duration
 	variables                            []string
+	// kindConfig is the path of a kind configuration file, kind its content.
+	kindConfig string
+	kind       *kind.Cluster
 }
 
 func (o *clusterOptions) register(cmd *cobra.Command) {
@@ -67,6 +73,32 @@ func (o *clusterOptions) register(cmd *cobra.Command) {
 	fs.Int64Var(&o.workers, "workers", 1, "worker machines")
 	fs.DurationVar(&o.wait, "wait", 15*time.Minute, "how long to wait for every node to be Ready; 0 returns once the objects are created")
 	fs.StringArrayVar(&o.variables, "var", nil, "a template variable, NAME=VALUE (repeatable), e.g. --var DOCKYARD_WORKER_PORTS=...")
+	fs.StringVar(&o.kindConfig, "config", "", "kind's cluster configuration (kind.x-k8s.io/v1alpha4 Cluster): its nodes, their images, labels, mounts and ports, feature gates, runtime config and networking become the cluster's objects; what Dockyard cannot honour is refused")
+}
+
+// loadKind reads --config, which sets the machine counts and the flavor: the flags that would
+// too are refused beside it.
+func (o *clusterOptions) loadKind(cmd *cobra.Command) error {
+	if o.kindConfig == "" {
+		return nil
+	}
+	for _, f := range []string{"control-planes", "workers", "flavor"} {
+		if cmd.Flags().Changed(f) {
+			return errors.Errorf("--%s and --config: kind's configuration sets the nodes and the IP family", f)
+		}
+	}
+	raw, err := os.ReadFile(o.kindConfig)
+	if err != nil {
+		return errors.Wrap(err, "--config")
+	}
+	if o.kind, err = kindconfig.Load(raw); err != nil {
+		return errors.Wrapf(err, "--config %s", o.kindConfig)
+	}
+	if o.flavor, err = kindconfig.Flavor(o.kind); err != nil {
+		return errors.Wrapf(err, "--config %s", o.kindConfig)
+	}
+	o.controlPlanes, o.workers = kindconfig.Counts(o.kind)
+	return nil
 }
 
 func createClusterCommand(g *globals) *cobra.Command {
@@ -80,11 +112,15 @@ changes until every node is Ready. Its kubeconfig is written to the kubeconfig d
 the API server reached on the host.`,
 		Example: `  dockyard create cluster dev
   dockyard create cluster ha --control-planes 3 --workers 2
-  dockyard create cluster cc --flavor topology --wait 0`,
+  dockyard create cluster cc --flavor topology --wait 0
+  dockyard create cluster dev --config kind.yaml     # kind's v1alpha4 Cluster`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ref, err := parseClusterRef(args[0], o.namespace)
 			if err != nil {
+				return err
+			}
+			if err := o.loadKind(cmd); err != nil {
 				return err
 			}
 			return createCluster(cmd.Context(), g, o, ref)
@@ -138,7 +174,11 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	if err != nil {
 		return errors.Wrap(err, "generating the cluster from Dockyard's template")
 	}
-	if err := apply(ctx, m.client, ref.Namespace, manifest); err != nil {
+	objs, err := clusterObjects(manifest, ref.Name, o.kind)
+	if err != nil {
+		return err
+	}
+	if err := apply(ctx, m.client, ref.Namespace, objs); err != nil {
 		return err
 	}
 	flavor := o.flavor
@@ -160,6 +200,23 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	}
 	fmt.Printf("\n  kubectl --kubeconfig %s get nodes\n\n", path)
 	return nil
+}
+
+// clusterObjects are the objects of a generated cluster, changed as kind's configuration asks
+// when there is one.
+func clusterObjects(manifest []byte, name string, cfg *kind.Cluster) ([]*unstructured.Unstructured, error) {
+	decoded, err := capiyaml.ToUnstructured(manifest)
+	if err != nil {
+		return nil, errors.Wrap(err, "decoding the generated cluster")
+	}
+	objs := make([]*unstructured.Unstructured, len(decoded))
+	for i := range decoded {
+		objs[i] = &decoded[i]
+	}
+	if cfg == nil {
+		return objs, nil
+	}
+	return kindconfig.Apply(cfg, name, objs)
 }
 
 // templateProvider names the Dockyard release whose templates clusterctl generates from: the
@@ -187,17 +244,12 @@ func templateProvider(ctx context.Context, configPath, kubeconfigPath string) (s
 
 // apply creates or updates every object of a multi-document YAML (server-side apply), so
 // creating a cluster again changes nothing.
-func apply(ctx context.Context, c client.Client, namespace string, manifest []byte) error {
+func apply(ctx context.Context, c client.Client, namespace string, objs []*unstructured.Unstructured) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if err := client.IgnoreAlreadyExists(c.Create(ctx, ns)); err != nil {
 		return errors.Wrapf(err, "creating namespace %s", namespace)
 	}
-	objs, err := capiyaml.ToUnstructured(manifest)
-	if err != nil {
-		return errors.Wrap(err, "decoding the generated cluster")
-	}
-	for i := range objs {
-		obj := &objs[i]
+	for _, obj := range objs {
 		// Right after clusterctl init the webhooks' Service may not route yet: retry a while.
 		var lastErr error
 		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {

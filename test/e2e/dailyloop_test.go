@@ -49,6 +49,8 @@ import (
 // cluster created, every node running pods, Service traffic, logs, nothing left after).
 var _ = Describe("The daily loop with the dockyard command line", Ordered, Label("engines"), func() {
 	c := clusterSpec{name: "e2e-daily", namespace: testNamespacePrefix + "-daily", controlPlane: 1, workers: 1}
+	// dailyLabel labels the worker through kind's configuration.
+	const dailyLabel = "e2e.dockyard.dev/pool"
 	ref := c.namespace + "/" + c.name
 	// The manager's default policy lets a namespace load the images named after it.
 	appImage := "localhost/" + c.namespace + "/app:dev"
@@ -109,11 +111,24 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed())
 	})
 
-	It("creates a cluster with dockyard create cluster, lists it and reaches it from the host", func(ctx SpecContext) {
+	It("creates a cluster with dockyard create cluster from kind's configuration file, lists it and reaches it from the host", func(ctx SpecContext) {
+		// kind's v1alpha4 Cluster: its nodes, a worker's label and port, the API server's
+		// runtime config; the spec checks each in the running cluster.
+		kindConfig := filepath.Join(work, "kind.yaml")
+		Expect(os.WriteFile(kindConfig, fmt.Appendf(nil, `kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+runtimeConfig:
+  "api/alpha": "false"
+nodes:
+- role: control-plane
+- role: worker
+  labels: {%s: daily}
+  extraPortMappings:
+  - containerPort: %d
+`, dailyLabel, appPort), 0o600)).To(Succeed())
 		start := time.Now()
-		dockyard(ctx, "create", "cluster", c.name, "-n", c.namespace, "--workers", "1", "--kubernetes-version", kubernetesVersion,
-			"--var", "DOCKYARD_LB_IMAGE="+lbImage, "--var", "DOCKYARD_REGISTRY="+registry,
-			"--var", fmt.Sprintf("DOCKYARD_WORKER_PORTS=[{containerPort: %d}]", appPort))
+		dockyard(ctx, "create", "cluster", c.name, "-n", c.namespace, "--config", kindConfig, "--kubernetes-version", kubernetesVersion,
+			"--var", "DOCKYARD_LB_IMAGE="+lbImage, "--var", "DOCKYARD_REGISTRY="+registry)
 		whenDone("daily loop: dockyard create cluster (1+1, waits for Ready nodes)", start)
 		Eventually(func() string { return dockyard(ctx, "get", "clusters") }).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(5 * time.Second).
 			Should(MatchRegexp(`%s\s+%s\s+Provisioned\s+1/1\s+1/1`, c.namespace, c.name))
@@ -123,6 +138,16 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 		out, err := kubectl(hostKubeconfig, "get", "nodes")
 		Expect(err).NotTo(HaveOccurred(), out)
 		wl, _ = workloadClient(ctx, c)
+
+		By("checking what kind's configuration asked for: the worker's label, the API server's flag")
+		labelled := &corev1.NodeList{}
+		Expect(wl.List(ctx, labelled, client.MatchingLabels{dailyLabel: "daily"})).To(Succeed())
+		Expect(labelled.Items).To(HaveLen(1), "the worker's Node carries the label of kind's configuration")
+		Expect(labelled.Items[0].Labels).NotTo(HaveKey("node-role.kubernetes.io/control-plane"))
+		apiServers := &corev1.PodList{}
+		Expect(wl.List(ctx, apiServers, client.InNamespace("kube-system"), client.MatchingLabels{"component": "kube-apiserver"})).To(Succeed())
+		Expect(apiServers.Items).To(HaveLen(1))
+		Expect(apiServers.Items[0].Spec.Containers[0].Command).To(ContainElement("--runtime-config=api/alpha=false"))
 	})
 
 	It("loads a host image into every node, and into a node that joins later", func(ctx SpecContext) {

@@ -1,0 +1,411 @@
+// Package kindconfig turns kind's cluster configuration (kind.x-k8s.io/v1alpha4 Cluster, the
+// file of `kind create cluster --config`) into the Cluster API objects of Dockyard's default
+// flavor: control plane nodes become the KubeadmControlPlane's machines, each group of identical
+// workers a MachineDeployment, and node and cluster settings the fields of the KubeadmControlPlane,
+// the KubeadmConfigTemplates and the DockyardMachineTemplates. A value Dockyard cannot honour is
+// refused with its field named; nothing is dropped.
+package kindconfig
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	kind "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+)
+
+// Load reads a kind configuration: kind.x-k8s.io/v1alpha4 Cluster, unknown fields refused. Nodes
+// without a role are control plane nodes (kind's default); no nodes is one control plane node.
+func Load(data []byte) (*kind.Cluster, error) {
+	cfg := &kind.Cluster{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, errors.Wrap(err, "reading kind's configuration")
+	}
+	if cfg.APIVersion != "kind.x-k8s.io/v1alpha4" || cfg.Kind != "Cluster" {
+		return nil, errors.Errorf("kind's configuration is %s %s, want kind.x-k8s.io/v1alpha4 Cluster", cfg.APIVersion, cfg.Kind)
+	}
+	if len(cfg.Nodes) == 0 {
+		cfg.Nodes = []kind.Node{{Role: kind.ControlPlaneRole}}
+	}
+	for i := range cfg.Nodes {
+		if cfg.Nodes[i].Role == "" {
+			cfg.Nodes[i].Role = kind.ControlPlaneRole
+		}
+	}
+	return cfg, nil
+}
+
+// Flavor is the template flavor a configuration's IP family needs.
+func Flavor(cfg *kind.Cluster) (string, error) {
+	switch cfg.Networking.IPFamily {
+	case "", kind.IPv4Family:
+		return "", nil
+	case kind.IPv6Family:
+		return "ipv6", nil
+	case kind.DualStackFamily:
+		return "dual-stack", nil
+	}
+	return "", field.NotSupported(field.NewPath("networking", "ipFamily"), cfg.Networking.IPFamily, []string{"ipv4", "ipv6", "dual"})
+}
+
+// Counts are the machines a configuration asks for.
+func Counts(cfg *kind.Cluster) (controlPlanes, workers int64) {
+	for _, n := range cfg.Nodes {
+		if n.Role == kind.WorkerRole {
+			workers++
+		} else {
+			controlPlanes++
+		}
+	}
+	return controlPlanes, workers
+}
+
+// objects are the default flavor's objects of one cluster, typed.
+type objects struct {
+	cluster        *clusterv1.Cluster
+	dockyard       *infrav1.DockyardCluster
+	controlPlane   *controlplanev1.KubeadmControlPlane
+	controlPlaneMT *infrav1.DockyardMachineTemplate
+	workers        *clusterv1.MachineDeployment
+	workersMT      *infrav1.DockyardMachineTemplate
+	workersCT      *bootstrapv1.KubeadmConfigTemplate
+	others         []*unstructured.Unstructured
+}
+
+// Apply rewrites the objects clusterctl generated from Dockyard's default flavor (or an IP family
+// flavor, see Flavor) for cluster name to what cfg asks. It returns them in their order, a
+// MachineDeployment with its templates for each group of identical workers, or an error listing
+// every field Dockyard cannot honour.
+func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if errs := validate(cfg); len(errs) > 0 {
+		return nil, errors.Wrap(errs.ToAggregate(), "kind's configuration")
+	}
+	o, err := split(name, objs)
+	if err != nil {
+		return nil, err
+	}
+	var cp []kind.Node
+	var groups [][]kind.Node
+	for _, n := range cfg.Nodes {
+		if n.Role != kind.WorkerRole {
+			cp = append(cp, n)
+			continue
+		}
+		i := slices.IndexFunc(groups, func(g []kind.Node) bool { return sameMachine(g[0], n) })
+		if i < 0 {
+			groups = append(groups, nil)
+			i = len(groups) - 1
+		}
+		groups[i] = append(groups[i], n)
+	}
+
+	// The cluster.
+	cn := &o.cluster.Spec.ClusterNetwork
+	if cfg.Networking.PodSubnet != "" {
+		cn.Pods.CIDRBlocks = splitList(cfg.Networking.PodSubnet)
+	}
+	if cfg.Networking.ServiceSubnet != "" {
+		cn.Services.CIDRBlocks = splitList(cfg.Networking.ServiceSubnet)
+	}
+	if cfg.Networking.APIServerPort > 0 {
+		o.dockyard.Spec.LoadBalancer.HostPort = cfg.Networking.APIServerPort
+	}
+
+	// The control plane: one template for every control plane node.
+	o.controlPlane.Spec.Replicas = ptr.To(int32(len(cp)))
+	machine(&o.controlPlaneMT.Spec.Template.Spec, cp[0])
+	spec := &o.controlPlane.Spec.KubeadmConfigSpec
+	cc := &spec.ClusterConfiguration
+	if gates := featureGates(cfg.FeatureGates); gates != "" {
+		cc.APIServer.ExtraArgs = setArg(cc.APIServer.ExtraArgs, "feature-gates", gates)
+		cc.ControllerManager.ExtraArgs = setArg(cc.ControllerManager.ExtraArgs, "feature-gates", gates)
+		cc.Scheduler.ExtraArgs = setArg(cc.Scheduler.ExtraArgs, "feature-gates", gates)
+	}
+	if len(cfg.RuntimeConfig) > 0 {
+		cc.APIServer.ExtraArgs = setArg(cc.APIServer.ExtraArgs, "runtime-config", joinMap(cfg.RuntimeConfig, "="))
+	}
+	for _, reg := range []*bootstrapv1.NodeRegistrationOptions{&spec.InitConfiguration.NodeRegistration, &spec.JoinConfiguration.NodeRegistration} {
+		kubelet(reg, cfg, cp[0])
+		if len(groups) == 0 {
+			// kind's single-role clusters schedule pods on the control plane.
+			reg.Taints = &[]corev1.Taint{}
+		}
+	}
+
+	// The workers: the flavor's MachineDeployment and its templates for the first group, copies
+	// named <cluster>-md-<i> for the others; none: the first with no replicas.
+	out := append([]*unstructured.Unstructured{}, o.others...)
+	add := func(objs ...runtime.Object) error {
+		for _, obj := range objs {
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
+				return errors.Wrap(err, "converting the cluster's objects")
+			}
+			out = append(out, &unstructured.Unstructured{Object: u})
+		}
+		return nil
+	}
+	if err := add(o.cluster, o.dockyard, o.controlPlane, o.controlPlaneMT); err != nil {
+		return nil, err
+	}
+	if len(groups) == 0 {
+		o.workers.Spec.Replicas = ptr.To[int32](0)
+		if err := add(o.workers, o.workersMT, o.workersCT); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	for i, g := range groups {
+		md, mt, ct := o.workers.DeepCopy(), o.workersMT.DeepCopy(), o.workersCT.DeepCopy()
+		n := fmt.Sprintf("%s-md-%d", name, i)
+		md.Name, mt.Name, ct.Name = n, n, n
+		md.Spec.Template.Spec.InfrastructureRef.Name = n
+		md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = n
+		md.Spec.Replicas = ptr.To(int32(len(g)))
+		machine(&mt.Spec.Template.Spec, g[0])
+		kubelet(&ct.Spec.Template.Spec.JoinConfiguration.NodeRegistration, cfg, g[0])
+		if err := add(md, mt, ct); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// split types the objects of cluster name that Apply changes; the others stay as they are.
+func split(name string, objs []*unstructured.Unstructured) (*objects, error) {
+	o := &objects{}
+	for _, u := range objs {
+		var into runtime.Object
+		gk := u.GroupVersionKind().GroupKind()
+		switch {
+		case gk == clusterv1.GroupVersion.WithKind("Cluster").GroupKind() && u.GetName() == name:
+			o.cluster = &clusterv1.Cluster{}
+			into = o.cluster
+		case gk == infrav1.GroupVersion.WithKind("DockyardCluster").GroupKind() && u.GetName() == name:
+			o.dockyard = &infrav1.DockyardCluster{}
+			into = o.dockyard
+		case gk == controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind() && u.GetName() == name+"-control-plane":
+			o.controlPlane = &controlplanev1.KubeadmControlPlane{}
+			into = o.controlPlane
+		case gk == infrav1.GroupVersion.WithKind("DockyardMachineTemplate").GroupKind() && u.GetName() == name+"-control-plane":
+			o.controlPlaneMT = &infrav1.DockyardMachineTemplate{}
+			into = o.controlPlaneMT
+		case gk == clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind() && u.GetName() == name+"-md-0":
+			o.workers = &clusterv1.MachineDeployment{}
+			into = o.workers
+		case gk == infrav1.GroupVersion.WithKind("DockyardMachineTemplate").GroupKind() && u.GetName() == name+"-md-0":
+			o.workersMT = &infrav1.DockyardMachineTemplate{}
+			into = o.workersMT
+		case gk == bootstrapv1.GroupVersion.WithKind("KubeadmConfigTemplate").GroupKind() && u.GetName() == name+"-md-0":
+			o.workersCT = &bootstrapv1.KubeadmConfigTemplate{}
+			into = o.workersCT
+		default:
+			o.others = append(o.others, u)
+			continue
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+			return nil, errors.Wrapf(err, "reading %s %s of the generated cluster", u.GetKind(), u.GetName())
+		}
+	}
+	for what, missing := range map[string]bool{
+		"Cluster": o.cluster == nil, "DockyardCluster": o.dockyard == nil, "KubeadmControlPlane": o.controlPlane == nil,
+		"the control plane's DockyardMachineTemplate": o.controlPlaneMT == nil, "MachineDeployment md-0": o.workers == nil,
+		"the workers' DockyardMachineTemplate": o.workersMT == nil, "the workers' KubeadmConfigTemplate": o.workersCT == nil,
+	} {
+		if missing {
+			return nil, errors.Errorf("the generated cluster %s has no %s: a kind configuration applies to the default flavor's objects", name, what)
+		}
+	}
+	return o, nil
+}
+
+// validate lists what Dockyard cannot honour, by field.
+func validate(cfg *kind.Cluster) field.ErrorList {
+	var errs field.ErrorList
+	notYet := func(p *field.Path, v any) {
+		errs = append(errs, field.Forbidden(p, fmt.Sprintf("not supported by Dockyard yet (value %v)", v)))
+	}
+	if len(cfg.KubeadmConfigPatches) > 0 {
+		notYet(field.NewPath("kubeadmConfigPatches"), len(cfg.KubeadmConfigPatches))
+	}
+	if len(cfg.KubeadmConfigPatchesJSON6902) > 0 {
+		notYet(field.NewPath("kubeadmConfigPatchesJSON6902"), len(cfg.KubeadmConfigPatchesJSON6902))
+	}
+	if len(cfg.ContainerdConfigPatches) > 0 {
+		notYet(field.NewPath("containerdConfigPatches"), len(cfg.ContainerdConfigPatches))
+	}
+	if len(cfg.ContainerdConfigPatchesJSON6902) > 0 {
+		notYet(field.NewPath("containerdConfigPatchesJSON6902"), len(cfg.ContainerdConfigPatchesJSON6902))
+	}
+	nw := field.NewPath("networking")
+	if cfg.Networking.DisableDefaultCNI {
+		notYet(nw.Child("disableDefaultCNI"), true)
+	}
+	if m := cfg.Networking.KubeProxyMode; m != "" && m != kind.IPTablesProxyMode {
+		notYet(nw.Child("kubeProxyMode"), m)
+	}
+	if cfg.Networking.DNSSearch != nil {
+		notYet(nw.Child("dnsSearch"), *cfg.Networking.DNSSearch)
+	}
+	if a := cfg.Networking.APIServerAddress; a != "" {
+		if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
+			errs = append(errs, field.Invalid(nw.Child("apiServerAddress"), a,
+				"Dockyard publishes the API server on the host's loopback address only"))
+		}
+	}
+	if p := cfg.Networking.APIServerPort; p < 0 || p > 65535 {
+		errs = append(errs, field.Invalid(nw.Child("apiServerPort"), p, "want 0 (a free port) to 65535"))
+	}
+	for _, s := range []struct{ name, v string }{{"podSubnet", cfg.Networking.PodSubnet}, {"serviceSubnet", cfg.Networking.ServiceSubnet}} {
+		for _, c := range splitList(s.v) {
+			if _, _, err := net.ParseCIDR(c); err != nil {
+				errs = append(errs, field.Invalid(nw.Child(s.name), s.v, "want CIDRs, comma-separated"))
+			}
+		}
+	}
+	if _, err := Flavor(cfg); err != nil {
+		errs = append(errs, field.Invalid(nw.Child("ipFamily"), cfg.Networking.IPFamily, "want ipv4, ipv6 or dual"))
+	}
+	var first = -1
+	for i, n := range cfg.Nodes {
+		p := field.NewPath("nodes").Index(i)
+		switch n.Role {
+		case kind.ControlPlaneRole:
+			if first < 0 {
+				first = i
+			} else if !sameMachine(cfg.Nodes[first], n) {
+				errs = append(errs, field.Invalid(p, n.Role, fmt.Sprintf(
+					"control plane nodes share one machine template in Cluster API (a KubeadmControlPlane's): this one differs from nodes[%d] in image, labels, extraMounts or extraPortMappings", first)))
+			}
+		case kind.WorkerRole:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("role"), n.Role, []string{"control-plane", "worker"}))
+		}
+		if len(n.KubeadmConfigPatches) > 0 {
+			notYet(p.Child("kubeadmConfigPatches"), len(n.KubeadmConfigPatches))
+		}
+		if len(n.KubeadmConfigPatchesJSON6902) > 0 {
+			notYet(p.Child("kubeadmConfigPatchesJSON6902"), len(n.KubeadmConfigPatchesJSON6902))
+		}
+		for j, m := range n.ExtraMounts {
+			mp := p.Child("extraMounts").Index(j)
+			if m.SelinuxRelabel {
+				notYet(mp.Child("selinuxRelabel"), true)
+			}
+			if m.Propagation != "" && m.Propagation != kind.MountPropagationNone {
+				notYet(mp.Child("propagation"), m.Propagation)
+			}
+		}
+		for j, pm := range n.ExtraPortMappings {
+			pp := p.Child("extraPortMappings").Index(j)
+			if pm.Protocol != "" && pm.Protocol != kind.PortMappingProtocolTCP && pm.Protocol != kind.PortMappingProtocolUDP {
+				errs = append(errs, field.NotSupported(pp.Child("protocol"), pm.Protocol, []string{"TCP", "UDP"}))
+			}
+			if pm.HostPort > 0 && countSame(cfg.Nodes, n) > 1 {
+				errs = append(errs, field.Invalid(pp.Child("hostPort"), pm.HostPort,
+					"identical nodes become one MachineDeployment (or the control plane), whose machines cannot all publish one host port: give each node its own port"))
+			}
+		}
+	}
+	if first < 0 {
+		errs = append(errs, field.Required(field.NewPath("nodes"), "at least one control-plane node"))
+	}
+	return errs
+}
+
+// machine sets a DockyardMachine's spec from a node: its image (empty: the manager's node image
+// of the Machine's version), mounts and ports.
+func machine(spec *infrav1.DockyardMachineSpec, n kind.Node) {
+	if n.Image != "" {
+		spec.Image = n.Image
+	}
+	spec.ExtraMounts = nil
+	for _, m := range n.ExtraMounts {
+		spec.ExtraMounts = append(spec.ExtraMounts, infrav1.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadOnly: m.Readonly})
+	}
+	if len(n.ExtraPortMappings) > 0 {
+		spec.Ports = nil
+	}
+	for _, pm := range n.ExtraPortMappings {
+		spec.Ports = append(spec.Ports, infrav1.PortMapping{ContainerPort: pm.ContainerPort, HostPort: pm.HostPort,
+			Protocol: string(pm.Protocol), ListenAddress: pm.ListenAddress})
+	}
+}
+
+// kubelet sets the kubelet's flags of a node's registration: its labels and the feature gates.
+func kubelet(reg *bootstrapv1.NodeRegistrationOptions, cfg *kind.Cluster, n kind.Node) {
+	if len(n.Labels) > 0 {
+		reg.KubeletExtraArgs = setArg(reg.KubeletExtraArgs, "node-labels", joinMap(n.Labels, "="))
+	}
+	if gates := featureGates(cfg.FeatureGates); gates != "" {
+		reg.KubeletExtraArgs = setArg(reg.KubeletExtraArgs, "feature-gates", gates)
+	}
+}
+
+// sameMachine reports whether two nodes need the same machine template and registration.
+func sameMachine(a, b kind.Node) bool {
+	return a.Role == b.Role && a.Image == b.Image && maps.Equal(a.Labels, b.Labels) &&
+		slices.Equal(a.ExtraMounts, b.ExtraMounts) && slices.Equal(a.ExtraPortMappings, b.ExtraPortMappings)
+}
+
+func countSame(nodes []kind.Node, n kind.Node) int {
+	c := 0
+	for _, o := range nodes {
+		if sameMachine(o, n) {
+			c++
+		}
+	}
+	return c
+}
+
+func featureGates(gates map[string]bool) string {
+	m := make(map[string]string, len(gates))
+	for k, v := range gates {
+		m[k] = fmt.Sprint(v)
+	}
+	return joinMap(m, "=")
+}
+
+// joinMap is k1<sep>v1,k2<sep>v2 in key order.
+func joinMap(m map[string]string, sep string) string {
+	items := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		items = append(items, k+sep+m[k])
+	}
+	return strings.Join(items, ",")
+}
+
+func setArg(args []bootstrapv1.Arg, name, value string) []bootstrapv1.Arg {
+	for i := range args {
+		if args[i].Name == name {
+			args[i].Value = ptr.To(value)
+			return args
+		}
+	}
+	return append(args, bootstrapv1.Arg{Name: name, Value: ptr.To(value)})
+}
+
+func splitList(s string) []string {
+	var items []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
+}

@@ -1,0 +1,259 @@
+package kindconfig
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+)
+
+// generated is templates/cluster-template.yaml for cluster dev with its variables' defaults, as
+// clusterctl generates it.
+func generated(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	raw, err := os.ReadFile("../../templates/cluster-template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"CLUSTER_NAME": "dev", "NAMESPACE": "default", "KUBERNETES_VERSION": "v1.34.4",
+		"CONTROL_PLANE_MACHINE_COUNT": "1", "WORKER_MACHINE_COUNT": "1"}
+	text := regexp.MustCompile(`\$\{([A-Z_]+)(:=([^}]*))?\}`).ReplaceAllStringFunc(string(raw), func(m string) string {
+		parts := regexp.MustCompile(`\$\{([A-Z_]+)(:=([^}]*))?\}`).FindStringSubmatch(m)
+		if v, ok := vars[parts[1]]; ok {
+			return v
+		}
+		return parts[3]
+	})
+	objs, err := capiyaml.ToUnstructured([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i := range objs {
+		out[i] = &objs[i]
+	}
+	return out
+}
+
+func apply(t *testing.T, config string) []*unstructured.Unstructured {
+	t.Helper()
+	cfg, err := Load([]byte(config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Apply(cfg, "dev", generated(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// get finds one object by kind and name, typed.
+func get[T runtime.Object](t *testing.T, objs []*unstructured.Unstructured, kind, name string, into T) T {
+	t.Helper()
+	for _, u := range objs {
+		if u.GetKind() == kind && u.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+				t.Fatal(err)
+			}
+			return into
+		}
+	}
+	t.Fatalf("no %s %s", kind, name)
+	return into
+}
+
+func arg(args []bootstrapv1.Arg, name string) string {
+	for _, a := range args {
+		if a.Name == name && a.Value != nil {
+			return *a.Value
+		}
+	}
+	return ""
+}
+
+const header = "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\n"
+
+// kind's configuration guide: "Multi-node clusters" and "Control-plane HA".
+func TestNodesBecomeTheControlPlaneAndMachineDeployments(t *testing.T) {
+	objs := apply(t, header+`nodes:
+- role: control-plane
+- role: control-plane
+- role: control-plane
+- role: worker
+- role: worker
+- role: worker
+`)
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	if *kcp.Spec.Replicas != 3 {
+		t.Errorf("control plane replicas %d, want 3", *kcp.Spec.Replicas)
+	}
+	if kcp.Spec.KubeadmConfigSpec.InitConfiguration.NodeRegistration.Taints != nil {
+		t.Error("a cluster with workers keeps the control plane's taint")
+	}
+	md := get(t, objs, "MachineDeployment", "dev-md-0", &clusterv1.MachineDeployment{})
+	if *md.Spec.Replicas != 3 {
+		t.Errorf("workers %d, want 3", *md.Spec.Replicas)
+	}
+}
+
+// kind's default, one control plane node, schedules pods on it.
+func TestOneNodeIsASchedulableControlPlane(t *testing.T) {
+	objs := apply(t, header)
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	for _, reg := range []bootstrapv1.NodeRegistrationOptions{kcp.Spec.KubeadmConfigSpec.InitConfiguration.NodeRegistration, kcp.Spec.KubeadmConfigSpec.JoinConfiguration.NodeRegistration} {
+		if reg.Taints == nil || len(*reg.Taints) != 0 {
+			t.Errorf("taints %v, want none", reg.Taints)
+		}
+	}
+	md := get(t, objs, "MachineDeployment", "dev-md-0", &clusterv1.MachineDeployment{})
+	if *md.Spec.Replicas != 0 {
+		t.Errorf("workers %d, want 0", *md.Spec.Replicas)
+	}
+}
+
+// Workers that differ become a MachineDeployment each, with their own templates.
+func TestWorkerGroups(t *testing.T) {
+	objs := apply(t, header+`nodes:
+- role: control-plane
+  labels: {tier: control}
+- role: worker
+  labels: {tier: frontend}
+  extraPortMappings:
+  - {containerPort: 30080, hostPort: 8080, protocol: TCP, listenAddress: 127.0.0.1}
+- role: worker
+  labels: {tier: backend}
+  extraMounts:
+  - {hostPath: /srv/data, containerPath: /data, readOnly: true}
+- role: worker
+  labels: {tier: backend}
+  extraMounts:
+  - {hostPath: /srv/data, containerPath: /data, readOnly: true}
+`)
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	if got := arg(kcp.Spec.KubeadmConfigSpec.InitConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels"); got != "tier=control" {
+		t.Errorf("control plane node-labels %q", got)
+	}
+	front := get(t, objs, "DockyardMachineTemplate", "dev-md-0", &infrav1.DockyardMachineTemplate{})
+	if p := front.Spec.Template.Spec.Ports; len(p) != 1 || p[0].ContainerPort != 30080 || p[0].HostPort != 8080 || p[0].ListenAddress != "127.0.0.1" {
+		t.Errorf("frontend ports %+v", p)
+	}
+	back := get(t, objs, "DockyardMachineTemplate", "dev-md-1", &infrav1.DockyardMachineTemplate{})
+	if m := back.Spec.Template.Spec.ExtraMounts; len(m) != 1 || m[0].HostPath != "/srv/data" || !m[0].ReadOnly {
+		t.Errorf("backend mounts %+v", m)
+	}
+	md := get(t, objs, "MachineDeployment", "dev-md-1", &clusterv1.MachineDeployment{})
+	if *md.Spec.Replicas != 2 || md.Spec.Template.Spec.InfrastructureRef.Name != "dev-md-1" || md.Spec.Template.Spec.Bootstrap.ConfigRef.Name != "dev-md-1" {
+		t.Errorf("backend MachineDeployment %d replicas, refs %s %s", *md.Spec.Replicas, md.Spec.Template.Spec.InfrastructureRef.Name, md.Spec.Template.Spec.Bootstrap.ConfigRef.Name)
+	}
+	ct := get(t, objs, "KubeadmConfigTemplate", "dev-md-1", &bootstrapv1.KubeadmConfigTemplate{})
+	if got := arg(ct.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels"); got != "tier=backend" {
+		t.Errorf("backend node-labels %q", got)
+	}
+	if got := arg(ct.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "eviction-hard"); got == "" {
+		t.Error("the flavor's kubelet flags were lost")
+	}
+}
+
+// kind's configuration guide: "Feature Gates", "Runtime Config", "Networking".
+func TestClusterSettings(t *testing.T) {
+	objs := apply(t, header+`featureGates:
+  "CSIMigration": true
+  "InPlacePodVerticalScaling": false
+runtimeConfig:
+  "api/alpha": "false"
+networking:
+  apiServerAddress: "127.0.0.1"
+  apiServerPort: 6443
+  podSubnet: "10.240.0.0/16"
+  serviceSubnet: "10.0.0.0/16"
+`)
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	cc := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration
+	const gates = "CSIMigration=true,InPlacePodVerticalScaling=false"
+	for what, args := range map[string][]bootstrapv1.Arg{
+		"API server": cc.APIServer.ExtraArgs, "controller manager": cc.ControllerManager.ExtraArgs, "scheduler": cc.Scheduler.ExtraArgs,
+		"kubelet": kcp.Spec.KubeadmConfigSpec.InitConfiguration.NodeRegistration.KubeletExtraArgs,
+	} {
+		if got := arg(args, "feature-gates"); got != gates {
+			t.Errorf("%s feature-gates %q, want %q", what, got, gates)
+		}
+	}
+	if got := arg(cc.APIServer.ExtraArgs, "runtime-config"); got != "api/alpha=false" {
+		t.Errorf("runtime-config %q", got)
+	}
+	if got := arg(cc.ControllerManager.ExtraArgs, "leader-elect-lease-duration"); got != "60s" {
+		t.Errorf("the flavor's controller manager flags were lost: %q", got)
+	}
+	cluster := get(t, objs, "Cluster", "dev", &clusterv1.Cluster{})
+	if p, s := cluster.Spec.ClusterNetwork.Pods.CIDRBlocks, cluster.Spec.ClusterNetwork.Services.CIDRBlocks; len(p) != 1 || p[0] != "10.240.0.0/16" || len(s) != 1 || s[0] != "10.0.0.0/16" {
+		t.Errorf("pods %v, services %v", p, s)
+	}
+	dc := get(t, objs, "DockyardCluster", "dev", &infrav1.DockyardCluster{})
+	if dc.Spec.LoadBalancer.HostPort != 6443 {
+		t.Errorf("host port %d, want 6443", dc.Spec.LoadBalancer.HostPort)
+	}
+}
+
+func TestFlavorOfTheIPFamily(t *testing.T) {
+	for family, want := range map[string]string{"": "", "ipv4": "", "ipv6": "ipv6", "dual": "dual-stack"} {
+		cfg, err := Load([]byte(header + "networking: {ipFamily: \"" + family + "\"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Flavor(cfg); err != nil || got != want {
+			t.Errorf("%q: flavor %q, %v; want %q", family, got, err, want)
+		}
+	}
+}
+
+// What Dockyard cannot honour is refused with its field named, never dropped.
+func TestRefusals(t *testing.T) {
+	for config, field := range map[string]string{
+		"networking: {kubeProxyMode: ipvs}":                                      "networking.kubeProxyMode",
+		"networking: {disableDefaultCNI: true}":                                  "networking.disableDefaultCNI",
+		"networking: {dnsSearch: [example.com]}":                                 "networking.dnsSearch",
+		"networking: {apiServerAddress: 0.0.0.0}":                                "networking.apiServerAddress",
+		"networking: {podSubnet: 10.244.0.0}":                                    "networking.podSubnet",
+		"networking: {ipFamily: ipv5}":                                           "networking.ipFamily",
+		"containerdConfigPatches: ['x = 1']":                                     "containerdConfigPatches",
+		"kubeadmConfigPatches: ['kind: InitConfiguration']":                      "kubeadmConfigPatches",
+		"nodes: [{role: control-plane}, {role: control-plane, image: other:v1}]": "nodes[1]",
+		"nodes: [{role: control-plane}, {role: worker, extraMounts: [{hostPath: /a, containerPath: /a, propagation: Bidirectional}]}]":                                                   "nodes[1].extraMounts[0].propagation",
+		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}]": "nodes[1].extraPortMappings[0].hostPort",
+		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, protocol: SCTP}]}]":                                                                       "nodes[1].extraPortMappings[0].protocol",
+		"nodes: [{role: worker}]": "nodes",
+		"nodes: [{role: etcd}]":   "nodes[0].role",
+	} {
+		cfg, err := Load([]byte(header + config + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", config, err)
+		}
+		_, err = Apply(cfg, "dev", generated(t))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: error %v, want one naming %s", config, err, field)
+		}
+	}
+}
+
+func TestLoadRefusesWhatIsNotKindsV1alpha4(t *testing.T) {
+	for _, config := range []string{
+		"kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha3\n",
+		"kind: Node\napiVersion: kind.x-k8s.io/v1alpha4\n",
+		header + "nodes: [{role: worker, cpus: 2}]\n", // no such field: kind would refuse it too
+	} {
+		if _, err := Load([]byte(config)); err == nil {
+			t.Errorf("%q: no error", config)
+		}
+	}
+}
