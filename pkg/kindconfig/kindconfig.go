@@ -99,21 +99,38 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 	if err != nil {
 		return nil, err
 	}
-	var cp []kind.Node
-	var groups [][]kind.Node
-	for _, n := range cfg.Nodes {
+	// changes reads the cluster's kubeadmConfigPatches and a node's, for its machine template.
+	changes := func(i int, n kind.Node) (kubeadmChanges, error) {
+		controlPlane := n.Role != kind.WorkerRole
+		c, errs := readPatches(field.NewPath("kubeadmConfigPatches"), cfg.KubeadmConfigPatches, controlPlane)
+		nc, nerrs := readPatches(field.NewPath("nodes").Index(i).Child("kubeadmConfigPatches"), n.KubeadmConfigPatches, controlPlane)
+		if errs = append(errs, nerrs...); len(errs) > 0 {
+			return c, errors.Wrap(errs.ToAggregate(), "kind's configuration")
+		}
+		c.apiServer = append(c.apiServer, nc.apiServer...)
+		c.controllerManager = append(c.controllerManager, nc.controllerManager...)
+		c.scheduler = append(c.scheduler, nc.scheduler...)
+		c.certSANs = append(c.certSANs, nc.certSANs...)
+		c.initKubelet = append(c.initKubelet, nc.initKubelet...)
+		c.joinKubelet = append(c.joinKubelet, nc.joinKubelet...)
+		c.kubeletConfiguration = append(c.kubeletConfiguration, nc.kubeletConfiguration...)
+		return c, nil
+	}
+	// Nodes by index: the control plane's, and the workers' in groups of identical ones.
+	var cp []int
+	var groups [][]int
+	for i, n := range cfg.Nodes {
 		if n.Role != kind.WorkerRole {
-			cp = append(cp, n)
+			cp = append(cp, i)
 			continue
 		}
-		i := slices.IndexFunc(groups, func(g []kind.Node) bool { return sameMachine(g[0], n) })
-		if i < 0 {
+		g := slices.IndexFunc(groups, func(g []int) bool { return sameMachine(cfg.Nodes[g[0]], n) })
+		if g < 0 {
 			groups = append(groups, nil)
-			i = len(groups) - 1
+			g = len(groups) - 1
 		}
-		groups[i] = append(groups[i], n)
+		groups[g] = append(groups[g], i)
 	}
-
 	// The cluster.
 	cn := &o.cluster.Spec.ClusterNetwork
 	if cfg.Networking.PodSubnet != "" {
@@ -128,7 +145,7 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 
 	// The control plane: one template for every control plane node.
 	o.controlPlane.Spec.Replicas = ptr.To(int32(len(cp)))
-	machine(&o.controlPlaneMT.Spec.Template.Spec, cp[0])
+	machine(&o.controlPlaneMT.Spec.Template.Spec, cfg.Nodes[cp[0]])
 	spec := &o.controlPlane.Spec.KubeadmConfigSpec
 	cc := &spec.ClusterConfiguration
 	if gates := featureGates(cfg.FeatureGates); gates != "" {
@@ -140,11 +157,27 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 		cc.APIServer.ExtraArgs = setArg(cc.APIServer.ExtraArgs, "runtime-config", joinMap(cfg.RuntimeConfig, "="))
 	}
 	for _, reg := range []*bootstrapv1.NodeRegistrationOptions{&spec.InitConfiguration.NodeRegistration, &spec.JoinConfiguration.NodeRegistration} {
-		kubelet(reg, cfg, cp[0])
+		kubelet(reg, cfg, cfg.Nodes[cp[0]])
 		if len(groups) == 0 {
 			// kind's single-role clusters schedule pods on the control plane.
 			reg.Taints = &[]corev1.Taint{}
 		}
+	}
+	// kubeadmConfigPatches last: in kind they apply to the configuration kind made.
+	c, err := changes(cp[0], cfg.Nodes[cp[0]])
+	if err != nil {
+		return nil, err
+	}
+	cc.APIServer.ExtraArgs = mergeArgs(cc.APIServer.ExtraArgs, c.apiServer)
+	cc.ControllerManager.ExtraArgs = mergeArgs(cc.ControllerManager.ExtraArgs, c.controllerManager)
+	cc.Scheduler.ExtraArgs = mergeArgs(cc.Scheduler.ExtraArgs, c.scheduler)
+	cc.APIServer.CertSANs = appendNew(cc.APIServer.CertSANs, c.certSANs...)
+	spec.InitConfiguration.NodeRegistration.KubeletExtraArgs = mergeArgs(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, c.initKubelet)
+	spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = mergeArgs(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, c.joinKubelet)
+	if len(c.kubeletConfiguration) > 0 {
+		spec.Files = append(spec.Files, kubeletPatchFiles(c.kubeletConfiguration)...)
+		spec.InitConfiguration.Patches.Directory = patchesDir
+		spec.JoinConfiguration.Patches.Directory = patchesDir
 	}
 
 	// The workers: the flavor's MachineDeployment and its templates for the first group, copies
@@ -177,8 +210,19 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 		md.Spec.Template.Spec.InfrastructureRef.Name = n
 		md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = n
 		md.Spec.Replicas = ptr.To(int32(len(g)))
-		machine(&mt.Spec.Template.Spec, g[0])
-		kubelet(&ct.Spec.Template.Spec.JoinConfiguration.NodeRegistration, cfg, g[0])
+		node := cfg.Nodes[g[0]]
+		machine(&mt.Spec.Template.Spec, node)
+		join := &ct.Spec.Template.Spec.JoinConfiguration
+		kubelet(&join.NodeRegistration, cfg, node)
+		c, err := changes(g[0], node)
+		if err != nil {
+			return nil, err
+		}
+		join.NodeRegistration.KubeletExtraArgs = mergeArgs(join.NodeRegistration.KubeletExtraArgs, c.joinKubelet)
+		if len(c.kubeletConfiguration) > 0 {
+			ct.Spec.Template.Spec.Files = append(ct.Spec.Template.Spec.Files, kubeletPatchFiles(c.kubeletConfiguration)...)
+			join.Patches.Directory = patchesDir
+		}
 		if err := add(md, mt, ct); err != nil {
 			return nil, err
 		}
@@ -240,9 +284,6 @@ func validate(cfg *kind.Cluster) field.ErrorList {
 	notYet := func(p *field.Path, v any) {
 		errs = append(errs, field.Forbidden(p, fmt.Sprintf("not supported by Dockyard yet (value %v)", v)))
 	}
-	if len(cfg.KubeadmConfigPatches) > 0 {
-		notYet(field.NewPath("kubeadmConfigPatches"), len(cfg.KubeadmConfigPatches))
-	}
 	if len(cfg.KubeadmConfigPatchesJSON6902) > 0 {
 		notYet(field.NewPath("kubeadmConfigPatchesJSON6902"), len(cfg.KubeadmConfigPatchesJSON6902))
 	}
@@ -290,14 +331,11 @@ func validate(cfg *kind.Cluster) field.ErrorList {
 				first = i
 			} else if !sameMachine(cfg.Nodes[first], n) {
 				errs = append(errs, field.Invalid(p, n.Role, fmt.Sprintf(
-					"control plane nodes share one machine template in Cluster API (a KubeadmControlPlane's): this one differs from nodes[%d] in image, labels, extraMounts or extraPortMappings", first)))
+					"control plane nodes share one machine template in Cluster API (a KubeadmControlPlane's): this one differs from nodes[%d] in image, labels, extraMounts, extraPortMappings or kubeadmConfigPatches", first)))
 			}
 		case kind.WorkerRole:
 		default:
 			errs = append(errs, field.NotSupported(p.Child("role"), n.Role, []string{"control-plane", "worker"}))
-		}
-		if len(n.KubeadmConfigPatches) > 0 {
-			notYet(p.Child("kubeadmConfigPatches"), len(n.KubeadmConfigPatches))
 		}
 		if len(n.KubeadmConfigPatchesJSON6902) > 0 {
 			notYet(p.Child("kubeadmConfigPatchesJSON6902"), len(n.KubeadmConfigPatchesJSON6902))
@@ -360,7 +398,8 @@ func kubelet(reg *bootstrapv1.NodeRegistrationOptions, cfg *kind.Cluster, n kind
 // sameMachine reports whether two nodes need the same machine template and registration.
 func sameMachine(a, b kind.Node) bool {
 	return a.Role == b.Role && a.Image == b.Image && maps.Equal(a.Labels, b.Labels) &&
-		slices.Equal(a.ExtraMounts, b.ExtraMounts) && slices.Equal(a.ExtraPortMappings, b.ExtraPortMappings)
+		slices.Equal(a.ExtraMounts, b.ExtraMounts) && slices.Equal(a.ExtraPortMappings, b.ExtraPortMappings) &&
+		slices.Equal(a.KubeadmConfigPatches, b.KubeadmConfigPatches)
 }
 
 func countSame(nodes []kind.Node, n kind.Node) int {

@@ -3,6 +3,7 @@ package kindconfig
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,15 +221,18 @@ func TestFlavorOfTheIPFamily(t *testing.T) {
 // What Dockyard cannot honour is refused with its field named, never dropped.
 func TestRefusals(t *testing.T) {
 	for config, field := range map[string]string{
-		"networking: {kubeProxyMode: ipvs}":                                      "networking.kubeProxyMode",
-		"networking: {disableDefaultCNI: true}":                                  "networking.disableDefaultCNI",
-		"networking: {dnsSearch: [example.com]}":                                 "networking.dnsSearch",
-		"networking: {apiServerAddress: 0.0.0.0}":                                "networking.apiServerAddress",
-		"networking: {podSubnet: 10.244.0.0}":                                    "networking.podSubnet",
-		"networking: {ipFamily: ipv5}":                                           "networking.ipFamily",
-		"containerdConfigPatches: ['x = 1']":                                     "containerdConfigPatches",
-		"kubeadmConfigPatches: ['kind: InitConfiguration']":                      "kubeadmConfigPatches",
-		"nodes: [{role: control-plane}, {role: control-plane, image: other:v1}]": "nodes[1]",
+		"networking: {kubeProxyMode: ipvs}":                                                               "networking.kubeProxyMode",
+		"networking: {disableDefaultCNI: true}":                                                           "networking.disableDefaultCNI",
+		"networking: {dnsSearch: [example.com]}":                                                          "networking.dnsSearch",
+		"networking: {apiServerAddress: 0.0.0.0}":                                                         "networking.apiServerAddress",
+		"networking: {podSubnet: 10.244.0.0}":                                                             "networking.podSubnet",
+		"networking: {ipFamily: ipv5}":                                                                    "networking.ipFamily",
+		"containerdConfigPatches: ['x = 1']":                                                              "containerdConfigPatches",
+		"kubeadmConfigPatches: ['kind: KubeProxyConfiguration']":                                          "kubeadmConfigPatches[0].kind",
+		"kubeadmConfigPatches: ['{kind: ClusterConfiguration, networking: {dnsDomain: x}}']":              "ClusterConfiguration field networking",
+		"kubeadmConfigPatches: ['{kind: ClusterConfiguration, apiServer: {timeoutForControlPlane: 4m}}']": "apiServer.timeoutForControlPlane",
+		"kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta3, kind: ClusterConfiguration, patch: '[]'}]":                                                             "kubeadmConfigPatchesJSON6902",
+		"nodes: [{role: control-plane}, {role: control-plane, image: other:v1}]":                                                                                                         "nodes[1]",
 		"nodes: [{role: control-plane}, {role: worker, extraMounts: [{hostPath: /a, containerPath: /a, propagation: Bidirectional}]}]":                                                   "nodes[1].extraMounts[0].propagation",
 		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}]": "nodes[1].extraPortMappings[0].hostPort",
 		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, protocol: SCTP}]}]":                                                                       "nodes[1].extraPortMappings[0].protocol",
@@ -254,6 +258,71 @@ func TestLoadRefusesWhatIsNotKindsV1alpha4(t *testing.T) {
 	} {
 		if _, err := Load([]byte(config)); err == nil {
 			t.Errorf("%q: no error", config)
+		}
+	}
+}
+
+// kind's configuration guide: "Ingress" (a label through InitConfiguration, ports 80 and 443),
+// "Kubeadm Config Patches" (the API server's flags, the kubelet's configuration).
+func TestKubeadmConfigPatches(t *testing.T) {
+	objs := apply(t, header+`kubeadmConfigPatches:
+- |
+  kind: ClusterConfiguration
+  apiServer:
+    extraArgs:
+      enable-admission-plugins: NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+    certSANs: [dev.example]
+nodes:
+- role: control-plane
+  kubeadmConfigPatches:
+  - |
+    kind: InitConfiguration
+    nodeRegistration:
+      kubeletExtraArgs:
+        node-labels: "ingress-ready=true"
+  extraPortMappings:
+  - {containerPort: 80, hostPort: 8080, protocol: TCP}
+  - {containerPort: 443, hostPort: 8443, protocol: TCP}
+- role: worker
+  kubeadmConfigPatches:
+  - |
+    kind: KubeletConfiguration
+    maxPods: 150
+  - |
+    kind: JoinConfiguration
+    nodeRegistration:
+      kubeletExtraArgs:
+      - {name: v, value: "4"}
+`)
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	spec := kcp.Spec.KubeadmConfigSpec
+	if got := arg(spec.ClusterConfiguration.APIServer.ExtraArgs, "enable-admission-plugins"); got != "NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook" {
+		t.Errorf("enable-admission-plugins %q", got)
+	}
+	if sans := spec.ClusterConfiguration.APIServer.CertSANs; !slices.Contains(sans, "dev.example") || !slices.Contains(sans, "127.0.0.1") {
+		t.Errorf("certSANs %v: want the patch's added to the flavor's", sans)
+	}
+	if got := arg(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels"); got != "ingress-ready=true" {
+		t.Errorf("init node-labels %q", got)
+	}
+	if got := arg(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels"); got != "" {
+		t.Errorf("join node-labels %q: an InitConfiguration patch is for the first control plane node only", got)
+	}
+	ct := get(t, objs, "KubeadmConfigTemplate", "dev-md-0", &bootstrapv1.KubeadmConfigTemplate{})
+	join := ct.Spec.Template.Spec.JoinConfiguration
+	if got := arg(join.NodeRegistration.KubeletExtraArgs, "v"); got != "4" {
+		t.Errorf("worker kubelet -v %q", got)
+	}
+	if join.Patches.Directory != "/etc/dockyard/kubeadm-patches" {
+		t.Errorf("worker patches directory %q", join.Patches.Directory)
+	}
+	files := ct.Spec.Template.Spec.Files
+	if len(files) != 1 || files[0].Path != "/etc/dockyard/kubeadm-patches/kubeletconfiguration100+strategic.yaml" || files[0].Content != "maxPods: 150\n" {
+		t.Errorf("worker files %+v", files)
+	}
+	for _, f := range spec.Files {
+		if strings.Contains(f.Path, "kubeletconfiguration") {
+			t.Errorf("the control plane got the worker's kubelet patch %s", f.Path)
 		}
 	}
 }

@@ -112,8 +112,8 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 	})
 
 	It("creates a cluster with dockyard create cluster from kind's configuration file, lists it and reaches it from the host", func(ctx SpecContext) {
-		// kind's v1alpha4 Cluster: its nodes, a worker's label and port, the API server's
-		// runtime config; the spec checks each in the running cluster.
+		// kind's v1alpha4 Cluster: its nodes, a worker's label, port and kubelet configuration
+		// patch, the API server's runtime config; the spec checks each in the running cluster.
 		kindConfig := filepath.Join(work, "kind.yaml")
 		Expect(os.WriteFile(kindConfig, fmt.Appendf(nil, `kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
@@ -125,6 +125,10 @@ nodes:
   labels: {%s: daily}
   extraPortMappings:
   - containerPort: %d
+  kubeadmConfigPatches:
+  - |
+    kind: KubeletConfiguration
+    maxPods: 150
 `, dailyLabel, appPort), 0o600)).To(Succeed())
 		start := time.Now()
 		dockyard(ctx, "create", "cluster", c.name, "-n", c.namespace, "--config", kindConfig, "--kubernetes-version", kubernetesVersion,
@@ -139,11 +143,12 @@ nodes:
 		Expect(err).NotTo(HaveOccurred(), out)
 		wl, _ = workloadClient(ctx, c)
 
-		By("checking what kind's configuration asked for: the worker's label, the API server's flag")
+		By("checking what kind's configuration asked for: the worker's label and maxPods, the API server's flag")
 		labelled := &corev1.NodeList{}
 		Expect(wl.List(ctx, labelled, client.MatchingLabels{dailyLabel: "daily"})).To(Succeed())
 		Expect(labelled.Items).To(HaveLen(1), "the worker's Node carries the label of kind's configuration")
 		Expect(labelled.Items[0].Labels).NotTo(HaveKey("node-role.kubernetes.io/control-plane"))
+		Expect(labelled.Items[0].Status.Capacity.Pods().Value()).To(BeEquivalentTo(150), "the worker's kubelet runs with the maxPods of the KubeletConfiguration patch")
 		apiServers := &corev1.PodList{}
 		Expect(wl.List(ctx, apiServers, client.InNamespace("kube-system"), client.MatchingLabels{"component": "kube-apiserver"})).To(Succeed())
 		Expect(apiServers.Items).To(HaveLen(1))
