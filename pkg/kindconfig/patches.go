@@ -2,10 +2,12 @@ package kindconfig
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 
+	"github.com/pkg/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -131,33 +133,24 @@ func args(v any) ([]bootstrapv1.Arg, error) {
 	switch a := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(a) {
-			out = append(out, bootstrapv1.Arg{Name: k, Value: ptrTo(fmt.Sprint(a[k]))})
+			out = append(out, bootstrapv1.Arg{Name: k, Value: ptr.To(fmt.Sprint(a[k]))})
 		}
 	case []any:
 		for _, item := range a {
 			m, ok := item.(map[string]any)
 			name, _ := m["name"].(string)
 			if !ok || name == "" {
-				return nil, fmt.Errorf("want a list of {name, value}")
+				return nil, errors.New("want a list of {name, value}")
 			}
-			out = append(out, bootstrapv1.Arg{Name: name, Value: ptrTo(fmt.Sprint(m["value"]))})
+			out = append(out, bootstrapv1.Arg{Name: name, Value: ptr.To(fmt.Sprint(m["value"]))})
 		}
 	default:
-		return nil, fmt.Errorf("want a map or a list of {name, value}")
+		return nil, errors.New("want a map or a list of {name, value}")
 	}
 	return out, nil
 }
 
-func ptrTo(s string) *string { return &s }
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // kubeletPatchFiles are kubeadm's patch files for the kubelet's configuration, in the directory
 // the flavor's kubeadm configuration names; kubeadm applies them in name order.
