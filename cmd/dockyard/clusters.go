@@ -73,7 +73,7 @@ func (o *clusterOptions) register(cmd *cobra.Command) {
 	fs.Int64Var(&o.workers, "workers", 1, "worker machines")
 	fs.DurationVar(&o.wait, "wait", 15*time.Minute, "how long to wait for every node to be Ready; 0 returns once the objects are created")
 	fs.StringArrayVar(&o.variables, "var", nil, "a template variable, NAME=VALUE (repeatable), e.g. --var DOCKYARD_WORKER_PORTS=...")
-	fs.StringVar(&o.kindConfig, "config", "", "kind's cluster configuration (kind.x-k8s.io/v1alpha4 Cluster): its nodes, their images, labels, mounts and ports, feature gates, runtime config and networking become the cluster's objects; what Dockyard cannot honour is refused")
+	fs.StringVar(&o.kindConfig, "config", "", "kind's cluster configuration (kind.x-k8s.io/v1alpha4 Cluster): its nodes, their images, labels, mounts and ports, feature gates, runtime config, networking and kubeadm patches become the cluster's objects (docs/daily-loop.md); what Dockyard cannot honour is refused")
 }
 
 // loadKind reads --config, which sets the machine counts and the flavor: the flags that would
