@@ -35,7 +35,8 @@ containerd), the way Cluster API makes them anywhere: a management cluster in a 
 Cluster API and Dockyard, and every workload cluster is a Cluster object there.
 
   dockyard quickstart                       management cluster, providers, and a 1+1 cluster
-  dockyard create cluster dev --workers 2   another cluster
+  dockyard create cluster dev --workers 2   another cluster (or --config kind.yaml)
+  dockyard scale cluster dev --workers 3    through Cluster API, waiting for the nodes
   dockyard load image app:dev --cluster dev the host engine's image into every node of it
   dockyard get kubeconfig dev > dev.conf    a kubeconfig that works from the host
   dockyard export logs ./logs --cluster dev every node's journals, pods' logs, inspect data
@@ -47,6 +48,7 @@ Cluster API and Dockyard, and every workload cluster is a Cluster object there.
 	root.AddCommand(
 		quickstartCommand(g),
 		createCommand(g),
+		scaleCommand(g),
 		getCommand(g),
 		deleteCommand(g),
 		loadCommand(g),

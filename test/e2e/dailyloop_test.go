@@ -29,7 +29,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -190,11 +189,13 @@ nodes:
 			runPod(ctx, wl, "app-"+m.Status.NodeRef.Name, m.Status.NodeRef.Name, appImage, corev1.PullNever)
 		}
 
-		By("scaling the workers to 2: the new node gets the image from Dockyard")
+		By("scaling the workers to 2 with dockyard scale cluster: the new node gets the image from Dockyard")
+		start = time.Now()
+		dockyard(ctx, "scale", "cluster", c.name, "-n", c.namespace, "--workers", "2")
+		whenDone("daily loop: dockyard scale cluster, workers 1 → 2 (waits for Ready nodes)", start)
 		md := &clusterv1.MachineDeployment{}
 		Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-md-0"}, md)).To(Succeed())
-		md.Spec.Replicas = ptr.To[int32](2)
-		Expect(plane.Client().Update(ctx, md)).To(Succeed())
+		Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
 		waitMachinesRunning(ctx, c, 1, 2)
 		for _, m := range machines(ctx, c, false) {
 			runPod(ctx, wl, "app-late-"+m.Status.NodeRef.Name, m.Status.NodeRef.Name, appImage, corev1.PullNever)
