@@ -37,6 +37,7 @@ Cluster API and Dockyard, and every workload cluster is a Cluster object there.
   dockyard quickstart                       management cluster, providers, and a 1+1 cluster
   dockyard create cluster dev --workers 2   another cluster (or --config kind.yaml)
   dockyard scale cluster dev --workers 3    through Cluster API, waiting for the nodes
+  dockyard upgrade cluster dev --kubernetes-version v1.34.4
   dockyard load image app:dev --cluster dev the host engine's image into every node of it
   dockyard get kubeconfig dev > dev.conf    a kubeconfig that works from the host
   dockyard export logs ./logs --cluster dev every node's journals, pods' logs, inspect data
@@ -49,6 +50,7 @@ Cluster API and Dockyard, and every workload cluster is a Cluster object there.
 		quickstartCommand(g),
 		createCommand(g),
 		scaleCommand(g),
+		upgradeCommand(g),
 		getCommand(g),
 		deleteCommand(g),
 		loadCommand(g),
