@@ -118,10 +118,9 @@ func scaleCluster(ctx context.Context, c client.Client, ref clusterRef, o scaleO
 	for _, md := range mds.Items {
 		names = append(names, md.Name)
 	}
-	target := -1
 	if o.workers >= 0 {
-		var err error
-		if target, err = pick(names, o.machineDeployment, "MachineDeployment", ref); err != nil {
+		target, err := pick(names, o.machineDeployment, "MachineDeployment", ref)
+		if err != nil {
 			return 0, err
 		}
 		md := &mds.Items[target]
