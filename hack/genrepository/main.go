@@ -68,8 +68,5 @@ func copyIfChanged(src, dst string) error {
 	if err != nil {
 		return errors.Wrap(err, "reading the rendered repository")
 	}
-	if old, err := os.ReadFile(dst); err == nil && string(old) == string(data) {
-		return nil
-	}
-	return fileutil.WriteAtomic(dst, data, 0o644)
+	return fileutil.WriteIfChanged(dst, data, 0o644)
 }

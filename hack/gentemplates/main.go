@@ -152,10 +152,7 @@ func run(srcDir, outDir, script string) error {
 // reading the templates while another make target regenerates them (make test-all runs suites
 // at once) never reads a half-written one.
 func writeFile(path, text string) error {
-	if old, err := os.ReadFile(path); err == nil && string(old) == text {
-		return nil
-	}
-	return fileutil.WriteAtomic(path, []byte(text), 0o644)
+	return fileutil.WriteIfChanged(path, []byte(text), 0o644)
 }
 
 // writeFamilies writes the IP family flavors of a flavor (name) from its text with the

@@ -2,6 +2,7 @@
 package fileutil
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 
@@ -28,4 +29,13 @@ func WriteAtomic(path string, data []byte, mode os.FileMode) error {
 		return errors.Wrapf(err, "writing %s", path)
 	}
 	return errors.Wrapf(os.Rename(f.Name(), path), "replacing %s", path)
+}
+
+// WriteIfChanged writes data to path as WriteAtomic does, unless path holds data already: a
+// file that does not change keeps its modification time, and a reader is never disturbed.
+func WriteIfChanged(path string, data []byte, mode os.FileMode) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	return WriteAtomic(path, data, mode)
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestWriteAtomic(t *testing.T) {
@@ -30,5 +31,28 @@ func TestWriteAtomic(t *testing.T) {
 	// A directory that does not exist: an error naming the file, nothing created.
 	if err := WriteAtomic(filepath.Join(dir, "missing", "f"), []byte("x"), 0o644); err == nil {
 		t.Error("writing into a missing directory succeeded")
+	}
+}
+
+func TestWriteIfChangedLeavesTheSameContentAlone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "file.yaml")
+	if err := WriteIfChanged(path, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteIfChanged(path, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || !fi.ModTime().Equal(old) {
+		t.Errorf("the same content was written again: %v", err)
+	}
+	if err := WriteIfChanged(path, []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "b" {
+		t.Errorf("content %q, want b", got)
 	}
 }

@@ -220,13 +220,10 @@ func IsFlavor(name string) bool {
 }
 
 func writeIfChanged(path string, data []byte) error {
-	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return errors.Wrapf(err, "making %s", filepath.Dir(path))
 	}
-	return fileutil.WriteAtomic(path, data, 0o644)
+	return fileutil.WriteIfChanged(path, data, 0o644)
 }
 
 // removeOthers removes the files under dir that keep does not name (slash-separated, relative),
