@@ -17,7 +17,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	netutils "k8s.io/utils/net"
 	"k8s.io/utils/ptr"
 	kind "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
@@ -134,10 +136,10 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 	// The cluster.
 	cn := &o.cluster.Spec.ClusterNetwork
 	if cfg.Networking.PodSubnet != "" {
-		cn.Pods.CIDRBlocks = splitList(cfg.Networking.PodSubnet)
+		cn.Pods.CIDRBlocks = strings.Split(cfg.Networking.PodSubnet, ",")
 	}
 	if cfg.Networking.ServiceSubnet != "" {
-		cn.Services.CIDRBlocks = splitList(cfg.Networking.ServiceSubnet)
+		cn.Services.CIDRBlocks = strings.Split(cfg.Networking.ServiceSubnet, ",")
 	}
 	if cfg.Networking.APIServerPort > 0 {
 		o.dockyard.Spec.LoadBalancer.HostPort = cfg.Networking.APIServerPort
@@ -232,47 +234,41 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 
 // split types the objects of cluster name that Apply changes; the others stay as they are.
 func split(name string, objs []*unstructured.Unstructured) (*objects, error) {
-	o := &objects{}
+	o := &objects{
+		cluster: &clusterv1.Cluster{}, dockyard: &infrav1.DockyardCluster{},
+		controlPlane: &controlplanev1.KubeadmControlPlane{}, controlPlaneMT: &infrav1.DockyardMachineTemplate{},
+		workers: &clusterv1.MachineDeployment{}, workersMT: &infrav1.DockyardMachineTemplate{}, workersCT: &bootstrapv1.KubeadmConfigTemplate{},
+	}
+	type target struct {
+		gk    schema.GroupKind
+		name  string
+		into  runtime.Object
+		found bool
+	}
+	wanted := []target{
+		{clusterv1.GroupVersion.WithKind("Cluster").GroupKind(), name, o.cluster, false},
+		{infrav1.GroupVersion.WithKind("DockyardCluster").GroupKind(), name, o.dockyard, false},
+		{controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind(), name + "-control-plane", o.controlPlane, false},
+		{infrav1.GroupVersion.WithKind("DockyardMachineTemplate").GroupKind(), name + "-control-plane", o.controlPlaneMT, false},
+		{clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind(), name + "-md-0", o.workers, false},
+		{infrav1.GroupVersion.WithKind("DockyardMachineTemplate").GroupKind(), name + "-md-0", o.workersMT, false},
+		{bootstrapv1.GroupVersion.WithKind("KubeadmConfigTemplate").GroupKind(), name + "-md-0", o.workersCT, false},
+	}
 	for _, u := range objs {
-		var into runtime.Object
 		gk := u.GroupVersionKind().GroupKind()
-		switch {
-		case gk == clusterv1.GroupVersion.WithKind("Cluster").GroupKind() && u.GetName() == name:
-			o.cluster = &clusterv1.Cluster{}
-			into = o.cluster
-		case gk == infrav1.GroupVersion.WithKind("DockyardCluster").GroupKind() && u.GetName() == name:
-			o.dockyard = &infrav1.DockyardCluster{}
-			into = o.dockyard
-		case gk == controlplanev1.GroupVersion.WithKind("KubeadmControlPlane").GroupKind() && u.GetName() == name+"-control-plane":
-			o.controlPlane = &controlplanev1.KubeadmControlPlane{}
-			into = o.controlPlane
-		case gk == infrav1.GroupVersion.WithKind("DockyardMachineTemplate").GroupKind() && u.GetName() == name+"-control-plane":
-			o.controlPlaneMT = &infrav1.DockyardMachineTemplate{}
-			into = o.controlPlaneMT
-		case gk == clusterv1.GroupVersion.WithKind("MachineDeployment").GroupKind() && u.GetName() == name+"-md-0":
-			o.workers = &clusterv1.MachineDeployment{}
-			into = o.workers
-		case gk == infrav1.GroupVersion.WithKind("DockyardMachineTemplate").GroupKind() && u.GetName() == name+"-md-0":
-			o.workersMT = &infrav1.DockyardMachineTemplate{}
-			into = o.workersMT
-		case gk == bootstrapv1.GroupVersion.WithKind("KubeadmConfigTemplate").GroupKind() && u.GetName() == name+"-md-0":
-			o.workersCT = &bootstrapv1.KubeadmConfigTemplate{}
-			into = o.workersCT
-		default:
+		i := slices.IndexFunc(wanted, func(w target) bool { return w.gk == gk && w.name == u.GetName() })
+		if i < 0 {
 			o.others = append(o.others, u)
 			continue
 		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, wanted[i].into); err != nil {
 			return nil, errors.Wrapf(err, "reading %s %s of the generated cluster", u.GetKind(), u.GetName())
 		}
+		wanted[i].found = true
 	}
-	for what, missing := range map[string]bool{
-		"Cluster": o.cluster == nil, "DockyardCluster": o.dockyard == nil, "KubeadmControlPlane": o.controlPlane == nil,
-		"the control plane's DockyardMachineTemplate": o.controlPlaneMT == nil, "MachineDeployment md-0": o.workers == nil,
-		"the workers' DockyardMachineTemplate": o.workersMT == nil, "the workers' KubeadmConfigTemplate": o.workersCT == nil,
-	} {
-		if missing {
-			return nil, errors.Errorf("the generated cluster %s has no %s: a kind configuration applies to the default flavor's objects", name, what)
+	for _, w := range wanted {
+		if !w.found {
+			return nil, errors.Errorf("the generated cluster %s has no %s %s: a kind configuration applies to the default flavor's objects", name, w.gk.Kind, w.name)
 		}
 	}
 	return o, nil
@@ -313,10 +309,8 @@ func validate(cfg *kind.Cluster) field.ErrorList {
 		errs = append(errs, field.Invalid(nw.Child("apiServerPort"), p, "want 0 (a free port) to 65535"))
 	}
 	for _, s := range []struct{ name, v string }{{"podSubnet", cfg.Networking.PodSubnet}, {"serviceSubnet", cfg.Networking.ServiceSubnet}} {
-		for _, c := range splitList(s.v) {
-			if _, _, err := net.ParseCIDR(c); err != nil {
-				errs = append(errs, field.Invalid(nw.Child(s.name), s.v, "want CIDRs, comma-separated"))
-			}
+		if _, err := netutils.ParseCIDRs(strings.Split(s.v, ",")); s.v != "" && err != nil {
+			errs = append(errs, field.Invalid(nw.Child(s.name), s.v, "want CIDRs, comma-separated"))
 		}
 	}
 	if _, err := Flavor(cfg); err != nil {
@@ -437,14 +431,4 @@ func setArg(args []bootstrapv1.Arg, name, value string) []bootstrapv1.Arg {
 		}
 	}
 	return append(args, bootstrapv1.Arg{Name: name, Value: ptr.To(value)})
-}
-
-func splitList(s string) []string {
-	var items []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			items = append(items, item)
-		}
-	}
-	return items
 }

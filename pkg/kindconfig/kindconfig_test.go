@@ -326,3 +326,19 @@ nodes:
 		}
 	}
 }
+
+func TestApplyNamesTheObjectAFlavorLacks(t *testing.T) {
+	cfg, err := Load([]byte(header))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, u := range generated(t) {
+		if u.GetKind() != "KubeadmConfigTemplate" {
+			objs = append(objs, u)
+		}
+	}
+	if _, err := Apply(cfg, "dev", objs); err == nil || !strings.Contains(err.Error(), "KubeadmConfigTemplate dev-md-0") {
+		t.Errorf("error %v, want one naming KubeadmConfigTemplate dev-md-0", err)
+	}
+}

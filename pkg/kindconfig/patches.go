@@ -54,7 +54,7 @@ func readPatches(path *field.Path, patches []string, controlPlane bool) (kubeadm
 				if !ok {
 					continue
 				}
-				args, err := extraArgs(component)
+				args, err := takeArgs(component, "extraArgs")
 				if err != nil {
 					errs = append(errs, field.Invalid(p, raw, fmt.Sprintf("%s.extraArgs: %v", name, err)))
 				}
@@ -72,7 +72,7 @@ func readPatches(path *field.Path, patches []string, controlPlane bool) (kubeadm
 		case "InitConfiguration", "JoinConfiguration":
 			reg, ok := take[map[string]any](doc, "nodeRegistration")
 			if ok {
-				args, err := kubeletExtraArgs(reg)
+				args, err := takeArgs(reg, "kubeletExtraArgs")
 				if err != nil {
 					errs = append(errs, field.Invalid(p, raw, "nodeRegistration.kubeletExtraArgs: "+err.Error()))
 				}
@@ -108,21 +108,12 @@ func take[T any](m map[string]any, key string) (T, bool) {
 	return v, ok
 }
 
-func kubeletExtraArgs(reg map[string]any) ([]bootstrapv1.Arg, error) {
-	v, ok := reg["kubeletExtraArgs"]
+// takeArgs removes key (extraArgs, kubeletExtraArgs) from m and reads its arguments.
+func takeArgs(m map[string]any, key string) ([]bootstrapv1.Arg, error) {
+	v, ok := take[any](m, key)
 	if !ok {
 		return nil, nil
 	}
-	delete(reg, "kubeletExtraArgs")
-	return args(v)
-}
-
-func extraArgs(component map[string]any) ([]bootstrapv1.Arg, error) {
-	v, ok := component["extraArgs"]
-	if !ok {
-		return nil, nil
-	}
-	delete(component, "extraArgs")
 	return args(v)
 }
 
