@@ -333,11 +333,7 @@ the host's 127.0.0.1 (certificates name it), so it works from the host on every 
 			if len(args) != 1 {
 				return errors.New("name the cluster, or pass --management")
 			}
-			ref, err := parseClusterRef(args[0], namespace)
-			if err != nil {
-				return err
-			}
-			m, err := g.management(ctx)
+			ref, m, err := g.cluster(ctx, args[0], namespace)
 			if err != nil {
 				return err
 			}
@@ -449,11 +445,7 @@ func deleteClusterCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			ref, err := parseClusterRef(args[0], namespace)
-			if err != nil {
-				return err
-			}
-			m, err := g.management(ctx)
+			ref, m, err := g.cluster(ctx, args[0], namespace)
 			if err != nil {
 				return err
 			}

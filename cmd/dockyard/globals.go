@@ -149,6 +149,17 @@ func parseClusterRef(s, namespace string) (clusterRef, error) {
 	return clusterRef{Namespace: ns, Name: name}, nil
 }
 
+// cluster names a workload cluster (NAME in namespace, or NAMESPACE/NAME) and connects to the
+// management cluster where its objects are.
+func (g *globals) cluster(ctx context.Context, name, namespace string) (clusterRef, *managementCluster, error) {
+	ref, err := parseClusterRef(name, namespace)
+	if err != nil {
+		return clusterRef{}, nil, err
+	}
+	m, err := g.management(ctx)
+	return ref, m, err
+}
+
 func (r clusterRef) String() string { return r.Namespace + "/" + r.Name }
 
 func (r clusterRef) key() docker.ClusterKey {

@@ -24,15 +24,24 @@ import (
 // no reason to abandon a cluster that is coming up.
 const readRetryWindow = time.Minute
 
-// waitReady prints what changes until every Machine of the cluster runs and its Node is
-// Ready, as many as the control plane and the workers want.
+// waitReady waits until every machine of the cluster runs with its node Ready, printing what
+// changes.
 func waitReady(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration) error {
+	return waitFor(ctx, c, ref, timeout, func(context.Context) (bool, error) { return true, nil })
+}
+
+// waitFor prints the cluster's progress as it changes until every machine runs with its node
+// Ready and done says so too. An API that cannot be read is retried for readRetryWindow.
+func waitFor(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration, done func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := map[string]string{}
 	var failingSince time.Time
 	for {
 		status, ready, err := progress(ctx, c, ref)
+		if err == nil && ready {
+			ready, err = done(ctx)
+		}
 		switch {
 		case err == nil || apierrors.IsNotFound(err):
 			failingSince = time.Time{}
@@ -55,7 +64,7 @@ func waitReady(ctx context.Context, c client.Client, ref clusterRef, timeout tim
 				last[k] = status[k]
 			}
 		}
-		if ready {
+		if err == nil && ready {
 			return nil
 		}
 		select {

@@ -49,11 +49,7 @@ what changes until every node is Ready.`,
 				return errors.New("say what to scale: --control-planes N, --workers N or both")
 			}
 			ctx := cmd.Context()
-			ref, err := parseClusterRef(args[0], namespace)
-			if err != nil {
-				return err
-			}
-			m, err := g.management(ctx)
+			ref, m, err := g.cluster(ctx, args[0], namespace)
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,6 @@ import (
 	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
@@ -37,14 +36,10 @@ every machine runs the new version and its node is Ready.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			ref, err := parseClusterRef(args[0], namespace)
-			if err != nil {
-				return err
-			}
 			if _, err := version.ParseSemantic(to); err != nil || to[0] != 'v' {
 				return errors.Errorf("--kubernetes-version %q: want a version such as v1.34.4", to)
 			}
-			m, err := g.management(ctx)
+			ref, m, err := g.cluster(ctx, args[0], namespace)
 			if err != nil {
 				return err
 			}
@@ -129,29 +124,12 @@ func setWorkersVersion(ctx context.Context, c client.Client, ref clusterRef, to 
 }
 
 // waitVersion waits until every machine of the cluster (of its control plane only, when asked)
-// runs version with its node Ready, and no machine of another version is left; it prints each
+// runs version to with its node Ready, and no machine of another version is left, printing each
 // machine's progress as it changes.
 func waitVersion(ctx context.Context, c client.Client, ref clusterRef, to string, controlPlaneOnly bool, timeout time.Duration) error {
-	last := map[string]string{}
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		status, ready, err := progress(ctx, c, ref)
-		if err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout, which says so
-		}
-		for k, v := range status {
-			if last[k] != v {
-				say("%-40s %s", k, v)
-				last[k] = v
-			}
-		}
-		done, err := machinesAt(ctx, c, ref, to, controlPlaneOnly)
-		return err == nil && done && (controlPlaneOnly || ready), nil
-	})
-	what := "every machine"
-	if controlPlaneOnly {
-		what = "every control plane machine"
-	}
-	return errors.Wrapf(err, "waiting for %s of cluster %s to run Kubernetes %s (dockyard export logs collects the nodes' logs)", what, ref, to)
+	return errors.Wrapf(waitFor(ctx, c, ref, timeout, func(ctx context.Context) (bool, error) {
+		return machinesAt(ctx, c, ref, to, controlPlaneOnly)
+	}), "upgrading to Kubernetes %s", to)
 }
 
 // machinesAt reports whether the cluster's machines (its control plane's only, when asked) all
