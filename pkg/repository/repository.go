@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/pkg/errors"
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
 	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 )
@@ -30,20 +31,11 @@ type Provider struct {
 	// Name is clusterctl's provider name: cluster-api, kubeadm, dockyard.
 	Name string
 	// Type is clusterctl's provider type: CoreProvider, BootstrapProvider, ...
-	Type string
+	Type clusterctlv1.ProviderType
 	// Version is the one version the repository holds.
 	Version string
 	// Components is the path of the components file inside the repository, slash-separated.
 	Components string
-}
-
-// kinds maps a label's prefix to clusterctl's provider type and components file name.
-var kinds = []struct{ prefix, typ, file string }{
-	{"bootstrap-", "BootstrapProvider", "bootstrap-components.yaml"},
-	{"control-plane-", "ControlPlaneProvider", "control-plane-components.yaml"},
-	{"infrastructure-", "InfrastructureProvider", "infrastructure-components.yaml"},
-	{"ipam-", "IPAMProvider", "ipam-components.yaml"},
-	{"addon-", "AddonProvider", "addon-components.yaml"},
 }
 
 // Repository is a clusterctl repository: the providers' components and metadata, laid out as
@@ -98,17 +90,21 @@ func (r *Repository) Contents() (providers []Provider, certManager string, err e
 	return providers, certManager, nil
 }
 
-// provider is the Provider of a label directory holding version.
+// provider is the Provider of a label directory holding version. The label is clusterctl's
+// (clusterctlv1.ManifestLabel), and the components file is named after its prefix, as in
+// Cluster API's releases: core-components.yaml, bootstrap-components.yaml, ...
 func provider(label, version string) (Provider, error) {
-	if label == "cluster-api" {
-		return Provider{Name: label, Type: "CoreProvider", Version: version, Components: path.Join(label, version, "core-components.yaml")}, nil
+	if label == "cluster-api" { // the core provider's name is its label
+		return Provider{Name: label, Type: clusterctlv1.CoreProviderType, Version: version, Components: path.Join(label, version, "core-components.yaml")}, nil
 	}
-	for _, k := range kinds {
-		if name, ok := strings.CutPrefix(label, k.prefix); ok && name != "" {
-			return Provider{Name: name, Type: k.typ, Version: version, Components: path.Join(label, version, k.file)}, nil
+	for _, typ := range []clusterctlv1.ProviderType{clusterctlv1.BootstrapProviderType, clusterctlv1.ControlPlaneProviderType,
+		clusterctlv1.InfrastructureProviderType, clusterctlv1.IPAMProviderType, clusterctlv1.RuntimeExtensionProviderType, clusterctlv1.AddonProviderType} {
+		prefix := clusterctlv1.ManifestLabel("", typ)
+		if name, ok := strings.CutPrefix(label, prefix); ok && name != "" {
+			return Provider{Name: name, Type: typ, Version: version, Components: path.Join(label, version, prefix+"components.yaml")}, nil
 		}
 	}
-	return Provider{}, errors.Errorf("the clusterctl repository's %s is no provider label clusterctl knows (cluster-api, bootstrap-, control-plane-, infrastructure-, ipam-, addon-<name>)", label)
+	return Provider{}, errors.Errorf("the clusterctl repository's %s is no provider label clusterctl knows (cluster-api, bootstrap-, control-plane-, infrastructure-, ipam-, runtime-extension-, addon-<name>)", label)
 }
 
 // Version is the version of Dockyard's components in the repository.
@@ -118,7 +114,7 @@ func (r *Repository) Version() (string, error) {
 		return "", err
 	}
 	for _, p := range providers {
-		if p.Type == "InfrastructureProvider" && p.Name == "dockyard" {
+		if p.Type == clusterctlv1.InfrastructureProviderType && p.Name == "dockyard" {
 			return p.Version, nil
 		}
 	}
