@@ -111,14 +111,20 @@ func progress(ctx context.Context, c client.Client, ref clusterRef) (map[string]
 		}
 		status["machine "+m.Name] = line
 	}
-	want := int32(0)
+	want := desiredMachines(cluster)
+	return status, want > 0 && running == int(want) && len(machines.Items) == running, nil
+}
+
+// desiredMachines is how many machines Cluster API wants the cluster to have, by its status.
+func desiredMachines(cluster *clusterv1.Cluster) int32 {
+	var want int32
 	if s := cluster.Status.ControlPlane; s != nil {
 		want += ptr.Deref(s.DesiredReplicas, 0)
 	}
 	if s := cluster.Status.Workers; s != nil {
 		want += ptr.Deref(s.DesiredReplicas, 0)
 	}
-	return status, want > 0 && running == int(want) && len(machines.Items) == running, nil
+	return want
 }
 
 func conditionSummary(c *metav1.Condition) string {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,10 +60,13 @@ what changes until every node is Ready.`,
 				return nil
 			}
 			start := time.Now()
-			if err := waitDesired(ctx, m.client, ref, want, time.Minute); err != nil {
-				return err
-			}
-			if err := waitReady(ctx, m.client, ref, timeout); err != nil {
+			// Until Cluster API's status wants the new count, the old machines look done.
+			err = waitFor(ctx, m.client, ref, timeout, func(ctx context.Context) (bool, error) {
+				cluster := &clusterv1.Cluster{}
+				err := m.client.Get(ctx, ref.objectKey(), cluster)
+				return err == nil && desiredMachines(cluster) == want, err
+			})
+			if err != nil {
 				return err
 			}
 			say("cluster %s scaled in %s", ref, time.Since(start).Round(time.Second))
@@ -186,24 +188,4 @@ func pick(names []string, name, what string, ref clusterRef) (int, error) {
 		}
 	}
 	return 0, errors.Errorf("cluster %s has no %s %s (it has %s)", ref, what, name, strings.Join(names, ", "))
-}
-
-// waitDesired waits until Cluster API's status of the cluster wants the machines asked for, so
-// that the wait for Ready nodes that follows does not end on the old count.
-func waitDesired(ctx context.Context, c client.Client, ref clusterRef, want int32, timeout time.Duration) error {
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		cluster := &clusterv1.Cluster{}
-		if err := c.Get(ctx, ref.objectKey(), cluster); err != nil {
-			return false, nil //nolint:nilerr // retried until the timeout, which says so
-		}
-		var desired int32
-		if s := cluster.Status.ControlPlane; s != nil {
-			desired += ptr.Deref(s.DesiredReplicas, 0)
-		}
-		if s := cluster.Status.Workers; s != nil {
-			desired += ptr.Deref(s.DesiredReplicas, 0)
-		}
-		return desired == want, nil
-	})
-	return errors.Wrapf(err, "waiting for Cluster API to want %d machines in cluster %s", want, ref)
 }
