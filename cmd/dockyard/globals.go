@@ -60,8 +60,9 @@ func (g *globals) engine(ctx context.Context) (*docker.Manager, func(), error) {
 	return nodes, func() { _ = rt.Close() }, nil
 }
 
-// clusterctlConfig is the path of clusterctl's configuration: --clusterctl-config, or the repository the
-// command carries, written out for clusterctl's library (which reads files).
+// clusterctlConfig is the path of clusterctl's configuration: --clusterctl-config, or the
+// repository the command carries, written out for clusterctl's library (which reads files) once
+// per run: the path it wrote is kept as the configuration.
 func (g *globals) clusterctlConfig() (string, error) {
 	if g.config != "" {
 		if _, err := os.Stat(g.config); err != nil {
