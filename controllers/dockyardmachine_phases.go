@@ -127,6 +127,10 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for systemd and containerd in the node container")
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
 	}
+	if err := node.ConfigureContainerd(ctx, docker.ContainerdPatches{Merge: dm.Spec.ContainerdConfigPatches, JSON6902: dm.Spec.ContainerdConfigPatchesJSON6902}); err != nil {
+		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerdConfigFailedReason, "%v", err)
+		return ctrl.Result{}, false, err
+	}
 	if err := r.loadImages(ctx, s); err != nil {
 		reason := infrav1.PreloadFailedReason
 		if policy.IsRefused(err) {
@@ -361,7 +365,7 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	}
 	spec := docker.NodeSpec{
 		Cluster: s.key, Machine: dm.Name, Image: image, Role: role, Network: s.network,
-		ServiceCIDRs: serviceCIDRs(s.cluster),
+		ServiceCIDRs: serviceCIDRs(s.cluster), DNSSearch: dm.Spec.DNSSearch,
 	}
 	if q := dm.Spec.Resources.CPU; q != nil {
 		spec.Resources.NanoCPUs = q.MilliValue() * 1_000_000

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -139,14 +140,20 @@ var testServiceCIDRs = []string{"10.96.0.0/12", "fd00:100:64::/108"}
 // bootNode creates a node container and waits until systemd and containerd run.
 func bootNode(t *testing.T, m *Manager, key ClusterKey, machine string, role Role) *container.Container {
 	t.Helper()
+	return bootNodeSpec(t, m, NodeSpec{Cluster: key, Machine: machine, Role: role})
+}
+
+// bootNodeSpec is bootNode of a spec, on the cluster's default network from the test node image.
+func bootNodeSpec(t *testing.T, m *Manager, spec NodeSpec) *container.Container {
+	t.Helper()
 	ctx := context.Background()
 	dockerenv.RequireImages(t, m.runtime, dockerenv.NodeImage())
-	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	spec.Network = DefaultNetworkName(spec.Cluster)
+	spec.Image, spec.ServiceCIDRs = dockerenv.NodeImage(), testServiceCIDRs
+	if _, err := m.EnsureNetwork(ctx, spec.Cluster, spec.Network); err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.createNode(ctx, NodeSpec{Cluster: key, Machine: machine, Image: dockerenv.NodeImage(), Role: role, Network: network,
-		ServiceCIDRs: testServiceCIDRs})
+	node, err := m.createNode(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -844,4 +851,44 @@ func mustDiffIDs(t *testing.T, img v1.Image) []v1.Hash {
 		t.Fatal(err)
 	}
 	return cfg.RootFS.DiffIDs
+}
+
+// A node's search list and containerd patches on the real engine: the engine writes the one,
+// containerd restarts with the other, once; patches that do not apply change nothing.
+func TestNodeSearchListAndContainerdPatches(t *testing.T) {
+	ctx := context.Background()
+	m, rt, key := engineCluster(t)
+	c := bootNodeSpec(t, m, NodeSpec{Cluster: key, Machine: "w-0", Role: RoleWorker, DNSSearch: &[]string{"corp.example", "lab.example"}})
+	if out, _ := execOut(t, rt, c.Name, "cat", "/etc/resolv.conf"); !regexp.MustCompile(`(?m)^search corp\.example lab\.example$`).MatchString(out) {
+		t.Errorf("resolv.conf of a node searching corp.example lab.example:\n%s", out)
+	}
+
+	node, err := m.FindNode(ctx, key, "w-0")
+	if err != nil || node == nil {
+		t.Fatalf("finding the node: %v", err)
+	}
+	patches := ContainerdPatches{
+		Merge:    []string{"[metrics]\n  address = \"127.0.0.1:1338\""},
+		JSON6902: []string{`[{"op": "replace", "path": "/metrics/address", "value": "127.0.0.1:1339"}]`},
+	}
+	if err := node.ConfigureContainerd(ctx, patches); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := execOut(t, rt, c.Name, "curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:1339/v1/metrics"); code != 0 {
+		t.Errorf("containerd serves no metrics at the patched address: %s", out)
+	}
+	pid, _ := execOut(t, rt, c.Name, "systemctl", "show", "-p", "MainPID", "--value", "containerd")
+	if err := node.ConfigureContainerd(ctx, patches); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := execOut(t, rt, c.Name, "systemctl", "show", "-p", "MainPID", "--value", "containerd"); again != pid {
+		t.Errorf("containerd restarted (pid %s, then %s) for patches it runs with already", pid, again)
+	}
+	before, _ := execOut(t, rt, c.Name, "cat", containerdConfigFile)
+	if err := node.ConfigureContainerd(ctx, ContainerdPatches{JSON6902: []string{`[{"op": "remove", "path": "/nothing"}]`}}); err == nil || !strings.Contains(err.Error(), "containerdConfigPatchesJSON6902[0]") {
+		t.Errorf("a patch that does not apply: %v, want an error naming it", err)
+	}
+	if after, _ := execOut(t, rt, c.Name, "cat", containerdConfigFile); after != before {
+		t.Error("a patch that does not apply changed the configuration")
+	}
 }

@@ -41,6 +41,9 @@ type NodeSpec struct {
 	// kube-proxy did not translate to an endpoint, so they never reach the engine's host and the
 	// networks beyond it (images/node/entrypoint).
 	ServiceCIDRs []string
+	// DNSSearch, when not nil, is the search list of the node's resolv.conf (empty: none) in
+	// place of the engine host's.
+	DNSSearch *[]string
 
 	// address is the node's fixed addresses on Network, picked by CreateNode.
 	address fixedAddresses
@@ -127,6 +130,7 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		Network:        s.Network,
 		NetworkAliases: aliases,
 		Mounts:         mounts,
+		DNSSearch:      s.DNSSearch,
 		Tty:            true,
 		StopSignal:     "SIGRTMIN+3", // systemd's clean shutdown
 		RestartPolicy:  "unless-stopped",

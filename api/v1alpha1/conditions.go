@@ -103,6 +103,10 @@ const (
 	// PreloadFailedReason: an image of spec.preLoadImages or of the DockyardCluster's
 	// spec.loadImages could not be loaded into the node (the message says which, and why).
 	PreloadFailedReason = "PreloadFailed"
+	// ContainerdConfigFailedReason: spec.containerdConfigPatches or
+	// containerdConfigPatchesJSON6902 could not be applied to the node's containerd
+	// configuration, or containerd did not restart with the result (the message says which). Retried; fix the patches in a new template and roll the machine out.
+	ContainerdConfigFailedReason = "ContainerdConfigFailed"
 	// RegistryNotFoundReason: the DockyardCluster's spec.registry names no local registry on
 	// the engine. Create it (dockyard registry create) or unset spec.registry; the node is
 	// created once it exists.

@@ -64,6 +64,40 @@ type DockyardMachineSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=50
 	Ports []PortMapping `json:"ports,omitempty"`
+
+	// dnsSearch is the search list of the node's /etc/resolv.conf, in place of the engine
+	// host's; an empty list searches no domain, and leaving it unset keeps the host's (kind's
+	// networking.dnsSearch). Pods with dnsPolicy Default use the node's resolver and see it;
+	// CoreDNS forwards to it. Immutable.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	DNSSearch *[]string `json:"dnsSearch,omitempty"`
+
+	// containerdConfigPatches are TOML patches merged, in order, into the node's containerd
+	// configuration (/etc/containerd/config.toml) before the bootstrap data runs, containerd
+	// then restarted (kind's containerdConfigPatches): tables merge key by key, other values
+	// replace the image's, and a patch whose top-level version differs from the
+	// configuration's is skipped. They change the node's containerd only; what it can reach is
+	// what the cluster's network reaches. Immutable.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=10240
+	ContainerdConfigPatches []string `json:"containerdConfigPatches,omitempty"`
+
+	// containerdConfigPatchesJSON6902 are JSON 6902 patches (JSON or YAML lists of operations)
+	// applied, in order, after containerdConfigPatches to the node's containerd configuration as
+	// a JSON document (kind's containerdConfigPatchesJSON6902). Immutable.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=10240
+	ContainerdConfigPatchesJSON6902 []string `json:"containerdConfigPatchesJSON6902,omitempty"`
 }
 
 // PortMapping publishes a port of a node container on the engine's host.

@@ -199,6 +199,9 @@ type ContainerSpec struct {
 	IPv6Address string
 	Ports       []PortMapping
 	Mounts      []Mount
+	// DNSSearch, when not nil, is the search list of the container's /etc/resolv.conf, in place
+	// of the engine host's (empty: no search domain); nil keeps the host's.
+	DNSSearch *[]string
 	// Tty allocates a terminal (systemd logs its boot to it).
 	Tty        bool
 	StopSignal string

@@ -118,6 +118,16 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 		c.kubeletConfiguration = append(c.kubeletConfiguration, nc.kubeletConfiguration...)
 		return c, nil
 	}
+	// jsonPatches applies the cluster's kubeadmConfigPatchesJSON6902, then node i's, to the
+	// fields of its machine template, and returns the kubelet's JSON patches.
+	jsonPatches := func(i int, f kubeadmFields) ([]string, error) {
+		kubelet, errs := applyJSON6902(field.NewPath("kubeadmConfigPatchesJSON6902"), cfg.KubeadmConfigPatchesJSON6902, f)
+		nk, nerrs := applyJSON6902(field.NewPath("nodes").Index(i).Child("kubeadmConfigPatchesJSON6902"), cfg.Nodes[i].KubeadmConfigPatchesJSON6902, f)
+		if errs = append(errs, nerrs...); len(errs) > 0 {
+			return nil, errors.Wrap(errs.ToAggregate(), "kind's configuration")
+		}
+		return append(kubelet, nk...), nil
+	}
 	// Nodes by index: the control plane's, and the workers' in groups of identical ones.
 	var cp []int
 	var groups [][]int
@@ -147,7 +157,7 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 
 	// The control plane: one template for every control plane node.
 	o.controlPlane.Spec.Replicas = ptr.To(int32(len(cp)))
-	machine(&o.controlPlaneMT.Spec.Template.Spec, cfg.Nodes[cp[0]])
+	machine(&o.controlPlaneMT.Spec.Template.Spec, cfg, cfg.Nodes[cp[0]])
 	spec := &o.controlPlane.Spec.KubeadmConfigSpec
 	cc := &spec.ClusterConfiguration
 	if gates := featureGates(cfg.FeatureGates); gates != "" {
@@ -176,10 +186,23 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 	cc.APIServer.CertSANs = appendNew(cc.APIServer.CertSANs, c.certSANs...)
 	spec.InitConfiguration.NodeRegistration.KubeletExtraArgs = mergeArgs(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, c.initKubelet)
 	spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = mergeArgs(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, c.joinKubelet)
-	if len(c.kubeletConfiguration) > 0 {
-		spec.Files = append(spec.Files, kubeletPatchFiles(c.kubeletConfiguration)...)
+	// JSON 6902 patches after the others, as in kind.
+	kubeletJSON, err := jsonPatches(cp[0], kubeadmFields{cluster: cc, init: &spec.InitConfiguration.NodeRegistration, join: &spec.JoinConfiguration.NodeRegistration})
+	if err != nil {
+		return nil, err
+	}
+	if files := kubeletPatchFiles(c.kubeletConfiguration, kubeletJSON); len(files) > 0 {
+		spec.Files = append(spec.Files, files...)
 		spec.InitConfiguration.Patches.Directory = patchesDir
 		spec.JoinConfiguration.Patches.Directory = patchesDir
+	}
+	if cfg.Networking.DisableDefaultCNI {
+		if err := withoutDefaultCNI(spec); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Networking.KubeProxyMode == noKubeProxy {
+		spec.InitConfiguration.SkipPhases = appendNew(spec.InitConfiguration.SkipPhases, "addon/kube-proxy")
 	}
 
 	// The workers: the flavor's MachineDeployment and its templates for the first group, copies
@@ -213,7 +236,7 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 		md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = n
 		md.Spec.Replicas = ptr.To(int32(len(g)))
 		node := cfg.Nodes[g[0]]
-		machine(&mt.Spec.Template.Spec, node)
+		machine(&mt.Spec.Template.Spec, cfg, node)
 		join := &ct.Spec.Template.Spec.JoinConfiguration
 		kubelet(&join.NodeRegistration, cfg, node)
 		c, err := changes(g[0], node)
@@ -221,8 +244,12 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 			return nil, err
 		}
 		join.NodeRegistration.KubeletExtraArgs = mergeArgs(join.NodeRegistration.KubeletExtraArgs, c.joinKubelet)
-		if len(c.kubeletConfiguration) > 0 {
-			ct.Spec.Template.Spec.Files = append(ct.Spec.Template.Spec.Files, kubeletPatchFiles(c.kubeletConfiguration)...)
+		kubeletJSON, err := jsonPatches(g[0], kubeadmFields{join: &join.NodeRegistration})
+		if err != nil {
+			return nil, err
+		}
+		if files := kubeletPatchFiles(c.kubeletConfiguration, kubeletJSON); len(files) > 0 {
+			ct.Spec.Template.Spec.Files = append(ct.Spec.Template.Spec.Files, files...)
 			join.Patches.Directory = patchesDir
 		}
 		if err := add(md, mt, ct); err != nil {
@@ -280,24 +307,11 @@ func validate(cfg *kind.Cluster) field.ErrorList {
 	notYet := func(p *field.Path, v any) {
 		errs = append(errs, field.Forbidden(p, fmt.Sprintf("not supported by Dockyard yet (value %v)", v)))
 	}
-	if len(cfg.KubeadmConfigPatchesJSON6902) > 0 {
-		notYet(field.NewPath("kubeadmConfigPatchesJSON6902"), len(cfg.KubeadmConfigPatchesJSON6902))
-	}
-	if len(cfg.ContainerdConfigPatches) > 0 {
-		notYet(field.NewPath("containerdConfigPatches"), len(cfg.ContainerdConfigPatches))
-	}
-	if len(cfg.ContainerdConfigPatchesJSON6902) > 0 {
-		notYet(field.NewPath("containerdConfigPatchesJSON6902"), len(cfg.ContainerdConfigPatchesJSON6902))
-	}
 	nw := field.NewPath("networking")
-	if cfg.Networking.DisableDefaultCNI {
-		notYet(nw.Child("disableDefaultCNI"), true)
-	}
-	if m := cfg.Networking.KubeProxyMode; m != "" && m != kind.IPTablesProxyMode {
-		notYet(nw.Child("kubeProxyMode"), m)
-	}
-	if cfg.Networking.DNSSearch != nil {
-		notYet(nw.Child("dnsSearch"), *cfg.Networking.DNSSearch)
+	switch m := cfg.Networking.KubeProxyMode; m {
+	case "", kind.IPTablesProxyMode, noKubeProxy:
+	default:
+		errs = append(errs, field.NotSupported(nw.Child("kubeProxyMode"), m, []string{"iptables", "none"}))
 	}
 	if a := cfg.Networking.APIServerAddress; a != "" {
 		if ip := net.ParseIP(a); ip == nil || !ip.IsLoopback() {
@@ -325,14 +339,11 @@ func validate(cfg *kind.Cluster) field.ErrorList {
 				first = i
 			} else if !sameMachine(cfg.Nodes[first], n) {
 				errs = append(errs, field.Invalid(p, n.Role, fmt.Sprintf(
-					"control plane nodes share one machine template in Cluster API (a KubeadmControlPlane's): this one differs from nodes[%d] in image, labels, extraMounts, extraPortMappings or kubeadmConfigPatches", first)))
+					"control plane nodes share one machine template in Cluster API (a KubeadmControlPlane's): this one differs from nodes[%d] in image, labels, extraMounts, extraPortMappings, kubeadmConfigPatches or kubeadmConfigPatchesJSON6902", first)))
 			}
 		case kind.WorkerRole:
 		default:
 			errs = append(errs, field.NotSupported(p.Child("role"), n.Role, []string{"control-plane", "worker"}))
-		}
-		if len(n.KubeadmConfigPatchesJSON6902) > 0 {
-			notYet(p.Child("kubeadmConfigPatchesJSON6902"), len(n.KubeadmConfigPatchesJSON6902))
 		}
 		for j, m := range n.ExtraMounts {
 			mp := p.Child("extraMounts").Index(j)
@@ -360,9 +371,19 @@ func validate(cfg *kind.Cluster) field.ErrorList {
 	return errs
 }
 
-// machine sets a DockyardMachine's spec from a node: its image (empty: the manager's node image
-// of the Machine's version), mounts and ports.
-func machine(spec *infrav1.DockyardMachineSpec, n kind.Node) {
+// machine sets a DockyardMachine's spec from a node and the cluster: its image (empty: the
+// manager's node image of the Machine's version), mounts, ports, DNS search list and containerd
+// configuration patches.
+func machine(spec *infrav1.DockyardMachineSpec, cfg *kind.Cluster, n kind.Node) {
+	if s := cfg.Networking.DNSSearch; s != nil {
+		spec.DNSSearch = ptr.To(slices.Clone(*s))
+	}
+	if len(cfg.ContainerdConfigPatches) > 0 {
+		spec.ContainerdConfigPatches = slices.Clone(cfg.ContainerdConfigPatches)
+	}
+	if len(cfg.ContainerdConfigPatchesJSON6902) > 0 {
+		spec.ContainerdConfigPatchesJSON6902 = slices.Clone(cfg.ContainerdConfigPatchesJSON6902)
+	}
 	if n.Image != "" {
 		spec.Image = n.Image
 	}
@@ -393,7 +414,30 @@ func kubelet(reg *bootstrapv1.NodeRegistrationOptions, cfg *kind.Cluster, n kind
 func sameMachine(a, b kind.Node) bool {
 	return a.Role == b.Role && a.Image == b.Image && maps.Equal(a.Labels, b.Labels) &&
 		slices.Equal(a.ExtraMounts, b.ExtraMounts) && slices.Equal(a.ExtraPortMappings, b.ExtraPortMappings) &&
-		slices.Equal(a.KubeadmConfigPatches, b.KubeadmConfigPatches)
+		slices.Equal(a.KubeadmConfigPatches, b.KubeadmConfigPatches) &&
+		slices.Equal(a.KubeadmConfigPatchesJSON6902, b.KubeadmConfigPatchesJSON6902)
+}
+
+// noKubeProxy is kind's kubeProxyMode without kube-proxy (kind's internal NoneProxyMode).
+const noKubeProxy kind.ProxyMode = "none"
+
+// The default flavor's control plane installs the node image's CNI with this script, run after
+// kubeadm (see templates/src/cluster-template.yaml).
+const (
+	installCNIFile    = "/etc/dockyard/install-cni.sh"
+	installCNICommand = "sh " + installCNIFile
+)
+
+// withoutDefaultCNI removes the installation of the node image's CNI from a control plane's
+// kubeadm configuration (kind's disableDefaultCNI): the user installs one.
+func withoutDefaultCNI(spec *bootstrapv1.KubeadmConfigSpec) error {
+	files := slices.DeleteFunc(slices.Clone(spec.Files), func(f bootstrapv1.File) bool { return f.Path == installCNIFile })
+	commands := slices.DeleteFunc(slices.Clone(spec.PostKubeadmCommands), func(c string) bool { return c == installCNICommand })
+	if len(files) == len(spec.Files) || len(commands) == len(spec.PostKubeadmCommands) {
+		return errors.Errorf("networking.disableDefaultCNI: the generated KubeadmControlPlane does not install the CNI with %s (a kind configuration applies to the default flavor's objects)", installCNIFile)
+	}
+	spec.Files, spec.PostKubeadmCommands = files, commands
+	return nil
 }
 
 func countSame(nodes []kind.Node, n kind.Node) int {

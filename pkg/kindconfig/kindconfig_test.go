@@ -222,20 +222,23 @@ func TestFlavorOfTheIPFamily(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	for config, field := range map[string]string{
 		"networking: {kubeProxyMode: ipvs}":                                                               "networking.kubeProxyMode",
-		"networking: {disableDefaultCNI: true}":                                                           "networking.disableDefaultCNI",
-		"networking: {dnsSearch: [example.com]}":                                                          "networking.dnsSearch",
+		"networking: {kubeProxyMode: nftables}":                                                           "networking.kubeProxyMode",
 		"networking: {apiServerAddress: 0.0.0.0}":                                                         "networking.apiServerAddress",
 		"networking: {podSubnet: 10.244.0.0}":                                                             "networking.podSubnet",
 		"networking: {ipFamily: ipv5}":                                                                    "networking.ipFamily",
-		"containerdConfigPatches: ['x = 1']":                                                              "containerdConfigPatches",
 		"kubeadmConfigPatches: ['kind: KubeProxyConfiguration']":                                          "kubeadmConfigPatches[0].kind",
 		"kubeadmConfigPatches: ['{kind: ClusterConfiguration, networking: {dnsDomain: x}}']":              "ClusterConfiguration field networking",
 		"kubeadmConfigPatches: ['{kind: ClusterConfiguration, apiServer: {timeoutForControlPlane: 4m}}']": "apiServer.timeoutForControlPlane",
-		"kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta3, kind: ClusterConfiguration, patch: '[]'}]":                                                             "kubeadmConfigPatchesJSON6902",
-		"nodes: [{role: control-plane}, {role: control-plane, image: other:v1}]":                                                                                                         "nodes[1]",
-		"nodes: [{role: control-plane}, {role: worker, extraMounts: [{hostPath: /a, containerPath: /a, propagation: Bidirectional}]}]":                                                   "nodes[1].extraMounts[0].propagation",
-		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}]": "nodes[1].extraPortMappings[0].hostPort",
-		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, protocol: SCTP}]}]":                                                                       "nodes[1].extraPortMappings[0].protocol",
+		"kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta3, kind: ClusterConfiguration, patch: '[{op: add, path: /networking, value: {dnsDomain: x}}]'}]":                               "ClusterConfiguration field networking",
+		"kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta3, kind: ClusterConfiguration, patch: '[{op: add, path: /etcd/local/dataDir, value: /x}]'}]":                                   "kubeadmConfigPatchesJSON6902[0].patch",
+		"kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta2, kind: ClusterConfiguration, patch: '[]'}]":                                                                                  "kubeadmConfigPatchesJSON6902[0].version",
+		"kubeadmConfigPatchesJSON6902: [{group: kubeproxy.config.k8s.io, version: v1alpha1, kind: KubeProxyConfiguration, patch: '[]'}]":                                                                      "kubeadmConfigPatchesJSON6902[0].kind",
+		"kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta3, kind: ClusterConfiguration, patch: 'op: add'}]":                                                                             "kubeadmConfigPatchesJSON6902[0].patch",
+		"nodes: [{role: control-plane, kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta4, kind: InitConfiguration, patch: '[{op: add, path: /nodeRegistration/taints, value: []}]'}]}]": "InitConfiguration field nodeRegistration.taints",
+		"nodes: [{role: control-plane}, {role: control-plane, image: other:v1}]":                                                                                                                              "nodes[1]",
+		"nodes: [{role: control-plane}, {role: worker, extraMounts: [{hostPath: /a, containerPath: /a, propagation: Bidirectional}]}]":                                                                        "nodes[1].extraMounts[0].propagation",
+		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}, {role: worker, extraPortMappings: [{containerPort: 80, hostPort: 80}]}]":                      "nodes[1].extraPortMappings[0].hostPort",
+		"nodes: [{role: control-plane}, {role: worker, extraPortMappings: [{containerPort: 80, protocol: SCTP}]}]":                                                                                            "nodes[1].extraPortMappings[0].protocol",
 		"nodes: [{role: worker}]": "nodes",
 		"nodes: [{role: etcd}]":   "nodes[0].role",
 	} {
@@ -340,5 +343,172 @@ func TestApplyNamesTheObjectAFlavorLacks(t *testing.T) {
 	}
 	if _, err := Apply(cfg, "dev", objs); err == nil || !strings.Contains(err.Error(), "KubeadmConfigTemplate dev-md-0") {
 		t.Errorf("error %v, want one naming KubeadmConfigTemplate dev-md-0", err)
+	}
+}
+
+// kind's configuration guide: "Kubeadm Config Patches", JSON 6902 (a SAN added to the API
+// server's certificate); and patches of each kind and version Cluster API's fields can carry.
+func TestKubeadmConfigPatchesJSON6902(t *testing.T) {
+	objs := apply(t, header+`kubeadmConfigPatchesJSON6902:
+- group: kubeadm.k8s.io
+  version: v1beta3
+  kind: ClusterConfiguration
+  patch: |
+    - op: add
+      path: /apiServer/certSANs/-
+      value: my-hostname
+- group: kubeadm.k8s.io
+  version: v1beta4
+  kind: ClusterConfiguration
+  patch: |
+    - op: add
+      path: /scheduler/extraArgs/-
+      value: {name: v, value: "5"}
+- group: kubeadm.k8s.io
+  version: v1beta4
+  kind: JoinConfiguration
+  patch: |
+    - op: add
+      path: /nodeRegistration/kubeletExtraArgs/-
+      value: {name: v, value: "3"}
+nodes:
+- role: control-plane
+  kubeadmConfigPatchesJSON6902:
+  - group: kubeadm.k8s.io
+    version: v1beta3
+    kind: InitConfiguration
+    patch: |
+      - op: add
+        path: /nodeRegistration/kubeletExtraArgs/node-labels
+        value: ingress-ready=true
+- role: worker
+  kubeadmConfigPatchesJSON6902:
+  - group: kubelet.config.k8s.io
+    version: v1beta1
+    kind: KubeletConfiguration
+    patch: |
+      - op: replace
+        path: /maxPods
+        value: 150
+`)
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	spec := kcp.Spec.KubeadmConfigSpec
+	if sans := spec.ClusterConfiguration.APIServer.CertSANs; !slices.Contains(sans, "my-hostname") || !slices.Contains(sans, "127.0.0.1") {
+		t.Errorf("certSANs %v: want my-hostname after the flavor's", sans)
+	}
+	if got := arg(spec.ClusterConfiguration.Scheduler.ExtraArgs, "v"); got != "5" {
+		t.Errorf("scheduler -v %q", got)
+	}
+	if got := arg(spec.ClusterConfiguration.Scheduler.ExtraArgs, "leader-elect-lease-duration"); got == "" {
+		t.Errorf("scheduler args %+v: the flavor's were lost", spec.ClusterConfiguration.Scheduler.ExtraArgs)
+	}
+	if got := arg(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels"); got != "ingress-ready=true" {
+		t.Errorf("init node-labels %q", got)
+	}
+	if got := arg(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "v"); got != "3" {
+		t.Errorf("control plane join -v %q", got)
+	}
+	ct := get(t, objs, "KubeadmConfigTemplate", "dev-md-0", &bootstrapv1.KubeadmConfigTemplate{})
+	join := ct.Spec.Template.Spec.JoinConfiguration
+	if got := arg(join.NodeRegistration.KubeletExtraArgs, "v"); got != "3" {
+		t.Errorf("worker join -v %q", got)
+	}
+	files := ct.Spec.Template.Spec.Files
+	if len(files) != 1 || files[0].Path != "/etc/dockyard/kubeadm-patches/kubeletconfiguration200+json.json" ||
+		files[0].Content != `[{"op":"replace","path":"/maxPods","value":150}]` || join.Patches.Directory != "/etc/dockyard/kubeadm-patches" {
+		t.Errorf("worker files %+v, patches %q", files, join.Patches.Directory)
+	}
+}
+
+// A JSON 6902 patch may remove what the flavor set, as in kind it may remove what kind set.
+func TestKubeadmConfigPatchesJSON6902Remove(t *testing.T) {
+	before := get(t, generated(t), "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	n := len(before.Spec.KubeadmConfigSpec.ClusterConfiguration.ControllerManager.ExtraArgs)
+	if n == 0 {
+		t.Fatal("the flavor sets no controller manager argument to remove")
+	}
+	objs := apply(t, header+`kubeadmConfigPatchesJSON6902:
+- group: kubeadm.k8s.io
+  version: v1beta4
+  kind: ClusterConfiguration
+  patch: '[{op: remove, path: /controllerManager/extraArgs/0}]'
+`)
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	after := kcp.Spec.KubeadmConfigSpec.ClusterConfiguration.ControllerManager.ExtraArgs
+	if len(after) != n-1 || slices.ContainsFunc(after, func(a bootstrapv1.Arg) bool {
+		return a.Name == before.Spec.KubeadmConfigSpec.ClusterConfiguration.ControllerManager.ExtraArgs[0].Name
+	}) {
+		t.Errorf("controller manager args %+v, want the first of %+v removed", after, before.Spec.KubeadmConfigSpec.ClusterConfiguration.ControllerManager.ExtraArgs)
+	}
+}
+
+// kind's configuration guide: "Disable Default CNI" (a CNI such as Calico installed after).
+func TestDisableDefaultCNI(t *testing.T) {
+	objs := apply(t, header+"networking: {disableDefaultCNI: true}\n")
+	spec := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{}).Spec.KubeadmConfigSpec
+	for _, f := range spec.Files {
+		if f.Path == "/etc/dockyard/install-cni.sh" {
+			t.Error("the control plane still gets the CNI installation script")
+		}
+	}
+	if slices.Contains(spec.PostKubeadmCommands, "sh /etc/dockyard/install-cni.sh") {
+		t.Errorf("the control plane still installs the CNI: %v", spec.PostKubeadmCommands)
+	}
+	if len(spec.Files) == 0 {
+		t.Error("the flavor's other files were dropped")
+	}
+	// Without the setting the flavor installs it (what the test above removes is there).
+	spec = get(t, apply(t, header), "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{}).Spec.KubeadmConfigSpec
+	if !slices.Contains(spec.PostKubeadmCommands, "sh /etc/dockyard/install-cni.sh") {
+		t.Errorf("the flavor's post-kubeadm commands %v do not install the CNI", spec.PostKubeadmCommands)
+	}
+}
+
+// kind's configuration guide: "kube-proxy" mode none (a CNI that replaces it installed after).
+func TestKubeProxyModeNone(t *testing.T) {
+	spec := get(t, apply(t, header+"networking: {kubeProxyMode: none}\n"), "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{}).Spec.KubeadmConfigSpec
+	if !slices.Contains(spec.InitConfiguration.SkipPhases, "addon/kube-proxy") {
+		t.Errorf("skipPhases %v, want addon/kube-proxy", spec.InitConfiguration.SkipPhases)
+	}
+	spec = get(t, apply(t, header+"networking: {kubeProxyMode: iptables}\n"), "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{}).Spec.KubeadmConfigSpec
+	if slices.Contains(spec.InitConfiguration.SkipPhases, "addon/kube-proxy") {
+		t.Errorf("iptables mode skips kube-proxy: %v", spec.InitConfiguration.SkipPhases)
+	}
+}
+
+// kind's networking.dnsSearch: every node's search list, empty included (no search domain).
+func TestDNSSearch(t *testing.T) {
+	objs := apply(t, header+"networking: {dnsSearch: [corp.example]}\nnodes: [{role: control-plane}, {role: worker}]\n")
+	for _, name := range []string{"dev-control-plane", "dev-md-0"} {
+		mt := get(t, objs, "DockyardMachineTemplate", name, &infrav1.DockyardMachineTemplate{})
+		if s := mt.Spec.Template.Spec.DNSSearch; s == nil || !slices.Equal(*s, []string{"corp.example"}) {
+			t.Errorf("%s: dnsSearch %v, want [corp.example]", name, s)
+		}
+	}
+	mt := get(t, apply(t, header+"networking: {dnsSearch: []}\n"), "DockyardMachineTemplate", "dev-control-plane", &infrav1.DockyardMachineTemplate{})
+	if s := mt.Spec.Template.Spec.DNSSearch; s == nil || len(*s) != 0 {
+		t.Errorf("dnsSearch %v, want an empty list", s)
+	}
+	mt = get(t, apply(t, header), "DockyardMachineTemplate", "dev-control-plane", &infrav1.DockyardMachineTemplate{})
+	if s := mt.Spec.Template.Spec.DNSSearch; s != nil {
+		t.Errorf("dnsSearch %v without kind's setting, want none (the host's)", *s)
+	}
+}
+
+// kind's configuration guide: "Local Registry" patches containerd's configuration; every node
+// gets the patches, in order.
+func TestContainerdConfigPatches(t *testing.T) {
+	patches := []string{"[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"", "[debug]\n  level = \"debug\""}
+	jsonPatches := []string{`[{"op": "remove", "path": "/debug"}]`}
+	objs := apply(t, header+"containerdConfigPatches:\n- |-\n  "+strings.ReplaceAll(patches[0], "\n", "\n  ")+"\n- |-\n  "+strings.ReplaceAll(patches[1], "\n", "\n  ")+
+		"\ncontainerdConfigPatchesJSON6902: ['"+jsonPatches[0]+"']\nnodes: [{role: control-plane}, {role: worker}]\n")
+	for _, name := range []string{"dev-control-plane", "dev-md-0"} {
+		mt := get(t, objs, "DockyardMachineTemplate", name, &infrav1.DockyardMachineTemplate{})
+		if got := mt.Spec.Template.Spec.ContainerdConfigPatches; !slices.Equal(got, patches) {
+			t.Errorf("%s: containerdConfigPatches %q, want %q", name, got, patches)
+		}
+		if got := mt.Spec.Template.Spec.ContainerdConfigPatchesJSON6902; !slices.Equal(got, jsonPatches) {
+			t.Errorf("%s: containerdConfigPatchesJSON6902 %q, want %q", name, got, jsonPatches)
+		}
 	}
 }

@@ -144,17 +144,22 @@ func args(v any) ([]bootstrapv1.Arg, error) {
 func sortedKeys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
 
 // kubeletPatchFiles are kubeadm's patch files for the kubelet's configuration, in the directory
-// the flavor's kubeadm configuration names; kubeadm applies them in name order.
-func kubeletPatchFiles(docs []string) []bootstrapv1.File {
+// the flavor's kubeadm configuration names: the strategic ones, then the JSON patches (kubeadm
+// applies them in name order, as kind applies its JSON 6902 patches after the others).
+func kubeletPatchFiles(strategic, json []string) []bootstrapv1.File {
 	var files []bootstrapv1.File
-	for i, d := range docs {
-		files = append(files, bootstrapv1.File{
-			Path:        fmt.Sprintf("%s/kubeletconfiguration%d+strategic.yaml", patchesDir, 100+i),
-			Owner:       "root:root",
-			Permissions: "0644",
-			Content:     d,
-		})
+	add := func(docs []string, first int, suffix string) {
+		for i, d := range docs {
+			files = append(files, bootstrapv1.File{
+				Path:        fmt.Sprintf("%s/kubeletconfiguration%d%s", patchesDir, first+i, suffix),
+				Owner:       "root:root",
+				Permissions: "0644",
+				Content:     d,
+			})
+		}
 	}
+	add(strategic, 100, "+strategic.yaml")
+	add(json, 200, "+json.json")
 	return files
 }
 

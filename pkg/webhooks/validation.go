@@ -9,10 +9,14 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/pelletier/go-toml/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
@@ -152,6 +156,33 @@ func validateMachineSpec(spec *infrav1.DockyardMachineSpec, fldPath *field.Path)
 	}
 
 	allErrs = append(allErrs, validatePorts(spec.Ports, fldPath.Child("ports"))...)
+	for i, p := range spec.ContainerdConfigPatches {
+		if err := toml.Unmarshal([]byte(p), &map[string]any{}); err != nil {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("containerdConfigPatches").Index(i), p, "must be TOML: "+err.Error()))
+		}
+	}
+	for i, p := range spec.ContainerdConfigPatchesJSON6902 {
+		ops, err := yaml.YAMLToJSON([]byte(p))
+		if err == nil {
+			_, err = jsonpatch.DecodePatch(ops)
+		}
+		if err != nil {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("containerdConfigPatchesJSON6902").Index(i), p, "must be a JSON 6902 patch: "+err.Error()))
+		}
+	}
+	if spec.DNSSearch != nil {
+		seen := sets.New[string]()
+		for i, d := range *spec.DNSSearch {
+			p := fldPath.Child("dnsSearch").Index(i)
+			for _, msg := range validation.IsDNS1123Subdomain(strings.TrimSuffix(d, ".")) {
+				allErrs = append(allErrs, field.Invalid(p, d, "must be a DNS domain: "+msg))
+			}
+			if seen.Has(d) {
+				allErrs = append(allErrs, field.Duplicate(p, d))
+			}
+			seen.Insert(d)
+		}
+	}
 
 	if q := spec.Resources.CPU; q != nil && q.Cmp(minNodeCPU) < 0 {
 		allErrs = append(allErrs, field.Invalid(fldPath.Child("resources", "cpu"), q.String(),
@@ -212,6 +243,18 @@ func validateMachineUpdate(oldSpec, newSpec *infrav1.DockyardMachineSpec, fldPat
 	if !equality.Semantic.DeepEqual(oldSpec.Ports, newSpec.Ports) {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("ports"),
 			"is immutable: the engine publishes ports when it creates the node container; roll out a new machine instead"))
+	}
+	if !equality.Semantic.DeepEqual(oldSpec.ContainerdConfigPatches, newSpec.ContainerdConfigPatches) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("containerdConfigPatches"),
+			"is immutable: they are merged into the node's containerd configuration before its bootstrap; roll out a new machine instead"))
+	}
+	if !equality.Semantic.DeepEqual(oldSpec.ContainerdConfigPatchesJSON6902, newSpec.ContainerdConfigPatchesJSON6902) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("containerdConfigPatchesJSON6902"),
+			"is immutable: they are applied to the node's containerd configuration before its bootstrap; roll out a new machine instead"))
+	}
+	if !equality.Semantic.DeepEqual(oldSpec.DNSSearch, newSpec.DNSSearch) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("dnsSearch"),
+			"is immutable: the engine writes the node's resolv.conf when it creates the node container; roll out a new machine instead"))
 	}
 	return allErrs
 }

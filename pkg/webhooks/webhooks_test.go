@@ -468,6 +468,18 @@ func TestDockyardMachineRejectsInvalidSpecs(t *testing.T) {
 		{"an unknown protocol", func(s *infrav1.DockyardMachineSpec) {
 			s.Ports = []infrav1.PortMapping{{ContainerPort: 80, Protocol: "tcp"}}
 		}, []string{"spec.ports[0].protocol"}},
+		{"a search domain that is no domain", func(s *infrav1.DockyardMachineSpec) {
+			s.DNSSearch = &[]string{"example.com", "not a domain"}
+		}, []string{"spec.dnsSearch[1]", "DNS domain"}},
+		{"a containerd patch that is not TOML", func(s *infrav1.DockyardMachineSpec) {
+			s.ContainerdConfigPatches = []string{"[debug]\nlevel = \"debug\"", "[plugins"}
+		}, []string{"spec.containerdConfigPatches[1]", "TOML"}},
+		{"a containerd JSON 6902 patch that is none", func(s *infrav1.DockyardMachineSpec) {
+			s.ContainerdConfigPatchesJSON6902 = []string{"op: add"}
+		}, []string{"spec.containerdConfigPatchesJSON6902[0]", "JSON 6902"}},
+		{"a search domain twice", func(s *infrav1.DockyardMachineSpec) {
+			s.DNSSearch = &[]string{"example.com", "example.com"}
+		}, []string{"spec.dnsSearch[1]", "Duplicate"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -514,6 +526,17 @@ func TestDockyardMachineImmutableFields(t *testing.T) {
 	reports := dm.DeepCopy()
 	reports.Spec.Ports = []infrav1.PortMapping{{ContainerPort: 80, HostPort: 8080}}
 	expectRejected(t, env.Client.Update(ctx, reports), "spec.ports", "immutable")
+
+	repatch := dm.DeepCopy()
+	repatch.Spec.ContainerdConfigPatches = []string{"[debug]\nlevel = \"debug\""}
+	expectRejected(t, env.Client.Update(ctx, repatch), "spec.containerdConfigPatches", "immutable")
+	repatch = dm.DeepCopy()
+	repatch.Spec.ContainerdConfigPatchesJSON6902 = []string{"[]"}
+	expectRejected(t, env.Client.Update(ctx, repatch), "spec.containerdConfigPatchesJSON6902", "immutable")
+
+	research := dm.DeepCopy()
+	research.Spec.DNSSearch = &[]string{}
+	expectRejected(t, env.Client.Update(ctx, research), "spec.dnsSearch", "immutable")
 }
 
 func TestTemplatesAreImmutableExceptTopologyDryRun(t *testing.T) {

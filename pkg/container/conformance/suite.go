@@ -61,6 +61,7 @@ func Run(t *testing.T, s Subject) {
 		{"Lifecycle", Lifecycle},
 		{"HostPorts", HostPorts},
 		{"Exec", Exec},
+		{"DNSSearch", DNSSearch},
 		{"Copy", Copy},
 		{"OptionalBinds", OptionalBinds},
 		{"MissingObjects", MissingObjects},
@@ -357,6 +358,35 @@ func Exec(t *testing.T, s Subject) {
 	}
 	if took := time.Since(began); took > 20*time.Second {
 		t.Errorf("a call with a 2s deadline returned after %s", took)
+	}
+}
+
+// DNSSearch: a container's /etc/resolv.conf searches the domains its spec names, and none when
+// the spec names an empty list.
+func DNSSearch(t *testing.T, s Subject) {
+	t.Helper()
+	ctx := context.Background()
+	rt := s.Runtime
+	search := func(name string, list []string) []string {
+		create(ctx, t, s, container.ContainerSpec{Name: name, DNSSearch: &list})
+		start(ctx, t, rt, name)
+		code, out := execOut(ctx, t, rt, name, cmdCatFile("/etc/resolv.conf"), nil)
+		if code != 0 {
+			t.Fatalf("cat /etc/resolv.conf in %s: exit %d: %s", name, code, out)
+		}
+		var got []string
+		for line := range strings.Lines(out) {
+			if f := strings.Fields(line); len(f) > 0 && (f[0] == "search" || f[0] == "domain") {
+				got = append(got, f[1:]...)
+			}
+		}
+		return got
+	}
+	if got := search(s.Prefix+"-dns-search", []string{"a.example", "b.example"}); !slices.Equal(got, []string{"a.example", "b.example"}) {
+		t.Errorf("search list %q, want a.example b.example", got)
+	}
+	if got := search(s.Prefix+"-dns-nosearch", []string{}); len(got) != 0 {
+		t.Errorf("search list %q, want none", got)
 	}
 }
 

@@ -62,7 +62,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 	if err != nil {
 		return err
 	}
-	if err := r.writeContainerFiles(rec); err != nil {
+	if err := r.writeContainerFiles(rec, spec.DNSSearch); err != nil {
 		return errors.Wrapf(err, "container %s", spec.Name)
 	}
 	if spec.Network != "host" {

@@ -16,8 +16,9 @@ import (
 
 func (r *Runtime) hostsPath(name string) string { return filepath.Join(r.containerDir(name), "hosts") }
 
-// writeContainerFiles creates a new container's hostname, hosts and resolv.conf files.
-func (r *Runtime) writeContainerFiles(rec *record) error {
+// writeContainerFiles creates a new container's hostname, hosts and resolv.conf files (with
+// search, when not nil, as its search list).
+func (r *Runtime) writeContainerFiles(rec *record, search *[]string) error {
 	dir := r.containerDir(rec.Name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return errors.Wrapf(err, "creating %s", dir)
@@ -25,26 +26,30 @@ func (r *Runtime) writeContainerFiles(rec *record) error {
 	if err := os.WriteFile(filepath.Join(dir, "hostname"), []byte(rec.Hostname+"\n"), 0o644); err != nil {
 		return errors.Wrap(err, "writing hostname file")
 	}
-	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), resolvConf(), 0o644); err != nil {
+	host, _ := os.ReadFile("/etc/resolv.conf") // none: an empty one, as Docker's without a host file
+	if err := os.WriteFile(filepath.Join(dir, "resolv.conf"), resolvConf(host, search), 0o644); err != nil {
 		return errors.Wrap(err, "writing resolv.conf")
 	}
 	return errors.Wrap(os.WriteFile(r.hostsPath(rec.Name), hostsFile(rec, nil), 0o644), "writing hosts file")
 }
 
 // resolvConf is the host's resolver configuration without loopback name servers, which would
-// be the container's own loopback.
-func resolvConf() []byte {
-	b, err := os.ReadFile("/etc/resolv.conf")
-	if err != nil {
-		return nil
-	}
+// be the container's own loopback; with search not nil, its search list (and domain) replaced
+// by search.
+func resolvConf(host []byte, search *[]string) []byte {
 	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range strings.Split(string(host), "\n") {
 		f := strings.Fields(l)
 		if len(f) >= 2 && f[0] == "nameserver" && (strings.HasPrefix(f[1], "127.") || f[1] == "::1") {
 			continue
 		}
+		if len(f) >= 1 && (f[0] == "search" || f[0] == "domain") && search != nil {
+			continue
+		}
 		out = append(out, l)
+	}
+	if search != nil && len(*search) > 0 {
+		out = append([]string{"search " + strings.Join(*search, " ")}, out...)
 	}
 	return []byte(strings.Join(out, "\n"))
 }

@@ -112,6 +112,7 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 	if hc.RestartPolicy.Name == "" {
 		hc.RestartPolicy.Name = dockercontainer.RestartPolicyDisabled
 	}
+	hc.DNSSearch = DNSSearch(spec)
 	if spec.Security.PrivateCgroupNamespace {
 		hc.CgroupnsMode = dockercontainer.CgroupnsModePrivate
 	}
@@ -775,4 +776,16 @@ func (r *Runtime) RemoveImage(ctx context.Context, ref string) error {
 		return nil
 	}
 	return wrap(err, "removing image %s", ref)
+}
+
+// DNSSearch is a spec's search list as Docker and Podman take it: nil keeps the engine's, and
+// "." is their word for no search domain.
+func DNSSearch(spec container.ContainerSpec) []string {
+	if spec.DNSSearch == nil {
+		return nil
+	}
+	if len(*spec.DNSSearch) == 0 {
+		return []string{"."}
+	}
+	return *spec.DNSSearch
 }

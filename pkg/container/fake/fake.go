@@ -214,7 +214,8 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 		},
 		Files: map[string][]byte{
 			// What a container in its own cgroup namespace reads on a cgroup v1 host.
-			cgroupCPUShares: []byte(strconv.FormatInt(cmp.Or(spec.Resources.CPUShares, 1024), 10) + "\n"),
+			cgroupCPUShares:    []byte(strconv.FormatInt(cmp.Or(spec.Resources.CPUShares, 1024), 10) + "\n"),
+			"/etc/resolv.conf": resolvConf(spec.DNSSearch),
 		},
 		Data: map[string]any{},
 	}
@@ -1134,4 +1135,16 @@ func (r *Runtime) RemoveImage(_ context.Context, ref string) error {
 	}
 	delete(r.images, ref)
 	return nil
+}
+
+// resolvConf is the fake engine's /etc/resolv.conf: its host's search domain, or search.
+func resolvConf(search *[]string) []byte {
+	conf := "nameserver 192.0.2.53\n"
+	switch {
+	case search == nil:
+		conf = "search fake-host.example\n" + conf
+	case len(*search) > 0:
+		conf = "search " + strings.Join(*search, " ") + "\n" + conf
+	}
+	return []byte(conf)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 )
 
 // The subset of libpod's SpecGenerator (pkg/specgen in Podman 4.x) Dockyard sets; the JSON
@@ -30,6 +31,7 @@ type specGenerator struct {
 	NetNS        *namespace            `json:"netns,omitempty"`
 	Networks     map[string]perNetwork `json:"Networks,omitempty"`
 	PortMappings []portMapping         `json:"portmappings,omitempty"`
+	DNSSearch    []string              `json:"dns_search,omitempty"`
 	Mounts       []ociMount            `json:"mounts,omitempty"`
 	Volumes      []namedVolume         `json:"volumes,omitempty"`
 	CgroupNS     *namespace            `json:"cgroupns,omitempty"`
@@ -165,6 +167,7 @@ func specFor(spec container.ContainerSpec) (*specGenerator, error) {
 	if err := setNetwork(s, spec); err != nil {
 		return nil, err
 	}
+	s.DNSSearch = dockerengine.DNSSearch(spec)
 	if err := setMounts(s, spec.Mounts); err != nil {
 		return nil, err
 	}

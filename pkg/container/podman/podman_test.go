@@ -213,7 +213,7 @@ func TestNodeLikeContainerOnPodman(t *testing.T) {
 	}
 	spec := container.ContainerSpec{
 		Name: name, Hostname: name, Image: testImage(), Labels: labels, Network: "bridge",
-		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"for i in 1 2 3 4 5; do echo line$i; done; trap 'echo hup' HUP; while :; do sleep 1; done"},
+		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"trap 'echo hup' HUP; for i in 1 2 3 4 5; do echo line$i; done; while :; do sleep 1; done"},
 		Tty: true, StopSignal: "SIGRTMIN+3", RestartPolicy: "unless-stopped",
 		Mounts: []container.Mount{
 			{Type: container.MountVolume, Source: name + "-var", Target: "/var"},
@@ -240,6 +240,18 @@ func TestNodeLikeContainerOnPodman(t *testing.T) {
 	if !c.Running || c.Networks["bridge"].IPv4 == "" {
 		t.Errorf("a node-like container on bridge: running %v networks %v", c.Running, c.Networks)
 	}
+	// The shell traps HUP before it prints: once line5 is out, a HUP is caught, not fatal (a
+	// HUP sent before the trap killed the shell, and the restart policy began it again).
+	dockerenv.WaitFor(t, 10*time.Second, "line5", func() error {
+		logs, err := rt.ContainerLogs(ctx, name, 5)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(logs, "line5") {
+			return errors.Errorf("last lines %q, want line5", logs)
+		}
+		return nil
+	})
 	if err := rt.SignalContainer(ctx, name, "SIGHUP"); err != nil {
 		t.Fatal(err)
 	}

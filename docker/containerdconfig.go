@@ -1,0 +1,172 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pkg/errors"
+	"sigs.k8s.io/yaml"
+)
+
+// containerdConfigFile is containerd's configuration in Dockyard's and kind's node images.
+const containerdConfigFile = "/etc/containerd/config.toml"
+
+// ContainerdPatches change a node's containerd configuration (kind's containerdConfigPatches
+// and containerdConfigPatchesJSON6902).
+type ContainerdPatches struct {
+	// Merge are TOML documents merged in order: tables key by key, other values replaced; one
+	// whose top-level version differs from the configuration's is skipped (so one list can
+	// carry a patch for each configuration version).
+	Merge []string
+	// JSON6902 are JSON 6902 patches (JSON or YAML lists of operations) applied after them, in
+	// order, to the configuration as a JSON document.
+	JSON6902 []string
+}
+
+func (p ContainerdPatches) empty() bool { return len(p.Merge)+len(p.JSON6902) == 0 }
+
+// mark is the first line of a containerd configuration Dockyard patched: the patches' digest,
+// so the same patches are never applied twice.
+func (p ContainerdPatches) mark() string {
+	h := sha256.New()
+	for _, list := range [][]string{p.Merge, p.JSON6902} {
+		fmt.Fprintf(h, "%d\n", len(list))
+		for _, patch := range list {
+			fmt.Fprintf(h, "%d\n%s", len(patch), patch)
+		}
+	}
+	return "# Patched by Dockyard with containerdConfigPatches " + hex.EncodeToString(h.Sum(nil))[:16] + "\n"
+}
+
+// PatchContainerdConfig applies patches to a containerd configuration the way kind applies its
+// containerdConfigPatches, then its containerdConfigPatchesJSON6902. It returns an error naming
+// the patch that is not TOML or does not apply.
+func PatchContainerdConfig(config []byte, patches ContainerdPatches) ([]byte, error) {
+	merged := map[string]any{}
+	if err := toml.Unmarshal(config, &merged); err != nil {
+		return nil, errors.Wrap(err, "reading the node's containerd configuration")
+	}
+	for i, p := range patches.Merge {
+		patch := map[string]any{}
+		if err := toml.Unmarshal([]byte(p), &patch); err != nil {
+			return nil, errors.Wrapf(err, "containerdConfigPatches[%d] is not TOML", i)
+		}
+		if v, ok := patch["version"]; ok && fmt.Sprint(v) != fmt.Sprint(merged["version"]) {
+			continue
+		}
+		mergeTables(merged, patch)
+	}
+	for i, p := range patches.JSON6902 {
+		doc, err := json.Marshal(merged)
+		if err != nil {
+			return nil, errors.Wrap(err, "the node's containerd configuration as JSON")
+		}
+		ops, err := yaml.YAMLToJSON([]byte(p))
+		var patch jsonpatch.Patch
+		if err == nil {
+			patch, err = jsonpatch.DecodePatch(ops)
+		}
+		if err != nil {
+			return nil, errors.Wrapf(err, "containerdConfigPatchesJSON6902[%d] is not a JSON 6902 patch", i)
+		}
+		if doc, err = patch.Apply(doc); err != nil {
+			return nil, errors.Wrapf(err, "applying containerdConfigPatchesJSON6902[%d]", i)
+		}
+		// Numbers come back as float64: TOML writes whole ones as integers again.
+		merged = map[string]any{}
+		if err := json.Unmarshal(doc, &merged); err != nil {
+			return nil, errors.Wrapf(err, "applying containerdConfigPatchesJSON6902[%d]", i)
+		}
+		wholeNumbers(merged)
+	}
+	out, err := toml.Marshal(merged)
+	return out, errors.Wrap(err, "writing the node's containerd configuration")
+}
+
+// wholeNumbers turns the float64 values of a decoded JSON document that are whole numbers into
+// int64, as TOML (and containerd, which wants an integer version) has them.
+func wholeNumbers(m map[string]any) {
+	for k, v := range m {
+		m[k] = wholeNumber(v)
+	}
+}
+
+func wholeNumber(v any) any {
+	switch t := v.(type) {
+	case float64:
+		if t == float64(int64(t)) {
+			return int64(t)
+		}
+	case map[string]any:
+		wholeNumbers(t)
+	case []any:
+		for i := range t {
+			t[i] = wholeNumber(t[i])
+		}
+	}
+	return v
+}
+
+// mergeTables merges patch into into: tables key by key, other values replaced.
+func mergeTables(into, patch map[string]any) {
+	for k, v := range patch {
+		pt, ok := v.(map[string]any)
+		it, isTable := into[k].(map[string]any)
+		if ok && isTable {
+			mergeTables(it, pt)
+			continue
+		}
+		into[k] = v
+	}
+}
+
+// ConfigureContainerd applies patches (see PatchContainerdConfig) to the node's containerd
+// configuration and restarts containerd, which then serves with it. A node whose configuration
+// carries these patches already (the mark on its first line) is left alone, so a reconcile that
+// runs again restarts nothing. No patches: nothing to do.
+func (n *Node) ConfigureContainerd(ctx context.Context, patches ContainerdPatches) error {
+	if patches.empty() {
+		return nil
+	}
+	mark := patches.mark()
+	config, err := n.ReadFile(ctx, containerdConfigFile)
+	if err != nil {
+		return errors.Wrapf(err, "reading %s of node %s", containerdConfigFile, n.Name)
+	}
+	if strings.HasPrefix(string(config), mark) {
+		return nil
+	}
+	merged, err := PatchContainerdConfig(config, patches)
+	if err != nil {
+		return errors.Wrapf(err, "node %s", n.Name)
+	}
+	merged = append([]byte(mark), merged...)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "config.toml", Mode: 0o644, Size: int64(len(merged)), ModTime: time.Now()}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(merged); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := n.m.runtime.CopyToContainer(ctx, n.Name, "/etc/containerd", &buf); err != nil {
+		return errors.Wrapf(err, "writing %s of node %s", containerdConfigFile, n.Name)
+	}
+	// systemd's restart returns once containerd (Type=notify) serves again.
+	if _, err := n.Run(ctx, nil, "systemctl", "restart", "containerd"); err != nil {
+		return errors.Wrapf(err, "restarting containerd with containerdConfigPatches")
+	}
+	return nil
+}
