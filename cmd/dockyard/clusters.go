@@ -190,10 +190,18 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 		return nil
 	}
 	start := time.Now()
-	if err := waitReady(ctx, m.client, ref, o.wait); err != nil {
-		return err
+	if o.kind != nil && o.kind.Networking.DisableDefaultCNI {
+		// As kind: nodes without a CNI are not Ready until the user installs one.
+		if err := waitNodes(ctx, m.client, ref, o.wait); err != nil {
+			return err
+		}
+		say("cluster %s has its nodes in %s; they become Ready once a CNI is installed (networking.disableDefaultCNI)", ref, time.Since(start).Round(time.Second))
+	} else {
+		if err := waitReady(ctx, m.client, ref, o.wait); err != nil {
+			return err
+		}
+		say("cluster %s ready in %s", ref, time.Since(start).Round(time.Second))
 	}
-	say("cluster %s ready in %s", ref, time.Since(start).Round(time.Second))
 	path, err := writeClusterKubeconfig(ctx, g, m.client, ref)
 	if err != nil {
 		return err

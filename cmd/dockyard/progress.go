@@ -27,18 +27,25 @@ const readRetryWindow = time.Minute
 // waitReady waits until every machine of the cluster runs with its node Ready, printing what
 // changes.
 func waitReady(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration) error {
-	return waitFor(ctx, c, ref, timeout, func(context.Context) (bool, error) { return true, nil })
+	return waitFor(ctx, c, ref, timeout, true, func(context.Context) (bool, error) { return true, nil })
+}
+
+// waitNodes waits until every machine of the cluster runs with its node, Ready or not (a cluster
+// without a CNI has no Ready node until one is installed), printing what changes.
+func waitNodes(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration) error {
+	return waitFor(ctx, c, ref, timeout, false, func(context.Context) (bool, error) { return true, nil })
 }
 
 // waitFor prints the cluster's progress as it changes until every machine runs with its node
-// Ready and done says so too. An API that cannot be read is retried for readRetryWindow.
-func waitFor(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration, done func(context.Context) (bool, error)) error {
+// (Ready, when nodesReady) and done says so too. An API that cannot be read is retried for
+// readRetryWindow.
+func waitFor(ctx context.Context, c client.Client, ref clusterRef, timeout time.Duration, nodesReady bool, done func(context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := map[string]string{}
 	var failingSince time.Time
 	for {
-		status, ready, err := progress(ctx, c, ref)
+		status, ready, err := progress(ctx, c, ref, nodesReady)
 		if err == nil && ready {
 			ready, err = done(ctx)
 		}
@@ -76,8 +83,9 @@ func waitFor(ctx context.Context, c client.Client, ref clusterRef, timeout time.
 }
 
 // progress summarizes the cluster: the load balancer, then each machine's phase and what its
-// DockyardMachine waits for.
-func progress(ctx context.Context, c client.Client, ref clusterRef) (map[string]string, bool, error) {
+// DockyardMachine waits for; and whether every machine the cluster wants runs with its node
+// (Ready, when nodesReady).
+func progress(ctx context.Context, c client.Client, ref clusterRef, nodesReady bool) (map[string]string, bool, error) {
 	status := map[string]string{}
 	dc := &infrav1.DockyardCluster{}
 	if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
@@ -105,7 +113,7 @@ func progress(ctx context.Context, c client.Client, ref clusterRef) (map[string]
 		if m.Status.NodeRef.IsDefined() {
 			nodeReady := conditions.Get(&m, clusterv1.MachineNodeReadyCondition)
 			line += ", node " + conditionSummary(nodeReady)
-			if nodeReady != nil && nodeReady.Status == metav1.ConditionTrue && m.Status.Phase == string(clusterv1.MachinePhaseRunning) {
+			if (!nodesReady || nodeReady != nil && nodeReady.Status == metav1.ConditionTrue) && m.Status.Phase == string(clusterv1.MachinePhaseRunning) {
 				running++
 			}
 		}

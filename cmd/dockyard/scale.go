@@ -61,7 +61,7 @@ what changes until every node is Ready.`,
 			}
 			start := time.Now()
 			// Until Cluster API's status wants the new count, the old machines look done.
-			err = waitFor(ctx, m.client, ref, timeout, func(ctx context.Context) (bool, error) {
+			err = waitFor(ctx, m.client, ref, timeout, true, func(ctx context.Context) (bool, error) {
 				cluster := &clusterv1.Cluster{}
 				err := m.client.Get(ctx, ref.objectKey(), cluster)
 				return err == nil && desiredMachines(cluster) == want, err

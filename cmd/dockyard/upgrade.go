@@ -127,7 +127,7 @@ func setWorkersVersion(ctx context.Context, c client.Client, ref clusterRef, to 
 // runs version to with its node Ready, and no machine of another version is left, printing each
 // machine's progress as it changes.
 func waitVersion(ctx context.Context, c client.Client, ref clusterRef, to string, controlPlaneOnly bool, timeout time.Duration) error {
-	return errors.Wrapf(waitFor(ctx, c, ref, timeout, func(ctx context.Context) (bool, error) {
+	return errors.Wrapf(waitFor(ctx, c, ref, timeout, true, func(ctx context.Context) (bool, error) {
 		return machinesAt(ctx, c, ref, to, controlPlaneOnly)
 	}), "upgrading to Kubernetes %s", to)
 }
