@@ -226,8 +226,12 @@ func (p *poolEnv) waitReady(n int) map[string]*infrav1.DockyardMachine {
 		if err != nil {
 			return err
 		}
-		if len(pool.Spec.ProviderIDList) != n || ptr.Deref(pool.Status.Replicas, -1) != int32(n) || !conditions.IsTrue(pool, clusterv1.ReadyCondition) {
-			return errors.Errorf("pool providerIDList %v, replicas %v, conditions %+v", pool.Spec.ProviderIDList, pool.Status.Replicas, pool.Status.Conditions)
+		// The patch helper writes spec (providerIDList) and status in two requests: a read in
+		// between sees the new list beside the old status, so wait for the status too.
+		if len(pool.Spec.ProviderIDList) != n || ptr.Deref(pool.Status.Replicas, -1) != int32(n) || !conditions.IsTrue(pool, clusterv1.ReadyCondition) ||
+			ptr.Deref(pool.Status.ReadyReplicas, -1) != int32(n) || !ptr.Deref(pool.Status.Initialization.Provisioned, false) {
+			return errors.Errorf("pool providerIDList %v, replicas %v, ready %v, provisioned %v, conditions %+v", pool.Spec.ProviderIDList,
+				pool.Status.Replicas, pool.Status.ReadyReplicas, pool.Status.Initialization.Provisioned, pool.Status.Conditions)
 		}
 		return nil
 	})
