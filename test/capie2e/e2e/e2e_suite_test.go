@@ -32,6 +32,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/test/framework/bootstrap"
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
@@ -168,16 +169,21 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 
 	// A Deployment is Available when its pod is Ready, and kube-proxy may still lack the
 	// webhook Service's new endpoint: the first object a spec created was refused ("connection
-	// refused" calling Dockyard's webhook). Wait until the webhooks answer a dry run.
-	By("Waiting for Dockyard's webhooks to answer")
-	Eventually(func() error {
-		probe := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "webhook-probe"}}
-		err := proxy.GetClient().Create(ctx, probe, client.DryRunAll)
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			return nil // refused by a webhook: it answered
-		}
-		return err
-	}).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed(), "Dockyard's webhooks do not answer")
+	// refused" calling a webhook). Wait until Dockyard's and Cluster API's webhooks answer a
+	// dry run: an object accepted, or refused by the webhook, is an answer.
+	By("Waiting for Dockyard's and Cluster API's webhooks to answer")
+	for _, probe := range []client.Object{
+		&infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "webhook-probe"}},
+		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "webhook-probe"}},
+	} {
+		Eventually(func() error {
+			err := proxy.GetClient().Create(ctx, probe.DeepCopyObject().(client.Object), client.DryRunAll)
+			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+				return nil
+			}
+			return err
+		}).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed(), "the webhooks of %T do not answer", probe)
+	}
 
 	return []byte(strings.Join([]string{artifactFolder, configPath, clusterctlConfigPath, proxy.GetKubeconfigPath(), strconv.FormatBool(privileged)}, ","))
 }, func(data []byte) {
