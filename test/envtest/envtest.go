@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
+	"github.com/dockyard-dev/dockyard/test/reporoot"
 )
 
 // Options configure an Environment.
@@ -68,10 +68,14 @@ type Environment struct {
 	done   chan error
 }
 
-// RepoRoot is the root of the Dockyard repository (found from this file's location).
+// RepoRoot is the root of the Dockyard repository the test runs in (reporoot.Find). Outside one
+// it panics: a test helper, with nothing to fall back to.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	root, err := reporoot.Find()
+	if err != nil {
+		panic(err)
+	}
+	return root
 }
 
 // ClusterAPIModuleDir returns the directory of the sigs.k8s.io/cluster-api module in the module

@@ -11,13 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
+	"github.com/dockyard-dev/dockyard/test/reporoot"
 )
 
 // Binaries are the paths of the commands a management plane runs.
@@ -135,31 +134,10 @@ func buildDockyard(ctx context.Context, repoRoot, cacheDir string, log io.Writer
 	return out, nil
 }
 
-// repoRoot finds the Dockyard repository: from this file's location when the sources are where
-// they were compiled, else from the working directory upwards.
+// repoRoot finds the Dockyard repository (reporoot.Find); Options.RepoRoot names it otherwise.
 func repoRoot() (string, error) {
-	const module = "module github.com/dockyard-dev/dockyard\n"
-	isRoot := func(dir string) bool {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		return err == nil && strings.HasPrefix(string(data), module)
-	}
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		if dir := filepath.Join(filepath.Dir(file), "..", ".."); isRoot(dir) {
-			return filepath.Clean(dir), nil
-		}
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if isRoot(dir) {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", errors.Errorf("no Dockyard repository (go.mod of github.com/dockyard-dev/dockyard) above %s: set Options.RepoRoot", wd)
-		}
-	}
+	root, err := reporoot.Find()
+	return root, errors.Wrap(err, "set Options.RepoRoot")
 }
 
 func logf(w io.Writer, format string, args ...any) {
