@@ -10,6 +10,14 @@ SHELL := /usr/bin/env bash -o pipefail
 DOCKYARD_CACHE ?= $(HOME)/.cache/dockyard
 export DOCKYARD_CACHE
 
+# One set of Go build settings for every go command run here, the shipped binaries' (static, no
+# local paths in them): a package compiled for a test, a vet or a lint is then the one the
+# manager, the dockyard command and the image builder link, instead of a second compilation of
+# every dependency with cgo's settings.
+export CGO_ENABLED := 0
+GOFLAGS += -trimpath
+export GOFLAGS
+
 VERSION ?= v0.1.0
 TOOLS_DIR := $(DOCKYARD_CACHE)/tools
 
@@ -118,8 +126,11 @@ mgmt-binaries: envtest-assets ## Build the management plane's binaries: Cluster 
 # CI, where a test that cannot run never passes.
 OWN_TARGET_PACKAGES = /pkg/container/podman /pkg/container/containerd /test/clusterctl
 
+.PHONY: test-deps
+test-deps: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binaries ## What make test needs built (a row of its own in make test-all, which says what CPU it used).
+
 .PHONY: test
-test: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binaries ## Unit, envtest (real kube-apiserver) and real-engine tests.
+test: test-deps ## Unit, envtest (real kube-apiserver) and real-engine tests.
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" KUSTOMIZE="$(KUSTOMIZE)" \
 	DOCKYARD_TEST_NODE_IMAGE="$(TEST_NODE_IMAGE)" DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v $(foreach p,$(OWN_TARGET_PACKAGES),-e '$(p)$$'))
@@ -131,17 +142,20 @@ test: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binari
 # test-e2e-capi,test-other-engines: at once (Cluster API's specs on Docker, Dockyard's on Podman
 # and containerd), as they wait on different engines' containers; test-e2e, which restarts
 # Docker, runs alone.
-TEST_ALL_TARGETS = verify-generate test test-clusterctl test-e2e test-e2e-capi,test-other-engines test-conformance-focused
+TEST_ALL_TARGETS = verify-generate test-deps test test-clusterctl test-e2e test-e2e-capi,test-other-engines test-conformance-focused
 # Beside the targets, in one session at the lowest CPU priority (hack/run-targets.sh): the builds
 # later targets need, in the order they need them, then the checks that need no engine. On two
 # cores the suites leave about 70 % of the CPU idle while they wait on containers; these use it.
 # A check counts like a target (its failure fails the run, with its output); one not finished
 # beside when the targets end runs then.
 TEST_ALL_BESIDE = $(GOLANGCI_LINT) $(HELM) component-images conformance-images-focused
-TEST_ALL_CHECKS = vet lint fuzz
+# make fuzz is not among them: a campaign of 15 000 inputs per commit finds little, and its
+# instrumented build of the standard library cost a cold run about 6 core-minutes; make test runs
+# the fuzz targets' seed corpus, and make test-e2e-full, run before a release, runs make fuzz.
+TEST_ALL_CHECKS = vet lint
 
 .PHONY: test-all
-test-all: ## Everything CI runs (.ci/run): generated files and every suite, on every engine (Cluster API's shared specs: the blocking set), with TEST_ALL_BESIDE built and TEST_ALL_CHECKS (vet, lint, fuzz) run beside at the lowest priority; ends with each target's time.
+test-all: ## Everything CI runs (.ci/run): generated files and every suite, on every engine (Cluster API's shared specs: the blocking set), with TEST_ALL_BESIDE built and TEST_ALL_CHECKS (vet, lint) run beside at the lowest priority; ends with each target's time.
 	MAKE="$(MAKE)" hack/run-targets.sh --beside "$(TEST_ALL_BESIDE)" --checks "$(TEST_ALL_CHECKS)" $(TEST_ALL_TARGETS)
 
 ##@ Engines
@@ -172,11 +186,11 @@ test-other-engines: ## Everything make test-all runs on OTHER_ENGINES: make test
 	$(MAKE) --no-print-directory test-e2e-engines
 
 .PHONY: test-e2e-engine
-test-e2e-engine: engine-images registry-image release-manifests mgmt-binaries ## The end-to-end specs labelled "engines" (the daily loop: a 1+1 cluster, images, Services, logs, deletion) on CONTAINER_RUNTIME.
+test-e2e-engine: E2E_ARTIFACTS_SUBDIR = /$(CONTAINER_RUNTIME)
+test-e2e-engine: engine-images registry-image release-manifests mgmt-binaries ginkgo ## The end-to-end specs labelled "engines" (the daily loop: a 1+1 cluster, images, Services, logs, deletion) on CONTAINER_RUNTIME.
 	$(DOCKYARD_BUILD) load --container-runtime $(CONTAINER_RUNTIME) --container-runtime-endpoint "$(CONTAINER_RUNTIME_ENDPOINT)" \
 		localhost/dockyard/registry:$(DISTRIBUTION_VERSION)
-	$(ENGINE_ENV) E2E_ARTIFACTS="$(E2E_ARTIFACTS)/$(CONTAINER_RUNTIME)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
-		go test -tags e2e ./test/e2e -count=1 -v -timeout 30m -ginkgo.v -ginkgo.timeout 25m -ginkgo.fail-on-empty -ginkgo.label-filter=engines $(E2E_FLAGS)
+	$(ENGINE_ENV) $(E2E_GINKGO) --timeout 25m --label-filter=engines $(E2E_FLAGS) ./test/e2e
 
 .PHONY: test-e2e-engines
 test-e2e-engines: ## test-e2e-engine on each of OTHER_ENGINES.
@@ -201,12 +215,26 @@ templates: ## Write the clusterctl flavors in templates/ from templates/src/, in
 	go run ./hack/gentemplates
 
 E2E_ARTIFACTS ?= $(DOCKYARD_CACHE)/e2e-artifacts
+# Ginkgo's command line flags (--focus, --label-filter, ...), e.g. E2E_FLAGS="--focus='IP family'".
 E2E_FLAGS ?=
+# How many processes run the suite's specs at once, each with a management plane of its own: the
+# specs mostly wait on containers, and the chaos specs (Serial) run alone after the others.
+E2E_PROCS ?= 2
+# Ginkgo's command line, built from go.mod's version: it runs a suite's specs in parallel
+# processes, which go test cannot.
+GINKGO := $(TOOLS_DIR)/ginkgo
+E2E_GINKGO = E2E_ARTIFACTS="$(E2E_ARTIFACTS)$(E2E_ARTIFACTS_SUBDIR)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
+	$(GINKGO) run --tags e2e -v --no-color --fail-on-empty --output-dir "$(E2E_ARTIFACTS)$(E2E_ARTIFACTS_SUBDIR)" --junit-report junit.xml
 
 .PHONY: test-e2e
-test-e2e: images registry-image component-images release-manifests mgmt-binaries ## End to end: Cluster API's controllers drive Dockyard on the real engine, and the daily loop of the dockyard command line.
-	E2E_ARTIFACTS="$(E2E_ARTIFACTS)" E2E_KUBERNETES_VERSION=$(KUBERNETES_VERSION) E2E_LB_IMAGE="$(TEST_LB_IMAGE)" \
-		go test -tags e2e ./test/e2e -count=1 -v -timeout 85m -ginkgo.v -ginkgo.timeout 80m -ginkgo.fail-on-empty $(E2E_FLAGS)
+test-e2e: images registry-image component-images release-manifests mgmt-binaries ginkgo ## End to end: Cluster API's controllers drive Dockyard on the real engine, and the daily loop of the dockyard command line.
+	$(E2E_GINKGO) --procs $(E2E_PROCS) --timeout 80m --label-filter='!release' $(E2E_FLAGS) ./test/e2e
+
+.PHONY: test-e2e-release
+test-e2e-release: E2E_ARTIFACTS_SUBDIR = /release
+test-e2e-release: images component-images release-manifests mgmt-binaries ginkgo upgrade-node-images ## Dockyard's own specs that run before a release (label release): dockyard upgrade cluster from KUBERNETES_VERSION_UPGRADE_FROM, and clusters from kind's networking settings, from a directory holding only the binary.
+	E2E_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) E2E_KUBERNETES_VERSION_UPGRADE_FROM=$(KUBERNETES_VERSION_UPGRADE_FROM) \
+		$(E2E_GINKGO) --timeout 30m --label-filter=release $(E2E_FLAGS) ./test/e2e
 
 # Cluster API's own end-to-end specs (sigs.k8s.io/cluster-api/test/e2e) on Dockyard: the suite in
 # test/capie2e (its own Go module). CI runs the specs labelled "blocking"; test-e2e-full runs
@@ -226,12 +254,17 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images release-manifests conformance-images ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons).
+test-e2e-full: images component-images release-manifests conformance-images upgrade-node-images ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-e2e-release and make fuzz.
+	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV=DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY)
+	$(MAKE) --no-print-directory test-e2e-release
+	$(MAKE) --no-print-directory fuzz
+
+.PHONY: upgrade-node-images
+upgrade-node-images: ## Node images of KUBERNETES_VERSION_UPGRADE_FROM and KUBERNETES_VERSION under UPGRADE_NODE_IMAGE_REPOSITORY, each preloading the other's add-ons.
 	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION_UPGRADE_FROM) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION)
 	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION_UPGRADE_FROM)
-	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV=DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY)
 
 # Runs the suite with CAPI_E2E_FLAGS and CAPI_E2E_ENV as they are; the targets above build first.
 .PHONY: test-e2e-capi-run
@@ -351,6 +384,10 @@ test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The committed
 		go test ./test/clusterctl -count=1 -v -timeout 30m $(GO_TEST_FLAGS)
 
 ##@ Tools
+
+.PHONY: ginkgo
+ginkgo: ## Build Ginkgo's command line at go.mod's version (a link when nothing changed).
+	go build -o $(GINKGO) github.com/onsi/ginkgo/v2/ginkgo
 
 $(CONTROLLER_GEN):
 	hack/go-install.sh sigs.k8s.io/controller-tools/cmd/controller-gen $(CONTROLLER_GEN_VER) $@

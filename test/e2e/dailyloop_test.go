@@ -10,9 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +32,6 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/test/envtest"
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
@@ -58,44 +55,22 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 		pushedApp = "e2e/app:v1"
 	)
 	var (
-		cli, work, registry, registryHost string
-		wl                                client.Client
-		hostKubeconfig                    []byte
+		cli                          *dockyardCLI
+		work, registry, registryHost string
+		wl                           client.Client
+		hostKubeconfig               []byte
 	)
 
 	BeforeAll(func(ctx SpecContext) {
-		work = GinkgoT().TempDir()
-		cli = filepath.Join(work, "dockyard")
-		build := exec.CommandContext(ctx, "go", "build", "-o", cli, "./cmd/dockyard")
-		build.Dir = envtest.RepoRoot()
-		out, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "building the dockyard command line:\n%s", out)
+		cli = newDockyardCLI(ctx)
+		work = cli.dir
 		registry = c.namespace + "-registry"
 		DeferCleanup(func(ctx SpecContext) {
 			_, _ = nodes.DeleteRegistry(ctx, registry, false)
 		}, NodeTimeout(time.Minute))
 	}, NodeTimeout(5*time.Minute))
 
-	// dockyard runs the command line against the suite's management plane and returns its
-	// standard output; its progress goes to the log. It runs in a directory that holds only the
-	// binary and what it writes there itself, without --clusterctl-config: the clusterctl repository it
-	// carries is all it has.
-	dockyard := func(ctx context.Context, args ...string) string {
-		args = append([]string{"--management-kubeconfig", plane.Kubeconfig(), "--kubeconfig-dir", work}, args...)
-		cmd := exec.CommandContext(ctx, cli, args...)
-		cmd.Dir = work
-		var stdout bytes.Buffer
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, GinkgoWriter), GinkgoWriter
-		if slices.Equal(args[4:min(6, len(args))], []string{"get", "kubeconfig"}) {
-			// A kubeconfig holds the cluster's admin client key: it stays out of the log.
-			cmd.Stdout = &stdout
-		}
-		start := time.Now()
-		err := cmd.Run()
-		fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args[4:], " "), time.Since(start).Round(100*time.Millisecond))
-		Expect(err).NotTo(HaveOccurred(), "dockyard %s", strings.Join(args[4:], " "))
-		return stdout.String()
-	}
+	dockyard := func(ctx context.Context, args ...string) string { return cli.run(ctx, args...) }
 
 	It("creates a local registry that the host pushes to", func(ctx SpecContext) {
 		port := freePort()
@@ -112,12 +87,33 @@ var _ = Describe("The daily loop with the dockyard command line", Ordered, Label
 
 	It("creates a cluster with dockyard create cluster from kind's configuration file, lists it and reaches it from the host", func(ctx SpecContext) {
 		// kind's v1alpha4 Cluster: its nodes, a worker's label, port and kubelet configuration
-		// patch, the API server's runtime config; the spec checks each in the running cluster.
+		// patches (strategic, then JSON 6902 over it), the API server's runtime config and a flag
+		// of a JSON 6902 patch, the nodes' DNS search list and containerd configuration; the spec
+		// checks each in the running cluster.
 		kindConfig := filepath.Join(work, "kind.yaml")
 		Expect(os.WriteFile(kindConfig, fmt.Appendf(nil, `kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 runtimeConfig:
   "api/alpha": "false"
+networking:
+  dnsSearch: [daily.example]
+containerdConfigPatches:
+- |-
+  [metrics]
+    address = "127.0.0.1:1338"
+containerdConfigPatchesJSON6902:
+- |
+  - op: replace
+    path: /metrics/address
+    value: 127.0.0.1:1339
+kubeadmConfigPatchesJSON6902:
+- group: kubeadm.k8s.io
+  version: v1beta4
+  kind: ClusterConfiguration
+  patch: |
+    - op: add
+      path: /apiServer/extraArgs/-
+      value: {name: event-ttl, value: 2h0m0s}
 nodes:
 - role: control-plane
 - role: worker
@@ -127,7 +123,15 @@ nodes:
   kubeadmConfigPatches:
   - |
     kind: KubeletConfiguration
-    maxPods: 150
+    maxPods: 120
+  kubeadmConfigPatchesJSON6902:
+  - group: kubelet.config.k8s.io
+    version: v1beta1
+    kind: KubeletConfiguration
+    patch: |
+      - op: replace
+        path: /maxPods
+        value: 150
 `, dailyLabel, appPort), 0o600)).To(Succeed())
 		start := time.Now()
 		dockyard(ctx, "create", "cluster", c.name, "-n", c.namespace, "--config", kindConfig, "--kubernetes-version", kubernetesVersion,
@@ -142,16 +146,28 @@ nodes:
 		Expect(err).NotTo(HaveOccurred(), out)
 		wl, _ = workloadClient(ctx, c)
 
-		By("checking what kind's configuration asked for: the worker's label and maxPods, the API server's flag")
+		By("checking what kind's configuration asked for: the worker's label and maxPods, the API server's flags, the nodes' search list and containerd configuration")
 		labelled := &corev1.NodeList{}
 		Expect(wl.List(ctx, labelled, client.MatchingLabels{dailyLabel: "daily"})).To(Succeed())
 		Expect(labelled.Items).To(HaveLen(1), "the worker's Node carries the label of kind's configuration")
 		Expect(labelled.Items[0].Labels).NotTo(HaveKey("node-role.kubernetes.io/control-plane"))
-		Expect(labelled.Items[0].Status.Capacity.Pods().Value()).To(BeEquivalentTo(150), "the worker's kubelet runs with the maxPods of the KubeletConfiguration patch")
+		Expect(labelled.Items[0].Status.Capacity.Pods().Value()).To(BeEquivalentTo(150), "the worker's kubelet runs with the maxPods of the JSON 6902 patch, applied after the strategic one")
 		apiServers := &corev1.PodList{}
 		Expect(wl.List(ctx, apiServers, client.InNamespace("kube-system"), client.MatchingLabels{"component": "kube-apiserver"})).To(Succeed())
 		Expect(apiServers.Items).To(HaveLen(1))
-		Expect(apiServers.Items[0].Spec.Containers[0].Command).To(ContainElement("--runtime-config=api/alpha=false"))
+		Expect(apiServers.Items[0].Spec.Containers[0].Command).To(ContainElements("--runtime-config=api/alpha=false", "--event-ttl=2h0m0s"))
+		machines := &clusterv1.MachineList{}
+		Expect(plane.Client().List(ctx, machines, client.InNamespace(c.namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: c.name})).To(Succeed())
+		Expect(machines.Items).To(HaveLen(2))
+		for _, m := range machines.Items {
+			out, code := execInNode(ctx, nodeContainer(m), "cat", "/etc/resolv.conf")
+			Expect(code).To(BeZero(), out)
+			Expect(out).To(MatchRegexp(`(?m)^search daily\.example$`), "node %s searches the domains of networking.dnsSearch", m.Name)
+			// containerd serves its metrics where the JSON 6902 patch, applied after the merge
+			// patch, said: it runs with the patched file.
+			out, code = execInNode(ctx, nodeContainer(m), "curl", "-sf", "-o", "/dev/null", "http://127.0.0.1:1339/v1/metrics")
+			Expect(code).To(BeZero(), "containerd of node %s serves metrics at the address of containerdConfigPatchesJSON6902: %s", m.Name, out)
+		}
 	})
 
 	It("loads a host image into every node, and into a node that joins later", func(ctx SpecContext) {
@@ -274,10 +290,7 @@ nodes:
 	})
 
 	It("deletes the cluster with dockyard delete cluster, leaving nothing on the engine", func(ctx SpecContext) {
-		dockyard(ctx, "delete", "cluster", c.name, "-n", c.namespace)
-		left, err := nodes.Leftovers(ctx, c.key())
-		Expect(err).NotTo(HaveOccurred())
-		Expect(left).To(BeNil())
+		cli.deleteCluster(ctx, c)
 		dockyard(ctx, "registry", "delete", "--name", registry)
 		r, err := nodes.FindRegistry(ctx, registry)
 		Expect(err).NotTo(HaveOccurred())

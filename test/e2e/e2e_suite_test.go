@@ -57,28 +57,31 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "Dockyard end-to-end")
 }
 
-var _ = BeforeSuite(func(ctx SpecContext) {
-	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
-	engineConfig := runtimes.FromEnv()
-	rt, err := runtimes.New(engineConfig)
-	Expect(err).NotTo(HaveOccurred())
-	_, err = rt.Info(ctx)
-	Expect(err).NotTo(HaveOccurred(), "the end-to-end suite needs its engine, %s (make test-e2e and make test-e2e-engines start it)", engineConfig)
-	engine = rt
-	nodes = docker.NewManager(rt, docker.ManagerOptions{})
-	fmt.Fprintf(GinkgoWriter, "container engine: %s\n", engineConfig)
+// The suite runs in parallel processes (make test-e2e: ginkgo -p): each has a management plane
+// of its own, so that one process's specs neither see nor slow another's objects, and they
+// share the engine. What the engine holds is swept once, by the first process, before any spec
+// and after the last; the chaos specs, which restart the engine, are Serial: they run alone.
+var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
+	connectEngine(ctx)
 	for _, img := range []string{nodeImageRepo + ":" + kubernetesVersion, lbImage} {
 		ok, err := engine.ImageExists(ctx, img)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(ok).To(BeTrue(), "image %s is missing on %s: make test-e2e builds it (make engine-images)", img, engineConfig)
+		Expect(ok).To(BeTrue(), "image %s is missing on %s: make test-e2e builds it (make engine-images)", img, runtimes.FromEnv())
 	}
 	sweepEngine(ctx, testNamespacePrefix, cctlNamespacePrefix)
-
+	return nil
+}, func(ctx SpecContext, _ []byte) {
+	Expect(os.MkdirAll(artifacts, 0o755)).To(Succeed())
+	if engine == nil {
+		connectEngine(ctx)
+	}
+	engineConfig := runtimes.FromEnv()
 	By("starting the management plane: etcd, kube-apiserver, kube-controller-manager, Cluster API and Dockyard")
 	// A failed run keeps its work directory for inspection; this run starts from nothing.
-	workDir := filepath.Join(artifacts, "management-plane")
+	workDir := filepath.Join(artifacts, planeDirName(GinkgoParallelProcess()))
 	Expect(os.RemoveAll(workDir)).To(Succeed())
 	start := time.Now()
+	var err error
 	plane, err = framework.Start(ctx, framework.Options{
 		WorkDir: workDir,
 		DockyardArgs: []string{
@@ -98,20 +101,54 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	timings.add("management plane started", time.Since(start))
 }, NodeTimeout(20*time.Minute))
 
-var _ = AfterSuite(func(ctx SpecContext) {
+var _ = SynchronizedAfterSuite(func(ctx SpecContext) {
 	if plane != nil {
 		if CurrentSpecReport().Failed() {
 			plane.KeepWorkDir()
 		}
 		Expect(plane.Stop(ctx)).To(Succeed())
 	}
+	_ = os.WriteFile(timingsPath(GinkgoParallelProcess()), []byte(timings.rows()), 0o644)
+}, func(ctx SpecContext) {
 	if engine != nil {
 		sweepEngine(ctx, testNamespacePrefix, cctlNamespacePrefix)
 	}
-	report := timings.String()
+	// Every process's phases, in one table.
+	var rows strings.Builder
+	suite, _ := GinkgoConfiguration()
+	for p := 1; p <= suite.ParallelTotal; p++ {
+		data, err := os.ReadFile(timingsPath(p))
+		if err == nil {
+			rows.Write(data)
+			_ = os.Remove(timingsPath(p))
+		}
+	}
+	report := timingsHeader + rows.String()
 	fmt.Fprintln(GinkgoWriter, report)
 	_ = os.WriteFile(filepath.Join(artifacts, "timings.md"), []byte(report), 0o644)
 }, NodeTimeout(5*time.Minute))
+
+// connectEngine connects to the engine the environment names (DOCKYARD_CONTAINER_RUNTIME).
+func connectEngine(ctx context.Context) {
+	engineConfig := runtimes.FromEnv()
+	rt, err := runtimes.New(engineConfig)
+	Expect(err).NotTo(HaveOccurred())
+	_, err = rt.Info(ctx)
+	Expect(err).NotTo(HaveOccurred(), "the end-to-end suite needs its engine, %s (make test-e2e and make test-e2e-engines start it)", engineConfig)
+	engine = rt
+	nodes = docker.NewManager(rt, docker.ManagerOptions{})
+	fmt.Fprintf(GinkgoWriter, "container engine: %s\n", engineConfig)
+}
+
+// planeDirName is the work directory of process p's management plane, below artifacts.
+func planeDirName(p int) string {
+	if p == 1 {
+		return "management-plane"
+	}
+	return fmt.Sprintf("management-plane-%d", p)
+}
+
+func timingsPath(p int) string { return filepath.Join(artifacts, fmt.Sprintf("timings-%d.md", p)) }
 
 // On failure, print what a person needs: Cluster API objects and their conditions, process
 // logs, the engine's containers and the tails of the nodes' journals.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -56,10 +57,16 @@ func (r *timingReport) add(phase string, d time.Duration) {
 	fmt.Fprintf(GinkgoWriter, "TIMING %s: %s\n", phase, d.Round(100*time.Millisecond))
 }
 
-func (r *timingReport) String() string {
+const timingsHeader = "| phase | wall time |\n|---|---|\n"
+
+// rows are the table's rows, without its header.
+func (r *timingReport) rows() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return "| phase | wall time |\n|---|---|\n" + strings.Join(r.lines, "\n") + "\n"
+	if len(r.lines) == 0 {
+		return ""
+	}
+	return strings.Join(r.lines, "\n") + "\n"
 }
 
 // clusterSpec is one workload cluster of the suite.
@@ -325,3 +332,47 @@ func whenDone(phase string, start time.Time) {
 }
 
 var _ = By
+
+// dockyardCLI is the dockyard command line, built into a directory of its own.
+type dockyardCLI struct{ bin, dir string }
+
+// newDockyardCLI builds the command line into a new empty directory.
+func newDockyardCLI(ctx context.Context) *dockyardCLI {
+	dir := GinkgoT().TempDir()
+	cli := &dockyardCLI{bin: filepath.Join(dir, "dockyard"), dir: dir}
+	build := exec.CommandContext(ctx, "go", "build", "-o", cli.bin, "./cmd/dockyard")
+	build.Dir = envtest.RepoRoot()
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "building the dockyard command line:\n%s", out)
+	return cli
+}
+
+// run runs the command line against the suite's management plane and returns its standard
+// output; its progress goes to the log. It runs in a directory that holds only the binary and
+// what it writes there itself, without --clusterctl-config: the clusterctl repository it carries
+// is all it has.
+func (c *dockyardCLI) run(ctx context.Context, args ...string) string {
+	args = append([]string{"--management-kubeconfig", plane.Kubeconfig(), "--kubeconfig-dir", c.dir}, args...)
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Dir = c.dir
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, GinkgoWriter), GinkgoWriter
+	if slices.Equal(args[4:min(6, len(args))], []string{"get", "kubeconfig"}) {
+		// A kubeconfig holds the cluster's admin client key: it stays out of the log.
+		cmd.Stdout = &stdout
+	}
+	start := time.Now()
+	err := cmd.Run()
+	fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args[4:], " "), time.Since(start).Round(100*time.Millisecond))
+	Expect(err).NotTo(HaveOccurred(), "dockyard %s", strings.Join(args[4:], " "))
+	return stdout.String()
+}
+
+// deleteCluster deletes a cluster with dockyard delete cluster and finds nothing of it left on
+// the engine.
+func (c *dockyardCLI) deleteCluster(ctx context.Context, cl clusterSpec) {
+	c.run(ctx, "delete", "cluster", cl.name, "-n", cl.namespace)
+	left, err := nodes.Leftovers(ctx, cl.key())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(left).To(BeNil(), "what dockyard delete cluster left of %s/%s", cl.namespace, cl.name)
+}
