@@ -1,6 +1,9 @@
 package gobuild
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -65,5 +68,54 @@ func TestClusterAPIErrors(t *testing.T) {
 		if _, err := ClusterAPI(tc.version, cmds...); err == nil {
 			t.Errorf("ClusterAPI(%q, %v) succeeded, want an error", tc.version, cmds)
 		}
+	}
+}
+
+// TestClusterAPIPinnedToGoMod: pinned to a go.mod, the build requires that go.mod's versions of
+// the modules it shares, so both compile one set of packages, and keeps its own requirement and
+// replace of Cluster API.
+func TestClusterAPIPinnedToGoMod(t *testing.T) {
+	gomod := filepath.Join(t.TempDir(), "go.mod")
+	if err := os.WriteFile(gomod, []byte(`module example.com/provider
+
+go 1.26
+
+require (
+	golang.org/x/net v0.58.0 // indirect
+	sigs.k8s.io/cluster-api v1.14.0
+	sigs.k8s.io/cluster-api/api v1.14.0
+)
+
+replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api v1.14.0
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build, err := ClusterAPI("v1.14.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := build.PinnedTo(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"golang.org/x/net": "v0.58.0", "sigs.k8s.io/cluster-api": "v1.14.2"}
+	if !maps.Equal(pinned.Require, want) {
+		t.Errorf("requires %v, want %v", pinned.Require, want)
+	}
+	if got := pinned.Replace["sigs.k8s.io/cluster-api/api"]; got != "v1.14.2" {
+		t.Errorf("replaces sigs.k8s.io/cluster-api/api with %q, want the build's own v1.14.2", got)
+	}
+	if len(build.Require) != 1 {
+		t.Errorf("PinnedTo changed the build it was called on: %v", build.Require)
+	}
+
+	if _, err := build.PinnedTo(filepath.Join(t.TempDir(), "missing", "go.mod")); err == nil {
+		t.Error("pinned to a go.mod that does not exist, want an error")
+	}
+	if err := os.WriteFile(gomod, []byte("module x\nrequire (\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build.PinnedTo(gomod); err == nil {
+		t.Error("pinned to a go.mod that does not parse, want an error")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 
@@ -67,4 +68,34 @@ func requiredVersion(file string, gomod []byte, dep string) (string, error) {
 		}
 	}
 	return "", errors.Errorf("go.mod does not require %s", dep)
+}
+
+// PinnedTo returns the build with every module the go.mod at path requires added to its
+// requirements at that go.mod's version, except the modules the build requires or replaces
+// itself. Built for Dockyard's go.mod, the wrapper module then selects Dockyard's versions of
+// the modules both use (client-go, controller-runtime, golang.org/x/net, ...): a package the
+// build compiles is the one Dockyard's tests, vet and lint compile, and Go's build cache holds it
+// once. A module only the build uses keeps the version the build's modules require.
+func (b Build) PinnedTo(path string) (Build, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Build{}, errors.Wrap(err, "reading the go.mod to pin the build's modules to")
+	}
+	f, err := modfile.ParseLax(path, data, nil)
+	if err != nil {
+		return Build{}, errors.Wrapf(err, "parsing %s", path)
+	}
+	require := maps.Clone(b.Require)
+	if require == nil {
+		require = map[string]string{}
+	}
+	for _, r := range f.Require {
+		_, own := b.Require[r.Mod.Path]
+		_, replaced := b.Replace[r.Mod.Path]
+		if !own && !replaced {
+			require[r.Mod.Path] = r.Mod.Version
+		}
+	}
+	b.Require = require
+	return b, nil
 }

@@ -95,6 +95,11 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	// At Dockyard's versions of the modules both use, as make mgmt-binaries builds them: the
+	// managers' compilations are shared with Dockyard's.
+	if capi, err = capi.PinnedTo(filepath.Join(r.RepoDir, "go.mod")); err != nil {
+		return nil, err
+	}
 	capiBins, err := b.runBuild(ctx, capi)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,17 @@ func BuildBinaries(ctx context.Context, opts Options) (Binaries, error) {
 	if err != nil {
 		return Binaries{}, err
 	}
+	// At Dockyard's versions of the modules both use, the managers share their compilations
+	// with Dockyard's tests.
+	root := opts.RepoRoot
+	if root == "" {
+		if root, err = repoRoot(); err != nil {
+			return Binaries{}, err
+		}
+	}
+	if capi, err = capi.PinnedTo(filepath.Join(root, "go.mod")); err != nil {
+		return Binaries{}, err
+	}
 	dirs := map[string]string{}
 	for _, build := range []gobuild.Build{etcd, kube, capi} {
 		start := time.Now()
