@@ -240,21 +240,22 @@ func validateMachineUpdate(oldSpec, newSpec *infrav1.DockyardMachineSpec, fldPat
 	if oldSpec.ProviderID != "" && oldSpec.ProviderID != newSpec.ProviderID {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("providerID"), "is immutable once set"))
 	}
-	if !equality.Semantic.DeepEqual(oldSpec.Ports, newSpec.Ports) {
-		allErrs = append(allErrs, field.Forbidden(fldPath.Child("ports"),
-			"is immutable: the engine publishes ports when it creates the node container; roll out a new machine instead"))
-	}
-	if !equality.Semantic.DeepEqual(oldSpec.ContainerdConfigPatches, newSpec.ContainerdConfigPatches) {
-		allErrs = append(allErrs, field.Forbidden(fldPath.Child("containerdConfigPatches"),
-			"is immutable: they are merged into the node's containerd configuration before its bootstrap; roll out a new machine instead"))
-	}
-	if !equality.Semantic.DeepEqual(oldSpec.ContainerdConfigPatchesJSON6902, newSpec.ContainerdConfigPatchesJSON6902) {
-		allErrs = append(allErrs, field.Forbidden(fldPath.Child("containerdConfigPatchesJSON6902"),
-			"is immutable: they are applied to the node's containerd configuration before its bootstrap; roll out a new machine instead"))
-	}
-	if !equality.Semantic.DeepEqual(oldSpec.DNSSearch, newSpec.DNSSearch) {
-		allErrs = append(allErrs, field.Forbidden(fldPath.Child("dnsSearch"),
-			"is immutable: the engine writes the node's resolv.conf when it creates the node container; roll out a new machine instead"))
+	// Fields the engine or the node's first boot consumed: changing them needs a new node.
+	for _, f := range []struct {
+		name     string
+		old, new any
+		why      string
+	}{
+		{"ports", oldSpec.Ports, newSpec.Ports, "the engine publishes ports when it creates the node container"},
+		{"containerdConfigPatches", oldSpec.ContainerdConfigPatches, newSpec.ContainerdConfigPatches,
+			"they are merged into the node's containerd configuration before its bootstrap"},
+		{"containerdConfigPatchesJSON6902", oldSpec.ContainerdConfigPatchesJSON6902, newSpec.ContainerdConfigPatchesJSON6902,
+			"they are applied to the node's containerd configuration before its bootstrap"},
+		{"dnsSearch", oldSpec.DNSSearch, newSpec.DNSSearch, "the engine writes the node's resolv.conf when it creates the node container"},
+	} {
+		if !equality.Semantic.DeepEqual(f.old, f.new) {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child(f.name), "is immutable: "+f.why+"; roll out a new machine instead"))
+		}
 	}
 	return allErrs
 }
