@@ -15,7 +15,7 @@
 #  - A BUILD takes nothing from the targets (builds lock what they make, so a target needing one
 #    waits for it or finds it built), and its failure fails no run by itself: the target that
 #    needs it builds it again and says why.
-#  - A CHECK (vet, lint, fuzz: targets that need no engine) counts like a TARGET: its failure
+#  - A CHECK (lint, say: a target that needs no engine) counts like a TARGET: its failure
 #    fails the run and its output is printed. One the session has not finished when the TARGETs
 #    end runs then, in the foreground.
 # The session is stopped when the TARGETs end. Logs of what did not run in the foreground are in
