@@ -1,20 +1,17 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pkg/errors"
-	"sigs.k8s.io/yaml"
+
+	"github.com/dockyard-dev/dockyard/pkg/patch"
 )
 
 // containerdConfigFile is containerd's configuration in Dockyard's and kind's node images.
@@ -51,34 +48,30 @@ func (p ContainerdPatches) mark() string {
 // containerdConfigPatches, then its containerdConfigPatchesJSON6902. It returns an error naming
 // the patch that is not TOML or does not apply.
 func PatchContainerdConfig(config []byte, patches ContainerdPatches) ([]byte, error) {
-	merged := map[string]any{}
-	if err := toml.Unmarshal(config, &merged); err != nil {
+	merged, err := patch.TOML(config)
+	if err != nil {
 		return nil, errors.Wrap(err, "reading the node's containerd configuration")
 	}
 	for i, p := range patches.Merge {
-		patch := map[string]any{}
-		if err := toml.Unmarshal([]byte(p), &patch); err != nil {
-			return nil, errors.Wrapf(err, "containerdConfigPatches[%d] is not TOML", i)
+		table, err := patch.TOML([]byte(p))
+		if err != nil {
+			return nil, errors.Wrapf(err, "containerdConfigPatches[%d]", i)
 		}
-		if v, ok := patch["version"]; ok && fmt.Sprint(v) != fmt.Sprint(merged["version"]) {
+		if v, ok := table["version"]; ok && fmt.Sprint(v) != fmt.Sprint(merged["version"]) {
 			continue
 		}
-		mergeTables(merged, patch)
+		mergeTables(merged, table)
 	}
 	for i, p := range patches.JSON6902 {
 		doc, err := json.Marshal(merged)
 		if err != nil {
 			return nil, errors.Wrap(err, "the node's containerd configuration as JSON")
 		}
-		ops, err := yaml.YAMLToJSON([]byte(p))
-		var patch jsonpatch.Patch
-		if err == nil {
-			patch, err = jsonpatch.DecodePatch(ops)
-		}
+		ops, _, err := patch.JSON6902(p)
 		if err != nil {
-			return nil, errors.Wrapf(err, "containerdConfigPatchesJSON6902[%d] is not a JSON 6902 patch", i)
+			return nil, errors.Wrapf(err, "containerdConfigPatchesJSON6902[%d]", i)
 		}
-		if doc, err = patch.Apply(doc); err != nil {
+		if doc, err = ops.Apply(doc); err != nil {
 			return nil, errors.Wrapf(err, "applying containerdConfigPatchesJSON6902[%d]", i)
 		}
 		// Numbers come back as float64: TOML writes whole ones as integers again.
@@ -149,19 +142,7 @@ func (n *Node) ConfigureContainerd(ctx context.Context, patches ContainerdPatche
 	if err != nil {
 		return errors.Wrapf(err, "node %s", n.Name)
 	}
-	merged = append([]byte(mark), merged...)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "config.toml", Mode: 0o644, Size: int64(len(merged)), ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(merged); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	if err := n.m.runtime.CopyToContainer(ctx, n.Name, "/etc/containerd", &buf); err != nil {
+	if err := n.m.writeFile(ctx, n.Name, containerdConfigFile, append([]byte(mark), merged...)); err != nil {
 		return errors.Wrapf(err, "writing %s of node %s", containerdConfigFile, n.Name)
 	}
 	// systemd's restart returns once containerd (Type=notify) serves again.

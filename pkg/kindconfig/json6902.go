@@ -8,9 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	kind "sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
-	"sigs.k8s.io/yaml"
 
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	"github.com/dockyard-dev/dockyard/pkg/patch"
 )
 
 // kubeadmFields points at the fields of one machine template's kubeadm configuration that kind's
@@ -33,12 +34,9 @@ func applyJSON6902(path *field.Path, patches []kind.PatchJSON6902, f kubeadmFiel
 	var errs field.ErrorList
 	for i, p := range patches {
 		pp := path.Index(i)
-		ops, err := yaml.YAMLToJSON([]byte(p.Patch))
-		if err == nil {
-			_, err = jsonpatch.DecodePatch(ops)
-		}
+		decoded, ops, err := patch.JSON6902(p.Patch)
 		if err != nil {
-			errs = append(errs, field.Invalid(pp.Child("patch"), p.Patch, "not a JSON 6902 patch: "+err.Error()))
+			errs = append(errs, field.Invalid(pp.Child("patch"), p.Patch, err.Error()))
 			continue
 		}
 		switch {
@@ -49,7 +47,7 @@ func applyJSON6902(path *field.Path, patches []kind.PatchJSON6902, f kubeadmFiel
 				errs = append(errs, field.NotSupported(pp.Child("version"), p.Version, []string{"v1beta3", "v1beta4"}))
 				continue
 			}
-			errs = append(errs, patchKubeadm(pp, p, ops, f)...)
+			errs = append(errs, patchKubeadm(pp, p, decoded, f)...)
 		default:
 			errs = append(errs, field.NotSupported(pp.Child("kind"), p.Group+"/"+p.Kind, []string{
 				"kubeadm.k8s.io/ClusterConfiguration", "kubeadm.k8s.io/InitConfiguration", "kubeadm.k8s.io/JoinConfiguration",
@@ -60,7 +58,7 @@ func applyJSON6902(path *field.Path, patches []kind.PatchJSON6902, f kubeadmFiel
 }
 
 // patchKubeadm applies one patch of a kubeadm document to the fields it has in f.
-func patchKubeadm(pp *field.Path, p kind.PatchJSON6902, ops []byte, f kubeadmFields) field.ErrorList {
+func patchKubeadm(pp *field.Path, p kind.PatchJSON6902, ops jsonpatch.Patch, f kubeadmFields) field.ErrorList {
 	v1beta3 := p.Version == "v1beta3"
 	doc := map[string]any{}
 	switch p.Kind {
@@ -87,8 +85,7 @@ func patchKubeadm(pp *field.Path, p kind.PatchJSON6902, ops []byte, f kubeadmFie
 	if err != nil {
 		return field.ErrorList{field.InternalError(pp, err)}
 	}
-	patch, _ := jsonpatch.DecodePatch(ops) // decoded once already
-	out, err := patch.Apply(view)
+	out, err := ops.Apply(view)
 	if err != nil {
 		return field.ErrorList{field.Invalid(pp.Child("patch"), p.Patch, fmt.Sprintf(
 			"applying it to %s as Cluster API has it (%s): %v", p.Kind, view, err))}

@@ -9,16 +9,14 @@ import (
 	"time"
 
 	"github.com/distribution/reference"
-	jsonpatch "github.com/evanphx/json-patch/v5"
-	"github.com/pelletier/go-toml/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/patch"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
@@ -157,17 +155,13 @@ func validateMachineSpec(spec *infrav1.DockyardMachineSpec, fldPath *field.Path)
 
 	allErrs = append(allErrs, validatePorts(spec.Ports, fldPath.Child("ports"))...)
 	for i, p := range spec.ContainerdConfigPatches {
-		if err := toml.Unmarshal([]byte(p), &map[string]any{}); err != nil {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("containerdConfigPatches").Index(i), p, "must be TOML: "+err.Error()))
+		if _, err := patch.TOML([]byte(p)); err != nil {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("containerdConfigPatches").Index(i), p, err.Error()))
 		}
 	}
 	for i, p := range spec.ContainerdConfigPatchesJSON6902 {
-		ops, err := yaml.YAMLToJSON([]byte(p))
-		if err == nil {
-			_, err = jsonpatch.DecodePatch(ops)
-		}
-		if err != nil {
-			allErrs = append(allErrs, field.Invalid(fldPath.Child("containerdConfigPatchesJSON6902").Index(i), p, "must be a JSON 6902 patch: "+err.Error()))
+		if _, _, err := patch.JSON6902(p); err != nil {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("containerdConfigPatchesJSON6902").Index(i), p, err.Error()))
 		}
 	}
 	if spec.DNSSearch != nil {
