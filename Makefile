@@ -30,6 +30,9 @@ GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VER)
 # helm renders cert-manager's manifest from its chart (hack/release-manifests.sh).
 HELM_VER := v3.22.0
 HELM := $(TOOLS_DIR)/helm-$(HELM_VER)
+# Writes each release image's SBOM (CycloneDX) from the modules its Go binary records.
+CYCLONEDX_GOMOD_VER := v1.10.0
+CYCLONEDX_GOMOD := $(TOOLS_DIR)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VER)
 
 # Versions of the binaries envtest runs; built from the Go module proxy by `make envtest-assets`.
 ENVTEST_KUBERNETES_VERSION ?= v1.34.4
@@ -379,6 +382,15 @@ bench-clusters: envtest-assets ## BENCH_RUNS 1+1 clusters one after another on t
 release-manifests: $(KUSTOMIZE) $(HELM) templates ## Render the clusterctl repository: the components into pkg/repository/embedded/components (embedded in the dockyard command, committed), the whole repository into out/repository with out/clusterctl.yaml.
 	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" hack/release-manifests.sh
 
+RELEASE_DIR ?= out/release/$(VERSION)
+
+.PHONY: release
+release: $(KUSTOMIZE) $(HELM) $(CYCLONEDX_GOMOD) templates ## Write the release of VERSION into RELEASE_DIR (out/release/VERSION, which must not exist): the components with the manager image pinned by digest, metadata.yaml, every flavor and ClusterClass, the manager image as an OCI archive with its SBOM, SHA256SUMS. The same commit gives the same bytes.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" RENDER_ONLY="$$tmp/components" hack/release-manifests.sh && \
+	go run ./cmd/dockyard-build release --version "$(VERSION)" --sbom-tool "$(CYCLONEDX_GOMOD)" --out "$(RELEASE_DIR)" \
+		--components "$$tmp/components/infrastructure-dockyard/$(VERSION)/infrastructure-components.yaml"
+
 .PHONY: test-clusterctl
 test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The committed clusterctl repository is what make release-manifests renders; the real clusterctl with it: offline init, every flavor generated and dry-run, ClusterClass patches, describe.
 	@hack/verify-committed.sh "make release-manifests" pkg/repository/embedded/components
@@ -400,6 +412,9 @@ $(KUSTOMIZE):
 
 $(HELM):
 	hack/go-install.sh helm.sh/helm/v3/cmd/helm $(HELM_VER) $@
+
+$(CYCLONEDX_GOMOD):
+	hack/go-install.sh github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod $(CYCLONEDX_GOMOD_VER) $@
 
 $(GOLANGCI_LINT):
 	hack/go-install.sh github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VER) $@

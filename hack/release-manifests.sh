@@ -11,7 +11,9 @@
 # (committed: the dockyard command embeds them), and lays the repository out in out/repository
 # with templates/'s flavors and ClusterClasses, writing out/clusterctl.yaml,
 # out/infrastructure-components.yaml and out/metadata.yaml.
-# Called by `make release-manifests` with KUSTOMIZE, HELM and VERSION set.
+# Called by `make release-manifests` with KUSTOMIZE, HELM and VERSION set. With RENDER_ONLY=DIR
+# (`make release`) it copies the rendered components into DIR, a directory that must not exist,
+# and changes nothing in the tree or in out/.
 #
 # Only files whose content changed are written, each by a rename: make test-all runs suites at
 # once, and a suite reading out/ while another target runs this script never sees a file
@@ -102,4 +104,8 @@ mkdir -p "$dir"
 		--set webhook.readinessProbe.timeoutSeconds=5 | sed -e '1{/^---$/d;}'
 } > "$dir/cert-manager.yaml"
 
+if [ -n "${RENDER_ONLY:-}" ]; then
+	cp -r "$stage" "$RENDER_ONLY"
+	exit 0
+fi
 go run ./hack/genrepository "$stage"

@@ -31,6 +31,9 @@ commands:
   conformance build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named
               under --prefix, with the KUBE_TEST_REPO_LIST file naming them, into --dir, and
               registry.k8s.io/conformance:<version> for Cluster API's conformance specs
+  release     write a release (--version) into --out: the components with the manager image
+              pinned by digest, metadata.yaml, every flavor and ClusterClass, the manager image
+              as an OCI archive with its SBOM, and SHA256SUMS; needs no engine
   load        copy images from Docker, where the builder makes them, into Podman or
               containerd (--container-runtime), unless they are there already
 
@@ -60,6 +63,8 @@ func main() {
 		err = runComponentImages(ctx, os.Args[2:])
 	case "conformance":
 		err = runConformance(ctx, os.Args[2:])
+	case "release":
+		err = runRelease(ctx, os.Args[2:])
 	case "load":
 		err = runLoad(ctx, os.Args[2:])
 	default:

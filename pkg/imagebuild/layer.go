@@ -198,16 +198,24 @@ func (t *tarBuilder) HostFile(p string, mode int64, src string) error {
 	if err != nil {
 		return err
 	}
+	if err := t.Stream(p, mode, st.Size(), f); err != nil {
+		return errors.Wrapf(err, "adding %s", src)
+	}
+	return nil
+}
+
+// Stream adds a regular file of size bytes read from r, which must hold exactly that many.
+func (t *tarBuilder) Stream(p string, mode, size int64, r io.Reader) error {
 	if err := t.parents(p); err != nil {
 		return err
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: tarName(p), Mode: mode, Size: st.Size(), ModTime: epoch}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: tarName(p), Mode: mode, Size: size, ModTime: epoch}
 	if err := t.tw.WriteHeader(hdr); err != nil {
 		return err
 	}
-	n, err := io.Copy(t.tw, f)
-	if err == nil && n != st.Size() {
-		err = errors.Errorf("%s changed while being read", src)
+	n, err := io.Copy(t.tw, r)
+	if err == nil && n != size {
+		err = errors.Errorf("%s: read %d bytes, not %d (changed while being read?)", p, n, size)
 	}
 	return err
 }

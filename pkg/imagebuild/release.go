@@ -135,9 +135,26 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 
 // componentImage assembles and loads one image unless the engine has it from the same binary.
 func (b *Builder) componentImage(ctx context.Context, ci componentImage) error {
-	binHash, err := fileHash(ci.Binary)
+	img, hash, err := b.assembleComponent(ci)
 	if err != nil {
 		return err
+	}
+	if name, err := b.existing(ctx, hash, ci.Ref); err != nil || name != "" {
+		return err
+	}
+	if err := b.load(ctx, ci.Ref, img); err != nil {
+		return err
+	}
+	b.logf("built %s (%d MiB compressed)", ci.Ref, imageSize(img)>>20)
+	return nil
+}
+
+// assembleComponent assembles one component image and returns it with the hash of its inputs
+// (the image carries it as InputsLabel). The same binary gives the same image, byte for byte.
+func (b *Builder) assembleComponent(ci componentImage) (v1.Image, string, error) {
+	binHash, err := fileHash(ci.Binary)
+	if err != nil {
+		return nil, "", err
 	}
 	in := &Inputs{}
 	in.Set("recipe", recipeVersion)
@@ -146,28 +163,31 @@ func (b *Builder) componentImage(ctx context.Context, ci componentImage) error {
 	in.Set("path", ci.Path)
 	in.Set("user", ci.User)
 	hash := in.Hash()
-	if name, err := b.existing(ctx, hash, ci.Ref); err != nil || name != "" {
-		return err
-	}
 	base, err := b.staticBaseLayer()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	layer, err := b.binaryLayer("component", []binaryFile{{Src: ci.Binary, Dst: ci.Path, Mode: 0o755}}, nil)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	labels := componentLabels(ci.Title, ci.Version)
 	labels[InputsLabel] = hash
 	img, err := assemble([]v1.Layer{base, layer}, imageConfig{Entrypoint: []string{ci.Path}, User: ci.User, Labels: labels})
+	return img, hash, err
+}
+
+// ManagerImage builds Dockyard's manager from the source tree at repoDir and assembles its
+// image named ref, for a release: nothing is loaded into an engine. It returns the image and
+// the manager binary it holds (what its SBOM describes).
+func (b *Builder) ManagerImage(ctx context.Context, repoDir, ref, version string) (v1.Image, string, error) {
+	manager, err := b.buildManager(ctx, repoDir)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	if err := b.load(ctx, ci.Ref, img); err != nil {
-		return err
-	}
-	b.logf("built %s (%d MiB compressed)", ci.Ref, imageSize(img)>>20)
-	return nil
+	img, _, err := b.assembleComponent(componentImage{Ref: ref, Binary: manager, Path: "/manager", User: nonRootUser,
+		Title: "dockyard-manager", Version: version})
+	return img, manager, err
 }
 
 // buildManager builds Dockyard's manager from the source tree: static, reproducible (the same
