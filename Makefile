@@ -383,13 +383,22 @@ release-manifests: $(KUSTOMIZE) $(HELM) templates ## Render the clusterctl repos
 	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" hack/release-manifests.sh
 
 RELEASE_DIR ?= out/release/$(VERSION)
+# Where a release's images are published: its components name the manager
+# $(RELEASE_IMAGE_REPOSITORY)/manager:$(VERSION)@sha256:… (localhost/dockyard: in no registry).
+RELEASE_IMAGE_REPOSITORY ?= localhost/dockyard
 
 .PHONY: release
 release: $(KUSTOMIZE) $(HELM) $(CYCLONEDX_GOMOD) templates ## Write the release of VERSION into RELEASE_DIR (out/release/VERSION, which must not exist): the components with the manager image pinned by digest, metadata.yaml, every flavor and ClusterClass, the manager image as an OCI archive with its SBOM, SHA256SUMS. The same commit gives the same bytes.
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" RENDER_ONLY="$$tmp/components" hack/release-manifests.sh && \
+	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" RENDER_ONLY="$$tmp/components" \
+		IMAGE_REPOSITORY="$(RELEASE_IMAGE_REPOSITORY)" hack/release-manifests.sh && \
 	go run ./cmd/dockyard-build release --version "$(VERSION)" --sbom-tool "$(CYCLONEDX_GOMOD)" --out "$(RELEASE_DIR)" \
+		--manager-image "$(RELEASE_IMAGE_REPOSITORY)/manager:$(VERSION)" \
 		--components "$$tmp/components/infrastructure-dockyard/$(VERSION)/infrastructure-components.yaml"
+
+.PHONY: release-publish
+release-publish: ## Push the images of the release in RELEASE_DIR from its archives to the registry RELEASE_IMAGE_REPOSITORY names (they keep their digests), after checking its SHA256SUMS.
+	go run ./cmd/dockyard-build publish --release "$(RELEASE_DIR)"
 
 .PHONY: test-clusterctl
 test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The committed clusterctl repository is what make release-manifests renders; the real clusterctl with it: offline init, every flavor generated and dry-run, ClusterClass patches, describe.

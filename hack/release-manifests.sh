@@ -30,12 +30,13 @@ trap 'rm -rf "$tmp"' EXIT
 stage="$tmp/components"
 mkdir -p "$stage/infrastructure-dockyard/$VERSION"
 
-# Dockyard's components, with the manager image of this version.
+# Dockyard's components, with the manager image of this version (under IMAGE_REPOSITORY, for a
+# release published to a registry).
 mkdir -p "$tmp/dockyard"
 (
 	cd "$tmp/dockyard"
 	"$KUSTOMIZE" create --resources "$(realpath --relative-to=. "$OLDPWD/config/default")"
-	"$KUSTOMIZE" edit set image "localhost/dockyard/manager=localhost/dockyard/manager:$VERSION"
+	"$KUSTOMIZE" edit set image "localhost/dockyard/manager=${IMAGE_REPOSITORY:-localhost/dockyard}/manager:$VERSION"
 )
 "$KUSTOMIZE" build "$tmp/dockyard" > "$stage/infrastructure-dockyard/$VERSION/infrastructure-components.yaml"
 cp metadata.yaml "$stage/infrastructure-dockyard/$VERSION/metadata.yaml"

@@ -34,6 +34,8 @@ commands:
   release     write a release (--version) into --out: the components with the manager image
               pinned by digest, metadata.yaml, every flavor and ClusterClass, the manager image
               as an OCI archive with its SBOM, and SHA256SUMS; needs no engine
+  publish     push a release's images (--release) from its archives to the registry they
+              are named in, after checking the release against its SHA256SUMS
   load        copy images from Docker, where the builder makes them, into Podman or
               containerd (--container-runtime), unless they are there already
 
@@ -65,6 +67,8 @@ func main() {
 		err = runConformance(ctx, os.Args[2:])
 	case "release":
 		err = runRelease(ctx, os.Args[2:])
+	case "publish":
+		err = runPublish(ctx, os.Args[2:])
 	case "load":
 		err = runLoad(ctx, os.Args[2:])
 	default:

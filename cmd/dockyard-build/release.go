@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
@@ -76,4 +78,19 @@ func goSBOM(ctx context.Context, tool, version, binary string) ([]byte, error) {
 		return nil, errors.Errorf("writing the SBOM of %s with %s: %v\n%s", binary, tool, err, stderr.Bytes())
 	}
 	return stdout.Bytes(), nil
+}
+
+// runPublish pushes a release's images from its archives to the registry they are named in.
+func runPublish(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("publish", flag.ExitOnError)
+	dir := fs.String("release", "", "the release's directory, as make release wrote it (required)")
+	_ = fs.Parse(args)
+	if *dir == "" {
+		return errors.New("--release is required")
+	}
+	pushed, err := release.Publish(ctx, *dir, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	for _, p := range pushed {
+		fmt.Printf("pushed %s@%s\n", p.Ref, p.Digest)
+	}
+	return err
 }

@@ -14,8 +14,8 @@ import (
 // alone), and containerd's (the whole reference), which `ctr images import` and Docker's image
 // store read.
 const (
-	ociRefNameAnnotation          = "org.opencontainers.image.ref.name"
-	containerdImageNameAnnotation = "io.containerd.image.name"
+	ociRefNameAnnotation = "org.opencontainers.image.ref.name"
+	ImageNameAnnotation  = "io.containerd.image.name"
 )
 
 // WriteOCIArchive writes img as an OCI image layout in a tar stream, named ref, byte for byte
@@ -63,8 +63,8 @@ func WriteOCIArchive(w io.Writer, ref string, img v1.Image) error {
 			Digest:    digest,
 			Size:      int64(len(manifest)),
 			Annotations: map[string]string{
-				ociRefNameAnnotation:          tagged.Tag(),
-				containerdImageNameAnnotation: named.String(),
+				ociRefNameAnnotation: tagged.Tag(),
+				ImageNameAnnotation:  named.String(),
 			},
 		}},
 	})
