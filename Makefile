@@ -386,15 +386,12 @@ RELEASE_DIR ?= out/release/$(VERSION)
 # Where a release's images are published: its components name the manager
 # $(RELEASE_IMAGE_REPOSITORY)/manager:$(VERSION)@sha256:… (localhost/dockyard: in no registry).
 RELEASE_IMAGE_REPOSITORY ?= localhost/dockyard
+RELEASE_SOURCE ?=
 
 .PHONY: release
-release: $(KUSTOMIZE) $(HELM) $(CYCLONEDX_GOMOD) templates ## Write the release of VERSION into RELEASE_DIR (out/release/VERSION, which must not exist): the components with the manager image pinned by digest, metadata.yaml, every flavor and ClusterClass, the manager image as an OCI archive with its SBOM, SHA256SUMS. The same commit gives the same bytes.
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" VERSION="$(VERSION)" RENDER_ONLY="$$tmp/components" \
-		IMAGE_REPOSITORY="$(RELEASE_IMAGE_REPOSITORY)" hack/release-manifests.sh && \
-	go run ./cmd/dockyard-build release --version "$(VERSION)" --sbom-tool "$(CYCLONEDX_GOMOD)" --out "$(RELEASE_DIR)" \
-		--manager-image "$(RELEASE_IMAGE_REPOSITORY)/manager:$(VERSION)" \
-		--components "$$tmp/components/infrastructure-dockyard/$(VERSION)/infrastructure-components.yaml"
+release: $(KUSTOMIZE) $(HELM) $(CYCLONEDX_GOMOD) templates ## Write the release of VERSION into RELEASE_DIR (out/release/VERSION, which must not exist): the components with the manager image pinned by digest, metadata.yaml, every flavor and ClusterClass, the manager image as an OCI archive with its SBOM, SHA256SUMS. The same commit gives the same bytes. RELEASE_SOURCE=<revision> makes it of that revision's tree (hack/release.sh).
+	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" CYCLONEDX_GOMOD="$(CYCLONEDX_GOMOD)" VERSION="$(VERSION)" RELEASE_DIR="$(RELEASE_DIR)" \
+		RELEASE_IMAGE_REPOSITORY="$(RELEASE_IMAGE_REPOSITORY)" RELEASE_SOURCE="$(RELEASE_SOURCE)" hack/release.sh
 
 .PHONY: release-publish
 release-publish: ## Push the images of the release in RELEASE_DIR from its archives to the registry RELEASE_IMAGE_REPOSITORY names (they keep their digests), after checking its SHA256SUMS.

@@ -21,7 +21,7 @@ import (
 
 // runRelease writes a release into --out: the components rendered for --version with the
 // manager image pinned by digest, metadata.yaml, the flavors and ClusterClasses this command was
-// built with, the manager image as an OCI archive with its SBOM (from --sbom-tool, CycloneDX's
+// built with (or --flavors'), the manager image as an OCI archive with its SBOM (from --sbom-tool, CycloneDX's
 // cyclonedx-gomod), and SHA256SUMS. It needs no engine and no root.
 func runRelease(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("release", flag.ExitOnError)
@@ -30,6 +30,7 @@ func runRelease(ctx context.Context, args []string) error {
 	repo := fs.String("repo", ".", "Dockyard's source tree, whose main package is the manager")
 	components := fs.String("components", "", "infrastructure-components.yaml rendered for --version (required)")
 	metadata := fs.String("metadata", "metadata.yaml", "clusterctl's metadata.yaml, holding --version's release series")
+	flavors := fs.String("flavors", "", "directory of the flavors and ClusterClasses (default: those this command was built with)")
 	managerImage := fs.String("manager-image", "", "the manager image as the components name it (default localhost/dockyard/manager:<--version>)")
 	sbomTool := fs.String("sbom-tool", "", "cyclonedx-gomod, which writes each image's SBOM (required)")
 	out := fs.String("out", "", "directory to write the release into; must not exist (required)")
@@ -41,6 +42,9 @@ func runRelease(ctx context.Context, args []string) error {
 		*managerImage = imagebuild.ManagerImageName(*version)
 	}
 	in := release.Input{Version: *version, Flavors: templates.Flavors}
+	if *flavors != "" {
+		in.Flavors = os.DirFS(*flavors)
+	}
 	var err error
 	if in.Components, err = os.ReadFile(*components); err != nil {
 		return errors.Wrap(err, "reading the components")

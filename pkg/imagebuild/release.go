@@ -193,7 +193,13 @@ func (b *Builder) ManagerImage(ctx context.Context, repoDir, ref, version string
 // buildManager builds Dockyard's manager from the source tree: static, reproducible (the same
 // sources give the same binary, so an unchanged tree rebuilds no image).
 func (b *Builder) buildManager(ctx context.Context, repoDir string) (string, error) {
-	out := filepath.Join(b.CacheDir, "build", "dockyard-manager", "manager")
+	// One binary per source tree: a release of an earlier revision (make release
+	// RELEASE_SOURCE=…) builds beside make component-images without taking its file.
+	abs, err := filepath.Abs(repoDir)
+	if err != nil {
+		return "", errors.Wrap(err, "Dockyard's source tree")
+	}
+	out := filepath.Join(b.CacheDir, "build", "dockyard-manager", hashOf([]byte(abs))[:12], "manager")
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return "", err
 	}
