@@ -1,8 +1,11 @@
-// Package fileutil writes files so that a reader never sees one half-written.
+// Package fileutil writes files so that a reader never sees one half-written, and sums them.
 package fileutil
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -38,4 +41,18 @@ func WriteIfChanged(path string, data []byte, mode os.FileMode) error {
 		return nil
 	}
 	return WriteAtomic(path, data, mode)
+}
+
+// SHA256 returns the hex SHA-256 of a file's content.
+func SHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", errors.Wrapf(err, "reading %s", path)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

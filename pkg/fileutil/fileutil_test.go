@@ -56,3 +56,21 @@ func TestWriteIfChangedLeavesTheSameContentAlone(t *testing.T) {
 		t.Errorf("content %q, want b", got)
 	}
 }
+
+func TestSHA256(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(p, []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SHA256(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// sha256("abc"), FIPS 180-2's example.
+	if want := "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"; got != want {
+		t.Errorf("SHA256 = %s, want %s", got, want)
+	}
+	if _, err := SHA256(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("SHA256 of a missing file: no error")
+	}
+}

@@ -11,13 +11,10 @@ package imagebuild
 
 import (
 	"context"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -220,20 +217,6 @@ func (b *Builder) cachedLayer(kind, key string, write func(t *tarBuilder) error)
 		}
 		return t.Close()
 	})
-}
-
-// fileHash returns the SHA-256 of a file, for keying layers made from binaries.
-func fileHash(file string) (string, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func mustEmbedded(name string) []byte {

@@ -12,6 +12,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -62,7 +63,7 @@ type binaryFile struct {
 func (b *Builder) binaryLayer(kind string, files []binaryFile, embedded map[string][]byte) (*fileLayer, error) {
 	in := &Inputs{}
 	for _, f := range files {
-		h, err := fileHash(f.Src)
+		h, err := fileutil.SHA256(f.Src)
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -168,7 +169,7 @@ func (b *Builder) filesLayer(kind string, files []layerFile) (*fileLayer, error)
 		case f.Link != "":
 			in.Set("link:"+f.Dst, f.Link)
 		case f.Src != "":
-			h, err := fileHash(f.Src)
+			h, err := fileutil.SHA256(f.Src)
 			if err != nil {
 				return nil, err
 			}

@@ -10,6 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -152,7 +153,7 @@ func (b *Builder) componentImage(ctx context.Context, ci componentImage) error {
 // assembleComponent assembles one component image and returns it with the hash of its inputs
 // (the image carries it as InputsLabel). The same binary gives the same image, byte for byte.
 func (b *Builder) assembleComponent(ci componentImage) (v1.Image, string, error) {
-	binHash, err := fileHash(ci.Binary)
+	binHash, err := fileutil.SHA256(ci.Binary)
 	if err != nil {
 		return nil, "", err
 	}

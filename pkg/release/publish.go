@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"os"
 	"path"
@@ -20,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/pkg/fileutil"
 	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
 
@@ -58,7 +58,7 @@ func Verify(dir string) error {
 			return nil
 		}
 		delete(listed, rel)
-		got, err := fileSum(p)
+		got, err := fileutil.SHA256(p)
 		if err != nil {
 			return err
 		}
@@ -78,19 +78,6 @@ func Verify(dir string) error {
 		return errors.Errorf("the release in %s is not what its %s lists: %s", dir, SumsFile, strings.Join(problems, "; "))
 	}
 	return nil
-}
-
-func fileSum(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", errors.Wrapf(err, "reading %s", p)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Published is an image pushed by Publish.
