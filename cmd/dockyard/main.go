@@ -2,6 +2,10 @@
 // cluster in containers and installs Cluster API and Dockyard in it with clusterctl's library,
 // then creates, lists, loads images into, exports the logs of and deletes workload clusters,
 // always through Cluster API objects.
+//
+// Called as manager (a link or copy of the binary by that name, as the manager image made of it
+// holds it at /manager), it is Dockyard's manager instead: the binary carries the manager of its
+// own version, so it can make that image without the source tree.
 package main
 
 import (
@@ -9,13 +13,27 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/dockyard-dev/dockyard/pkg/manager"
 )
 
+// managerName is the program name the binary runs Dockyard's manager by.
+const managerName = "manager"
+
 func main() {
+	if filepath.Base(os.Args[0]) == managerName {
+		if err := manager.Main(os.Args[1:]); err != nil {
+			klog.Background().Error(err, "Manager failed")
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := newRootCommand().ExecuteContext(ctx); err != nil {

@@ -1,4 +1,4 @@
-package main
+package manager
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func TestAnEmptyQuotedHostPathListAllowsNone(t *testing.T) {
 // and all (an empty list is `""`). A flag that cannot read its default stops the manager at
 // start on every management cluster.
 func TestComponentArgsParseWithTheirDefaults(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("config", "manager", "manager.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "config", "manager", "manager.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
