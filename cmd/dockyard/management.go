@@ -22,6 +22,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 )
 
@@ -31,20 +32,20 @@ const defaultKubernetesVersion = "v1.34.4"
 // managementOptions describe the management cluster dockyard makes.
 type managementOptions struct {
 	kubernetesVersion string
-	// images: "local" (built by make images) or "kind" (kind's, from Docker Hub).
+	// images: "local" (Dockyard's own, built when missing) or "kind" (kind's, from Docker Hub).
 	images string
 }
 
 func (o *managementOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.kubernetesVersion, "kubernetes-version", defaultKubernetesVersion, "Kubernetes version of the node images")
-	cmd.Flags().StringVar(&o.images, "images", "local", `node and load balancer images: "local" (built by make images, no registry) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
+	cmd.Flags().StringVar(&o.images, "images", "local", `images: "local" (Dockyard's own: those the engine lacks are built from Debian's archive and the Go module proxy, no registry; needs root and Go; the manager's is made of this binary) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
 }
 
 // nodeImages are the node and load balancer images of --images.
 func (o *managementOptions) nodeImages() (node, lb string, err error) {
 	switch o.images {
 	case "local":
-		return "localhost/dockyard/node:" + o.kubernetesVersion, "localhost/dockyard/haproxy:latest", nil
+		return imagebuild.NodeImageName(o.kubernetesVersion), localLoadBalancerImage, nil
 	case "kind":
 		return docker.DefaultNodeImageRepository + ":" + o.kubernetesVersion, docker.DefaultLoadBalancerImage, nil
 	}
@@ -94,6 +95,11 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 	socket, err := engineSocket(g.runtime)
 	if err != nil {
 		return "", err
+	}
+	if o.images == "local" {
+		if err := buildMissingImages(ctx, o.kubernetesVersion, append([]string{nodeImage, lbImage}, images...)); err != nil {
+			return "", err
+		}
 	}
 	if err := copyFromDocker(ctx, g, o, nodes, append([]string{nodeImage, lbImage}, images...)); err != nil {
 		return "", err

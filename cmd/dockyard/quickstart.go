@@ -17,8 +17,9 @@ func quickstartCommand(g *globals) *cobra.Command {
 		Short: "Make the management cluster, install the providers, create a workload cluster",
 		Long: `Make (or reuse) the management cluster in containers, install cert-manager, Cluster API and
 Dockyard in it with clusterctl, create a workload cluster (1 control plane and 1 worker by
-default) and print both kubeconfigs. Running it again changes nothing. make quickstart builds
-what it needs first.`,
+default) and print both kubeconfigs. Running it again changes nothing. With --images local (the
+default), the images the engine lacks are built first, as make images and make component-images
+build them (root and Go needed; the manager's image is made of this binary).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

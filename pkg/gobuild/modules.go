@@ -85,17 +85,27 @@ func (b Build) PinnedTo(path string) (Build, error) {
 	if err != nil {
 		return Build{}, errors.Wrapf(err, "parsing %s", path)
 	}
+	versions := make(map[string]string, len(f.Require))
+	for _, r := range f.Require {
+		versions[r.Mod.Path] = r.Mod.Version
+	}
+	return b.PinnedToModules(versions), nil
+}
+
+// PinnedToModules is PinnedTo with the modules given by path and version: those a binary was
+// built with (runtime/debug's BuildInfo.Deps), where no go.mod is at hand.
+func (b Build) PinnedToModules(versions map[string]string) Build {
 	require := maps.Clone(b.Require)
 	if require == nil {
 		require = map[string]string{}
 	}
-	for _, r := range f.Require {
-		_, own := b.Require[r.Mod.Path]
-		_, replaced := b.Replace[r.Mod.Path]
+	for path, version := range versions {
+		_, own := b.Require[path]
+		_, replaced := b.Replace[path]
 		if !own && !replaced {
-			require[r.Mod.Path] = r.Mod.Version
+			require[path] = version
 		}
 	}
 	b.Require = require
-	return b, nil
+	return b
 }

@@ -24,6 +24,13 @@ type Release struct {
 	Dockyard string
 	// RepoDir is Dockyard's source tree, whose main package is the manager.
 	RepoDir string
+	// ManagerBinary, when set, is the manager binary the image holds instead of one built from
+	// RepoDir: the dockyard command, which runs as the manager when called so, passes itself.
+	ManagerBinary string
+	// Modules, when RepoDir is empty, are the module versions (path → version) Cluster API's
+	// managers are built at where Dockyard's go.mod would give them: those the dockyard binary
+	// was built with.
+	Modules map[string]string
 	// ClusterAPI is the version of Cluster API's core, kubeadm bootstrap and control plane.
 	ClusterAPI string
 	// CertManager is cert-manager's version (see gobuild.CertManager for why v1.11).
@@ -85,9 +92,11 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 		return nil, err
 	}
 	defer unlock()
-	manager, err := b.buildManager(ctx, r.RepoDir)
-	if err != nil {
-		return nil, err
+	manager := r.ManagerBinary
+	if manager == "" {
+		if manager, err = b.buildManager(ctx, r.RepoDir); err != nil {
+			return nil, err
+		}
 	}
 	list := []componentImage{{Ref: ManagerImageName(r.Dockyard), Binary: manager, Path: "/manager", User: nonRootUser,
 		Title: "dockyard-manager", Version: r.Dockyard}}
@@ -98,8 +107,12 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 	}
 	// At Dockyard's versions of the modules both use, as make mgmt-binaries builds them: the
 	// managers' compilations are shared with Dockyard's.
-	if capi, err = capi.PinnedTo(filepath.Join(r.RepoDir, "go.mod")); err != nil {
-		return nil, err
+	if r.RepoDir != "" {
+		if capi, err = capi.PinnedTo(filepath.Join(r.RepoDir, "go.mod")); err != nil {
+			return nil, err
+		}
+	} else {
+		capi = capi.PinnedToModules(r.Modules)
 	}
 	capiBins, err := b.runBuild(ctx, capi)
 	if err != nil {

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/gobuild"
+	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+	"github.com/dockyard-dev/dockyard/pkg/repository"
+	"github.com/dockyard-dev/dockyard/pkg/repository/embedded"
+)
+
+// buildMissingImages builds into Docker, where Dockyard's images are built, those of want it
+// does not hold, as make images and make component-images build them: from Debian's archive and
+// the Go module proxy, no registry. Dockyard's manager image is made of this binary, which runs
+// as the manager when called so. Building needs root (debootstrap) and Go; with every image
+// there, it needs neither.
+func buildMissingImages(ctx context.Context, kubernetesVersion string, want []string) error {
+	rt, err := runtimes.New(runtimes.Config{Name: runtimes.Docker})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rt.Close() }()
+	engine := docker.NewManager(rt, docker.ManagerOptions{})
+	missing, err := missingImages(ctx, engine, want)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.Errorf("images %s are not on the engine, and building them needs root (debootstrap): run dockyard as root, or build them with make images component-images",
+			strings.Join(missing, ", "))
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		return errors.Errorf("images %s are not on the engine, and building them needs Go (go on the PATH): the binaries come from the Go module proxy",
+			strings.Join(missing, ", "))
+	}
+	plan, err := planImages(kubernetesVersion, missing)
+	if err != nil {
+		return err
+	}
+	say("building %d images the engine lacks (the first time takes about 20 minutes; they are cached in %s): %s",
+		len(missing), gobuild.DockyardCache(), strings.Join(missing, ", "))
+	b := &imagebuild.Builder{CacheDir: gobuild.DockyardCache(), Log: os.Stderr, Runtime: rt}
+	if plan.node {
+		if _, err := b.NodeImage(ctx, imagebuild.NodeOptions{KubernetesVersion: kubernetesVersion}); err != nil {
+			return err
+		}
+	}
+	if plan.loadBalancer {
+		if _, err := b.LoadBalancerImage(ctx); err != nil {
+			return err
+		}
+	}
+	if plan.components != nil {
+		if _, err := b.ReleaseImages(ctx, *plan.components); err != nil {
+			return err
+		}
+	}
+	if still, err := missingImages(ctx, engine, want); err != nil || len(still) > 0 {
+		return errors.Errorf("images %s are still not on the engine after building (%v)", strings.Join(still, ", "), err)
+	}
+	return nil
+}
+
+func missingImages(ctx context.Context, engine *docker.Manager, want []string) ([]string, error) {
+	var missing []string
+	for _, ref := range want {
+		ok, err := engine.ImageExists(ctx, ref)
+		if err != nil {
+			return nil, errors.Wrapf(err, "looking for image %s on the engine", ref)
+		}
+		if !ok {
+			missing = append(missing, ref)
+		}
+	}
+	return missing, nil
+}
+
+// localLoadBalancerImage is the load balancer image of --images local: the newest build.
+const localLoadBalancerImage = imagebuild.LoadBalancerRepository + ":latest"
+
+// imagePlan is what to build for a list of missing images.
+type imagePlan struct {
+	node, loadBalancer bool
+	components         *imagebuild.Release
+}
+
+// planImages maps missing images to the builds that make them, refusing an image no build of
+// this binary makes (another version's, or kind's).
+func planImages(kubernetesVersion string, missing []string) (imagePlan, error) {
+	var plan imagePlan
+	release, err := componentRelease()
+	if err != nil {
+		return plan, err
+	}
+	components := imagebuild.ReleaseImageNames(release)
+	for _, ref := range missing {
+		switch {
+		case ref == imagebuild.NodeImageName(kubernetesVersion):
+			plan.node = true
+		case ref == localLoadBalancerImage:
+			plan.loadBalancer = true
+		case slices.Contains(components, ref):
+			plan.components = &release
+		default:
+			return plan, errors.Errorf("image %s is not on the engine, and this dockyard builds only its own version's images (%s, %s, %s): build or pull it there",
+				ref, imagebuild.NodeImageName(kubernetesVersion), localLoadBalancerImage, strings.Join(components, ", "))
+		}
+	}
+	return plan, nil
+}
+
+// componentRelease is the release of the components of the repository this binary carries, its
+// manager image made of the binary itself, Cluster API's managers built at the module versions
+// the binary was built with.
+func componentRelease() (imagebuild.Release, error) {
+	r, err := embedded.Repository()
+	if err != nil {
+		return imagebuild.Release{}, err
+	}
+	return releaseOf(r)
+}
+
+func releaseOf(r *repository.Repository) (imagebuild.Release, error) {
+	providers, certManager, err := r.Contents()
+	if err != nil {
+		return imagebuild.Release{}, err
+	}
+	release := imagebuild.Release{CertManager: certManager}
+	for _, p := range providers {
+		switch p.Name {
+		case "dockyard":
+			release.Dockyard = p.Version
+		case "cluster-api":
+			release.ClusterAPI = p.Version
+		}
+	}
+	if release.Dockyard == "" || release.ClusterAPI == "" || release.CertManager == "" {
+		return release, errors.Errorf("the clusterctl repository dockyard carries lacks Dockyard, Cluster API or cert-manager (%+v)", release)
+	}
+	if release.ManagerBinary, err = os.Executable(); err != nil {
+		return release, errors.Wrap(err, "finding this binary, which Dockyard's manager image is made of")
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return release, errors.New("this binary carries no build information, which Cluster API's managers are built to")
+	}
+	release.Modules = map[string]string{}
+	for _, dep := range info.Deps {
+		if dep.Replace != nil {
+			dep = dep.Replace
+		}
+		release.Modules[dep.Path] = dep.Version
+	}
+	return release, nil
+}
