@@ -107,7 +107,7 @@ GO_MODULES := . test/capie2e
 
 .PHONY: vet
 vet: ## Run go vet on every module.
-	for m in $(GO_MODULES); do (cd $$m && go vet -tags e2e,images ./...) || exit 1; done
+	for m in $(GO_MODULES); do (cd $$m && go vet -tags e2e,images,release ./...) || exit 1; done
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml) on every module, the e2e and image proof code included.
@@ -396,6 +396,21 @@ release: $(KUSTOMIZE) $(HELM) $(CYCLONEDX_GOMOD) templates ## Write the release 
 .PHONY: release-publish
 release-publish: ## Push the images of the release in RELEASE_DIR from its archives to the registry RELEASE_IMAGE_REPOSITORY names (they keep their digests), after checking its SHA256SUMS.
 	go run ./cmd/dockyard-build publish --release "$(RELEASE_DIR)"
+
+# Dockyard's first release, the one upgrades start from, and the version this tree is released as
+# by make test-clusterctl-upgrade (docs/clusterctl.md).
+FIRST_RELEASE ?= v0.1.0
+FIRST_RELEASE_SOURCE ?= 8c5ab79
+UPGRADE_RELEASE ?= v0.2.0
+RELEASES_DIR ?= $(DOCKYARD_CACHE)/releases
+
+.PHONY: test-clusterctl-upgrade
+test-clusterctl-upgrade: release-manifests envtest-assets mgmt-binaries ## clusterctl init of Dockyard's first release (FIRST_RELEASE, made of FIRST_RELEASE_SOURCE's tree) and clusterctl upgrade apply to this tree's (released as UPGRADE_RELEASE), on an API server; both made by make release into RELEASES_DIR.
+	rm -rf "$(RELEASES_DIR)" && mkdir -p "$(RELEASES_DIR)"
+	$(MAKE) --no-print-directory release VERSION=$(FIRST_RELEASE) RELEASE_SOURCE=$(FIRST_RELEASE_SOURCE) RELEASE_DIR="$(RELEASES_DIR)/$(FIRST_RELEASE)"
+	$(MAKE) --no-print-directory release VERSION=$(UPGRADE_RELEASE) RELEASE_DIR="$(RELEASES_DIR)/$(UPGRADE_RELEASE)"
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" DOCKYARD_CLUSTERCTL_CONFIG="$(CURDIR)/out/clusterctl.yaml" DOCKYARD_RELEASES="$(RELEASES_DIR)" \
+		go test -tags release ./test/clusterctl -run '^TestUpgradeFromTheFirstRelease$$' -count=1 -v -timeout 30m
 
 .PHONY: test-clusterctl
 test-clusterctl: release-manifests envtest-assets mgmt-binaries ## The committed clusterctl repository is what make release-manifests renders; the real clusterctl with it: offline init, every flavor generated and dry-run, ClusterClass patches, describe.
