@@ -34,6 +34,10 @@ func buildMissingImages(ctx context.Context, kubernetesVersion string, want []st
 	if err != nil || len(missing) == 0 {
 		return err
 	}
+	plan, err := planImages(kubernetesVersion, missing)
+	if err != nil {
+		return err
+	}
 	if os.Geteuid() != 0 {
 		return errors.Errorf("images %s are not on the engine, and building them needs root (debootstrap): run dockyard as root, or build them with make images component-images",
 			strings.Join(missing, ", "))
@@ -41,10 +45,6 @@ func buildMissingImages(ctx context.Context, kubernetesVersion string, want []st
 	if _, err := exec.LookPath("go"); err != nil {
 		return errors.Errorf("images %s are not on the engine, and building them needs Go (go on the PATH): the binaries come from the Go module proxy",
 			strings.Join(missing, ", "))
-	}
-	plan, err := planImages(kubernetesVersion, missing)
-	if err != nil {
-		return err
 	}
 	say("building %d images the engine lacks (the first time takes about 20 minutes; they are cached in %s): %s",
 		len(missing), gobuild.DockyardCache(), strings.Join(missing, ", "))
@@ -110,6 +110,7 @@ func planImages(kubernetesVersion string, missing []string) (imagePlan, error) {
 			plan.loadBalancer = true
 		case slices.Contains(components, ref):
 			plan.components = &release
+			release.Only = append(release.Only, ref)
 		default:
 			return plan, errors.Errorf("image %s is not on the engine, and this dockyard builds only its own version's images (%s, %s, %s): build or pull it there",
 				ref, imagebuild.NodeImageName(kubernetesVersion), localLoadBalancerImage, strings.Join(components, ", "))

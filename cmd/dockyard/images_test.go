@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +33,10 @@ func TestPlanImagesBuildsWhatIsMissingAndRefusesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !plan.node || !plan.loadBalancer || plan.components == nil {
-		t.Errorf("plan %+v: want the node, load balancer and component images built", plan)
+		t.Fatalf("plan %+v: want the node, load balancer and component images built", plan)
+	}
+	if want := []string{imagebuild.ManagerImageName(release.Dockyard)}; !slices.Equal(plan.components.Only, want) {
+		t.Errorf("component images to build: %v, want only the missing %v", plan.components.Only, want)
 	}
 	plan, err = planImages("v1.34.4", []string{imagebuild.ClusterAPIImageName("cluster-api-controller", release.ClusterAPI)})
 	if err != nil || plan.node || plan.loadBalancer || plan.components == nil {

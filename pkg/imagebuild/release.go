@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -35,6 +36,8 @@ type Release struct {
 	ClusterAPI string
 	// CertManager is cert-manager's version (see gobuild.CertManager for why v1.11).
 	CertManager string
+	// Only, when set, names the images to build; the others are left as the engine has them.
+	Only []string
 }
 
 // Users the images run as: the upstream images' non-root users. Numeric, so Kubernetes can
@@ -138,6 +141,9 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 
 	var names []string
 	for _, ci := range list {
+		if len(r.Only) > 0 && !slices.Contains(r.Only, ci.Ref) {
+			continue
+		}
 		if err := b.componentImage(ctx, ci); err != nil {
 			return nil, err
 		}
