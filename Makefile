@@ -387,11 +387,13 @@ RELEASE_DIR ?= out/release/$(VERSION)
 # $(RELEASE_IMAGE_REPOSITORY)/manager:$(VERSION)@sha256:… (localhost/dockyard: in no registry).
 RELEASE_IMAGE_REPOSITORY ?= localhost/dockyard
 RELEASE_SOURCE ?=
+# metadata.yaml of the release; empty: the released tree's.
+RELEASE_METADATA ?=
 
 .PHONY: release
 release: $(KUSTOMIZE) $(HELM) $(CYCLONEDX_GOMOD) templates ## Write the release of VERSION into RELEASE_DIR (out/release/VERSION, which must not exist): the components with the manager image pinned by digest, metadata.yaml, every flavor and ClusterClass, the manager image as an OCI archive with its SBOM, SHA256SUMS. The same commit gives the same bytes. RELEASE_SOURCE=<revision> makes it of that revision's tree (hack/release.sh).
 	KUSTOMIZE="$(KUSTOMIZE)" HELM="$(HELM)" CYCLONEDX_GOMOD="$(CYCLONEDX_GOMOD)" VERSION="$(VERSION)" RELEASE_DIR="$(RELEASE_DIR)" \
-		RELEASE_IMAGE_REPOSITORY="$(RELEASE_IMAGE_REPOSITORY)" RELEASE_SOURCE="$(RELEASE_SOURCE)" hack/release.sh
+		RELEASE_IMAGE_REPOSITORY="$(RELEASE_IMAGE_REPOSITORY)" RELEASE_SOURCE="$(RELEASE_SOURCE)" RELEASE_METADATA="$(RELEASE_METADATA)" hack/release.sh
 
 .PHONY: release-publish
 release-publish: ## Push the images of the release in RELEASE_DIR from its archives to the registry RELEASE_IMAGE_REPOSITORY names (they keep their digests), after checking its SHA256SUMS.
@@ -408,7 +410,13 @@ RELEASES_DIR ?= $(DOCKYARD_CACHE)/releases
 test-clusterctl-upgrade: release-manifests envtest-assets mgmt-binaries ## clusterctl init of Dockyard's first release (FIRST_RELEASE, made of FIRST_RELEASE_SOURCE's tree) and clusterctl upgrade apply to this tree's (released as UPGRADE_RELEASE), on an API server; both made by make release into RELEASES_DIR.
 	rm -rf "$(RELEASES_DIR)" && mkdir -p "$(RELEASES_DIR)"
 	$(MAKE) --no-print-directory release VERSION=$(FIRST_RELEASE) RELEASE_SOURCE=$(FIRST_RELEASE_SOURCE) RELEASE_DIR="$(RELEASES_DIR)/$(FIRST_RELEASE)"
-	$(MAKE) --no-print-directory release VERSION=$(UPGRADE_RELEASE) RELEASE_DIR="$(RELEASES_DIR)/$(UPGRADE_RELEASE)"
+	@# The release commit of UPGRADE_RELEASE would add its series to metadata.yaml (at the newest
+	@# series' contract); this tree lists only the series of its VERSION, so clusterctl's latest
+	@# resolves to a release it holds.
+	awk -v v="$(UPGRADE_RELEASE)" '{print} END {split(substr(v, 2), p, "."); print "- major: " p[1] "\n  minor: " p[2] "\n  contract: " c} /contract:/ {c = $$2}' \
+		metadata.yaml > "$(RELEASES_DIR)/metadata-$(UPGRADE_RELEASE).yaml"
+	$(MAKE) --no-print-directory release VERSION=$(UPGRADE_RELEASE) RELEASE_DIR="$(RELEASES_DIR)/$(UPGRADE_RELEASE)" \
+		RELEASE_METADATA="$(RELEASES_DIR)/metadata-$(UPGRADE_RELEASE).yaml"
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" DOCKYARD_CLUSTERCTL_CONFIG="$(CURDIR)/out/clusterctl.yaml" DOCKYARD_RELEASES="$(RELEASES_DIR)" \
 		go test -tags release ./test/clusterctl -run '^TestUpgradeFromTheFirstRelease$$' -count=1 -v -timeout 30m
 

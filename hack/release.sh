@@ -7,11 +7,12 @@
 # revision's tree is exported into a temporary directory; the checkout is not touched.
 #
 # Called by the Makefile with KUSTOMIZE, HELM, CYCLONEDX_GOMOD, VERSION, RELEASE_DIR,
-# RELEASE_IMAGE_REPOSITORY and RELEASE_SOURCE (empty: this tree).
+# RELEASE_IMAGE_REPOSITORY, RELEASE_SOURCE (empty: this tree) and RELEASE_METADATA (empty: the
+# released tree's metadata.yaml).
 set -euo pipefail
 
 : "${KUSTOMIZE:?}" "${HELM:?}" "${CYCLONEDX_GOMOD:?}" "${VERSION:?}" "${RELEASE_DIR:?}"
-: "${RELEASE_IMAGE_REPOSITORY:=localhost/dockyard}" "${RELEASE_SOURCE:=}"
+: "${RELEASE_IMAGE_REPOSITORY:=localhost/dockyard}" "${RELEASE_SOURCE:=}" "${RELEASE_METADATA:=}"
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "$RELEASE_DIR")
@@ -40,5 +41,5 @@ fi
 cd "$repo"
 go run ./cmd/dockyard-build release --version "$VERSION" --repo "$src" --sbom-tool "$CYCLONEDX_GOMOD" \
 	--components "$tmp/components/infrastructure-dockyard/$VERSION/infrastructure-components.yaml" \
-	--metadata "$src/metadata.yaml" --flavors "$src/templates" \
+	--metadata "$(realpath "${RELEASE_METADATA:-$src/metadata.yaml}")" --flavors "$src/templates" \
 	--manager-image "$RELEASE_IMAGE_REPOSITORY/manager:$VERSION" --out "$out"

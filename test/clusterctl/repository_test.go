@@ -163,6 +163,20 @@ func TestMetadata(t *testing.T) {
 // released images, and a configuration naming all of it.
 func TestRepositoryLayout(t *testing.T) {
 	repo := requireRepository(t)
+	// clusterctl resolves a provider's "latest" (Cluster API's e2e framework writes every url so)
+	// to the newest release of the newest series implementing the contract: a series listed
+	// before the repository holds a release of it leaves clusterctl init with none.
+	md := &clusterctlv1.Metadata{}
+	if err := yaml.UnmarshalStrict(readFile(t, repoPath("metadata.yaml")), md); err != nil {
+		t.Fatal(err)
+	}
+	v := version.MustParseSemantic(repo.dockyardVersion)
+	for _, s := range md.ReleaseSeries {
+		if s.Major > int32(v.Major()) || (s.Major == int32(v.Major()) && s.Minor > int32(v.Minor())) {
+			t.Errorf("metadata.yaml lists release series %d.%d, newer than the repository's %s: clusterctl's latest finds no release of it (add a series when the Makefile's VERSION moves to it)",
+				s.Major, s.Minor, repo.dockyardVersion)
+		}
+	}
 	dockyard := filepath.Join(repo.dir, "infrastructure-dockyard", repo.dockyardVersion)
 	want := []string{"infrastructure-components.yaml", "metadata.yaml"}
 	for _, pattern := range []string{"cluster-template*.yaml", "clusterclass-*.yaml"} {
