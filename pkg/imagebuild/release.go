@@ -153,13 +153,18 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 	return names, nil
 }
 
-// componentImage assembles and loads one image unless the engine has it from the same binary.
+// componentImage assembles and loads one image unless the engine has it from the same binary:
+// the inputs are hashed first, and the layers made only for an image the engine lacks.
 func (b *Builder) componentImage(ctx context.Context, ci componentImage) error {
-	img, hash, err := b.assembleComponent(ci)
+	hash, err := componentInputs(ci)
 	if err != nil {
 		return err
 	}
 	if name, err := b.existing(ctx, hash, ci.Ref); err != nil || name != "" {
+		return err
+	}
+	img, err := b.assembleComponent(ci, hash)
+	if err != nil {
 		return err
 	}
 	if err := b.load(ctx, ci.Ref, img); err != nil {
@@ -169,12 +174,12 @@ func (b *Builder) componentImage(ctx context.Context, ci componentImage) error {
 	return nil
 }
 
-// assembleComponent assembles one component image and returns it with the hash of its inputs
-// (the image carries it as InputsLabel). The same binary gives the same image, byte for byte.
-func (b *Builder) assembleComponent(ci componentImage) (v1.Image, string, error) {
+// componentInputs is the hash of what a component image is made of (the image carries it as
+// InputsLabel).
+func componentInputs(ci componentImage) (string, error) {
 	binHash, err := fileutil.SHA256(ci.Binary)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	in := &Inputs{}
 	in.Set("recipe", recipeVersion)
@@ -182,19 +187,23 @@ func (b *Builder) assembleComponent(ci componentImage) (v1.Image, string, error)
 	in.Set("binary", binHash)
 	in.Set("path", ci.Path)
 	in.Set("user", ci.User)
-	hash := in.Hash()
+	return in.Hash(), nil
+}
+
+// assembleComponent assembles one component image of the inputs hashed as hash. The same
+// binary gives the same image, byte for byte.
+func (b *Builder) assembleComponent(ci componentImage, hash string) (v1.Image, error) {
 	base, err := b.staticBaseLayer()
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	layer, err := b.binaryLayer("component", []binaryFile{{Src: ci.Binary, Dst: ci.Path, Mode: 0o755}}, nil)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	labels := componentLabels(ci.Title, ci.Version)
 	labels[InputsLabel] = hash
-	img, err := assemble([]v1.Layer{base, layer}, imageConfig{Entrypoint: []string{ci.Path}, User: ci.User, Labels: labels})
-	return img, hash, err
+	return assemble([]v1.Layer{base, layer}, imageConfig{Entrypoint: []string{ci.Path}, User: ci.User, Labels: labels})
 }
 
 // ManagerImage builds Dockyard's manager from the source tree at repoDir and assembles its
@@ -205,8 +214,12 @@ func (b *Builder) ManagerImage(ctx context.Context, repoDir, ref, version string
 	if err != nil {
 		return nil, "", err
 	}
-	img, _, err := b.assembleComponent(componentImage{Ref: ref, Binary: manager, Path: "/manager", User: nonRootUser,
-		Title: "dockyard-manager", Version: version})
+	ci := componentImage{Ref: ref, Binary: manager, Path: "/manager", User: nonRootUser, Title: "dockyard-manager", Version: version}
+	hash, err := componentInputs(ci)
+	if err != nil {
+		return nil, "", err
+	}
+	img, err := b.assembleComponent(ci, hash)
 	return img, manager, err
 }
 
