@@ -109,12 +109,14 @@ func planImages(kubernetesVersion string, missing []string) (imagePlan, error) {
 		case ref == localLoadBalancerImage:
 			plan.loadBalancer = true
 		case slices.Contains(components, ref):
-			plan.components = &release
 			release.Only = append(release.Only, ref)
 		default:
 			return plan, errors.Errorf("image %s is not on the engine, and this dockyard builds only its own version's images (%s, %s, %s): build or pull it there",
 				ref, imagebuild.NodeImageName(kubernetesVersion), localLoadBalancerImage, strings.Join(components, ", "))
 		}
+	}
+	if len(release.Only) > 0 {
+		plan.components = &release
 	}
 	return plan, nil
 }

@@ -2,6 +2,7 @@ package imagebuild
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,8 +87,9 @@ type componentImage struct {
 	Ref, Binary, Path, User, Title, Version string
 }
 
-// ReleaseImages builds the images of every component of a release into the engine and returns
-// their names. An image whose binary did not change is not loaded again.
+// ReleaseImages builds the images of every component of a release (r.Only's, when set) into
+// the engine and returns their names; only the binaries of those images are built. An image
+// whose binary did not change is not loaded again.
 func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error) {
 	start := time.Now()
 	unlock, err := b.lock(ctx, "release-images")
@@ -95,53 +97,72 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 		return nil, err
 	}
 	defer unlock()
-	manager := r.ManagerBinary
-	if manager == "" {
-		if manager, err = b.buildManager(ctx, r.RepoDir); err != nil {
-			return nil, err
-		}
+	wanted := func(refs ...string) bool {
+		return len(r.Only) == 0 || slices.ContainsFunc(refs, func(ref string) bool { return slices.Contains(r.Only, ref) })
 	}
-	list := []componentImage{{Ref: ManagerImageName(r.Dockyard), Binary: manager, Path: "/manager", User: nonRootUser,
-		Title: "dockyard-manager", Version: r.Dockyard}}
+	var list []componentImage
 
-	capi, err := gobuild.ClusterAPI(r.ClusterAPI, gobuild.ClusterAPICore, gobuild.ClusterAPIKubeadmBootstrap, gobuild.ClusterAPIKubeadmControlPlane)
-	if err != nil {
-		return nil, err
-	}
-	// At Dockyard's versions of the modules both use, as make mgmt-binaries builds them: the
-	// managers' compilations are shared with Dockyard's.
-	if r.RepoDir != "" {
-		if capi, err = capi.PinnedTo(filepath.Join(r.RepoDir, "go.mod")); err != nil {
-			return nil, err
+	if ref := ManagerImageName(r.Dockyard); wanted(ref) {
+		manager := r.ManagerBinary
+		if manager == "" {
+			if manager, err = b.buildManager(ctx, r.RepoDir); err != nil {
+				return nil, err
+			}
 		}
-	} else {
-		capi = capi.PinnedToModules(r.Modules)
+		list = append(list, componentImage{Ref: ref, Binary: manager, Path: "/manager", User: nonRootUser,
+			Title: "dockyard-manager", Version: r.Dockyard})
 	}
-	capiBins, err := b.runBuild(ctx, capi)
-	if err != nil {
-		return nil, err
-	}
+
+	capiRefs := map[string]string{}
 	for _, c := range sortedKeys(clusterAPIControllers) {
-		list = append(list, componentImage{Ref: ClusterAPIImageName(c, r.ClusterAPI), Binary: capiBins[clusterAPIControllers[c]],
-			Path: "/manager", User: nonRootUser, Title: c, Version: r.ClusterAPI})
+		capiRefs[c] = ClusterAPIImageName(c, r.ClusterAPI)
+	}
+	if wanted(slices.Collect(maps.Values(capiRefs))...) {
+		capi, err := gobuild.ClusterAPI(r.ClusterAPI, gobuild.ClusterAPICore, gobuild.ClusterAPIKubeadmBootstrap, gobuild.ClusterAPIKubeadmControlPlane)
+		if err != nil {
+			return nil, err
+		}
+		// At Dockyard's versions of the modules both use, as make mgmt-binaries builds them: the
+		// managers' compilations are shared with Dockyard's.
+		if r.RepoDir != "" {
+			if capi, err = capi.PinnedTo(filepath.Join(r.RepoDir, "go.mod")); err != nil {
+				return nil, err
+			}
+		} else {
+			capi = capi.PinnedToModules(r.Modules)
+		}
+		capiBins, err := b.runBuild(ctx, capi)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range sortedKeys(clusterAPIControllers) {
+			list = append(list, componentImage{Ref: capiRefs[c], Binary: capiBins[clusterAPIControllers[c]],
+				Path: "/manager", User: nonRootUser, Title: c, Version: r.ClusterAPI})
+		}
 	}
 
-	cm, err := gobuild.CertManager(r.CertManager)
-	if err != nil {
-		return nil, err
-	}
-	cmBins, err := b.runBuild(ctx, cm)
-	if err != nil {
-		return nil, err
-	}
+	var cmRefs []string
 	for _, c := range gobuild.CertManagerCommands {
-		list = append(list, componentImage{Ref: CertManagerImageName(c, r.CertManager), Binary: cmBins[c],
-			Path: "/app/cmd/" + c + "/" + c, User: certManagerUser, Title: "cert-manager-" + c, Version: r.CertManager})
+		cmRefs = append(cmRefs, CertManagerImageName(c, r.CertManager))
+	}
+	if wanted(cmRefs...) {
+		cm, err := gobuild.CertManager(r.CertManager)
+		if err != nil {
+			return nil, err
+		}
+		cmBins, err := b.runBuild(ctx, cm)
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range gobuild.CertManagerCommands {
+			list = append(list, componentImage{Ref: cmRefs[i], Binary: cmBins[c],
+				Path: "/app/cmd/" + c + "/" + c, User: certManagerUser, Title: "cert-manager-" + c, Version: r.CertManager})
+		}
 	}
 
 	var names []string
 	for _, ci := range list {
-		if len(r.Only) > 0 && !slices.Contains(r.Only, ci.Ref) {
+		if !wanted(ci.Ref) {
 			continue
 		}
 		if err := b.componentImage(ctx, ci); err != nil {
