@@ -150,7 +150,7 @@ type provider struct {
 // Start builds what is missing and starts the management plane. When Start fails (or ctx ends
 // before it returns), it stops everything it started and keeps the work directory for its logs.
 // Once Start returned, ctx no longer matters: Stop ends the plane.
-func Start(ctx context.Context, opts Options) (_ *ManagementPlane, rerr error) {
+func Start(ctx context.Context, opts Options) (*ManagementPlane, error) {
 	opts = opts.withDefaults()
 	began := time.Now()
 	if opts.RepoRoot == "" {
@@ -169,7 +169,30 @@ func Start(ctx context.Context, opts Options) (_ *ManagementPlane, rerr error) {
 			return nil, err
 		}
 	}
+	// A port picked for a process can still be taken by another program before the process
+	// binds it (freePorts): the plane then starts again, on other ports, keeping the failed
+	// attempt's work directory beside it for its logs.
+	for attempt := 1; ; attempt++ {
+		p, err := start(ctx, opts, bins, began)
+		if err == nil || attempt == portAttempts || !errors.Is(err, errPortTaken) {
+			return p, err
+		}
+		logf(opts.Log, "attempt %d of %d: %v", attempt, portAttempts, err)
+		if opts.WorkDir != "" {
+			failed := fmt.Sprintf("%s-attempt-%d", opts.WorkDir, attempt)
+			_ = os.RemoveAll(failed)
+			if err := os.Rename(opts.WorkDir, failed); err != nil {
+				return nil, errors.Wrap(err, "keeping the failed attempt's work directory")
+			}
+		}
+	}
+}
 
+// portAttempts is how many times Start starts the plane when a picked port was taken.
+const portAttempts = 3
+
+// start starts the plane once, with the binaries built.
+func start(ctx context.Context, opts Options, bins Binaries, began time.Time) (_ *ManagementPlane, rerr error) {
 	p := &ManagementPlane{opts: opts, binaries: bins, workDir: opts.WorkDir, keep: opts.KeepWorkDir}
 	if p.workDir == "" {
 		dir, err := os.MkdirTemp("", "dockyard-mgmt-")

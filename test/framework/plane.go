@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -232,9 +233,12 @@ func (p *ManagementPlane) probeTLS(ctx context.Context, port int) error {
 }
 
 // freePorts returns n distinct ports free on every interface (webhook servers cannot be bound
-// to loopback only). Another program may take one before the process binds it; the process then
-// fails with "address already in use", which its log shows.
+// to loopback only), picked at random below the kernel's ephemeral range: every outgoing
+// connection takes its local port from that range, and one did take a picked port before its
+// process bound it. Another plane starting at the same time may still pick the same port; the
+// process then fails with "address already in use" (errPortTaken) and Start starts again.
 func freePorts(n int) ([]int, error) {
+	lo, hi := pickRange()
 	seen := map[int]bool{}
 	var ports []int
 	var listeners []net.Listener
@@ -243,17 +247,42 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", ":0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 100*n {
+			return nil, errors.Errorf("finding %d free ports between %d and %d: only %d found", n, lo, hi, len(ports))
+		}
+		port := lo + rand.IntN(hi-lo+1) //nolint:gosec // a port, not a secret
+		if seen[port] {
+			continue
+		}
+		seen[port] = true
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 		if err != nil {
-			return nil, errors.Wrap(err, "finding a free port")
+			continue // in use
 		}
-		listeners = append(listeners, l) // held until all are picked: no duplicates
-		port := l.Addr().(*net.TCPAddr).Port
-		if !seen[port] {
-			seen[port] = true
-			ports = append(ports, port)
-		}
+		listeners = append(listeners, l) // held until all are picked
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// pickRange is where freePorts picks: from 10000 to just below the kernel's ephemeral range
+// (32768 to 60999 by default), or above it when it starts too low.
+func pickRange() (lo, hi int) {
+	lo, hi = 10000, 32767
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	var eLo, eHi int
+	if _, err := fmt.Sscan(string(raw), &eLo, &eHi); err != nil {
+		return lo, hi
+	}
+	switch {
+	case eLo-1 >= lo+1000:
+		return lo, eLo - 1
+	case eHi+1 <= 65535-1000:
+		return eHi + 1, 65535
+	}
+	return lo, hi
 }

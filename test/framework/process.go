@@ -147,6 +147,9 @@ func (p *process) kill() error {
 	}
 }
 
+// errPortTaken says a process exited because a port picked for it was taken.
+var errPortTaken = errors.New("a port picked for the process was taken before it bound it")
+
 // waitReady polls the readiness probe until it succeeds, the process exits or the timeout
 // passes; errors carry the tail of the process's log.
 func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
@@ -169,8 +172,13 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 		}
 		select {
 		case <-done:
-			return errors.Errorf("%s %s before it was ready (last probe: %v); last lines of %s:\n%s",
-				p.name, p.state(), lastErr, p.logPath, indent(tailFile(p.logPath, 40)))
+			tail := tailFile(p.logPath, 40)
+			err := errors.Errorf("%s %s before it was ready (last probe: %v); last lines of %s:\n%s",
+				p.name, p.state(), lastErr, p.logPath, indent(tail))
+			if strings.Contains(tail, "address already in use") {
+				return errors.Wrap(errPortTaken, err.Error())
+			}
+			return err
 		case <-ctx.Done():
 			return errors.Errorf("%s not ready after %s (last probe: %v); last lines of %s:\n%s",
 				p.name, time.Since(start).Round(time.Second), lastErr, p.logPath, indent(tailFile(p.logPath, 40)))
