@@ -119,12 +119,28 @@ run() {
 	[ "$rc" = 0 ] || status=1
 }
 
-run parallel '!Serial' "$parallel"
-run serial 'Serial' 1
-# A focus without Serial specs (the focused set) runs nothing in the serial phase; one that
-# matches no spec at all fails.
-ran=$(cat "$report"/*/ginkgo.log | sed -n 's/^Ran \([0-9]*\) of.*/\1/p' | awk '{ n += $1 } END { print n + 0 }')
-if [ "$ran" = 0 ]; then echo "no spec matched '$focus'" >>"$out"; status=1; fi
+# selected LABEL_FILTER: how many specs of the focus the label filter selects (a dry run, which
+# runs nothing); empty when the dry run fails.
+selected() {
+	KUBE_TEST_REPO_LIST="$CONFORMANCE_DIR/repo-list.yaml" "$ginkgo" --dry-run --focus="$focus" ${skip:+--skip="$skip"} \
+		--label-filter="$1" --no-color "$e2e" -- --provider=skeleton --kubeconfig="$report/kubeconfig" 2>&1 |
+		sed -n 's/^Ran \([0-9]*\) of.*/\1/p' | tail -1
+}
+
+# Each phase runs only when the focus selects specs of it (the focused set has no Serial one),
+# and then fails if it runs none; a focus that selects no spec at all fails.
+n_parallel=$(selected '!Serial')
+n_serial=$(selected 'Serial')
+echo "the focus selects ${n_parallel:-?} specs not labelled Serial and ${n_serial:-?} Serial ones" | tee -a "$out"
+if [ -z "$n_parallel" ] || [ -z "$n_serial" ]; then
+	echo "a dry run of e2e.test did not say how many specs the focus selects" >>"$out"
+	status=1
+elif [ $((n_parallel + n_serial)) = 0 ]; then
+	echo "no spec matched '$focus'" >>"$out"
+	status=1
+fi
+[ "${n_parallel:-0}" = 0 ] || run parallel '!Serial' "$parallel" --fail-on-empty
+[ "${n_serial:-0}" = 0 ] || run serial 'Serial' 1 --fail-on-empty
 
 {
 	echo "cluster 1+$workers Ready in ${cluster_seconds}s, images loaded in ${load_seconds}s; total $(($(date +%s) - start))s"
