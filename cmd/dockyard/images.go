@@ -7,16 +7,46 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+	"github.com/dockyard-dev/dockyard/pkg/mirror"
 	"github.com/dockyard-dev/dockyard/pkg/repository"
 	"github.com/dockyard-dev/dockyard/pkg/repository/embedded"
 )
+
+// pullMissingImages pulls into Docker, where Dockyard's images are built, those of want it does
+// not hold from registry, where dockyard push images published them (pkg/mirror names them
+// there). Those the registry lacks are left for buildMissingImages, and said.
+func pullMissingImages(ctx context.Context, registry string, want []string) error {
+	rt, err := runtimes.New(runtimes.Config{Name: runtimes.Docker})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rt.Close() }()
+	start := time.Now()
+	missing, err := missingImages(ctx, docker.NewManager(rt, docker.ManagerOptions{}), want)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	say("pulling %d images the engine lacks from %s: %s", len(missing), registry, strings.Join(missing, ", "))
+	absent, err := mirror.Pull(ctx, rt, registry, missing, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	if err != nil {
+		return err
+	}
+	say("pulled %d images in %s", len(missing)-len(absent), time.Since(start).Round(time.Second))
+	if len(absent) > 0 {
+		say("%s does not hold %s", registry, strings.Join(absent, ", "))
+	}
+	return nil
+}
 
 // buildMissingImages builds into Docker, where Dockyard's images are built, those of want it
 // does not hold, as make images and make component-images build them: from Debian's archive and

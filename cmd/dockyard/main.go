@@ -74,6 +74,7 @@ Cluster API and Dockyard, and every workload cluster is a Cluster object there.
 		loadCommand(g),
 		exportCommand(g),
 		registryCommand(g),
+		pushCommand(g),
 		versionCommand(),
 	)
 	return root

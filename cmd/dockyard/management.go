@@ -34,11 +34,15 @@ type managementOptions struct {
 	kubernetesVersion string
 	// images: "local" (Dockyard's own, built when missing) or "kind" (kind's, from Docker Hub).
 	images string
+	// imageRegistry, when set, is where the images the engine lacks are pulled from before any
+	// is built (dockyard push images publishes them there).
+	imageRegistry string
 }
 
 func (o *managementOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.kubernetesVersion, "kubernetes-version", defaultKubernetesVersion, "Kubernetes version of the node images")
 	cmd.Flags().StringVar(&o.images, "images", "local", `images: "local" (Dockyard's own: those the engine lacks are built from Debian's archive and the Go module proxy, no registry; needs root and Go; the manager's is made of this binary) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
+	cmd.Flags().StringVar(&o.imageRegistry, "image-registry", "", `a registry path (localhost:5001/dockyard) the images the engine lacks are pulled from, where "dockyard push images" published them; only those it does not hold are built`)
 }
 
 // nodeImages are the node and load balancer images of --images.
@@ -75,6 +79,9 @@ Running it again changes nothing.`,
 // ensureManagement makes the management cluster and installs the providers; it returns the
 // path of the management cluster's kubeconfig.
 func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (string, error) {
+	if o.imageRegistry != "" && o.images != "local" {
+		return "", errors.Errorf("--image-registry holds Dockyard's own images (--images local), not kind's (--images %s)", o.images)
+	}
 	nodeImage, lbImage, err := o.nodeImages()
 	if err != nil {
 		return "", err
@@ -95,6 +102,11 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 	socket, err := engineSocket(g.runtime)
 	if err != nil {
 		return "", err
+	}
+	if o.imageRegistry != "" {
+		if err := pullMissingImages(ctx, o.imageRegistry, append([]string{nodeImage, lbImage}, images...)); err != nil {
+			return "", err
+		}
 	}
 	if o.images == "local" {
 		if err := buildMissingImages(ctx, o.kubernetesVersion, append([]string{nodeImage, lbImage}, images...)); err != nil {
