@@ -51,16 +51,22 @@ import (
 const ManagementResync = time.Minute
 
 // ManagementSelector returns the labels selecting the node containers of the management
-// cluster that node (a container name) belongs to: Dockyard's cluster label when the node
-// carries it, else kind's. It returns nil when node is empty or no container of that name
-// exists: the manager then runs somewhere the engine's networks are routed to (the host).
+// cluster that node (a Kubernetes node name) belongs to: Dockyard's cluster label when the
+// node carries it, else kind's. The node's container is named as the node (kind's nodes,
+// pkg/mgmt's) or, for a node of a Dockyard cluster, "<node>.<namespace>": the manager runs in
+// a cluster Dockyard made (after clusterctl move, or installed there by clusterctl init). It
+// returns nil when node is empty or no container is that node: the manager then runs somewhere
+// the engine's networks are routed to (the host).
 func ManagementSelector(ctx context.Context, rt container.Runtime, node string) (map[string]string, error) {
 	if node == "" {
 		return nil, nil
 	}
 	c, err := rt.InspectContainer(ctx, node)
 	if container.IsNotFound(err) {
-		return nil, nil
+		c, err = dockyardNode(ctx, rt, node)
+		if c == nil || err != nil {
+			return nil, err
+		}
 	}
 	if err != nil {
 		return nil, errors.Wrapf(err, "finding the management cluster's node %s on the engine", node)
@@ -72,6 +78,34 @@ func ManagementSelector(ctx context.Context, rt container.Runtime, node string) 
 	}
 	return nil, errors.Errorf("container %s is not a node of a Dockyard or kind cluster (it has neither %s nor %s); "+
 		"start the manager with --management-node= to connect nothing", node, clusterLabel, kindClusterLabel)
+}
+
+// dockyardNode finds the container of a Dockyard cluster's node by its Kubernetes node name,
+// "<node>.<namespace>" (names.go); nil when there is none. Two, in two namespaces, are refused:
+// the manager cannot tell which one it runs on.
+func dockyardNode(ctx context.Context, rt container.Runtime, node string) (*container.Container, error) {
+	all, err := rt.ListContainers(ctx, map[string]string{clusterLabel: ""})
+	if err != nil {
+		return nil, errors.Wrapf(err, "finding the management cluster's node %s on the engine", node)
+	}
+	var found []container.Container
+	for _, c := range all {
+		if ns, ok := strings.CutPrefix(c.Name, node+"."); ok && ns != "" && !strings.Contains(ns, ".") {
+			found = append(found, c)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &found[0], nil
+	}
+	names := make([]string, 0, len(found))
+	for _, c := range found {
+		names = append(names, c.Name)
+	}
+	return nil, errors.Errorf("node %s is any of the containers %s: start the manager with --management-node=<its container>",
+		node, strings.Join(names, ", "))
 }
 
 // HasManagementNodes reports whether the Manager connects management nodes to cluster networks.

@@ -34,6 +34,15 @@ func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 		clusterLabel: "default/mgmt", kindClusterLabel: "mgmt", kindRoleLabel: "worker",
 	})
 	startFake(t, rt, "stranger", "bridge", nil)
+	// A node of a Dockyard cluster (a cluster Dockyard made hosts the manager): its container is
+	// <node>.<namespace>.
+	startFake(t, rt, "team-md-0-xyz.team-a", "dockyard-team.team-a", map[string]string{
+		clusterLabel: "team-a/team", kindClusterLabel: "team.team-a", kindRoleLabel: "worker",
+	})
+	// Two namespaces with a node of one name: which one the manager runs on is not known.
+	for _, ns := range []string{"b1", "b2"} {
+		startFake(t, rt, "twin-cp."+ns, "dockyard-twin."+ns, map[string]string{clusterLabel: ns + "/twin", kindRoleLabel: "control-plane"})
+	}
 
 	for _, tc := range []struct {
 		node    string
@@ -46,6 +55,9 @@ func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 		// Dockyard's label is exact (namespace and name); kind's holds only the name.
 		{node: "mgmt-md-0-abc", want: map[string]string{clusterLabel: "default/mgmt"}},
 		{node: "stranger", wantErr: true},
+		{node: "team-md-0-xyz", want: map[string]string{clusterLabel: "team-a/team"}},
+		{node: "team-md-0", want: nil},
+		{node: "twin-cp", wantErr: true},
 	} {
 		got, err := ManagementSelector(ctx, rt, tc.node)
 		if (err != nil) != tc.wantErr {
