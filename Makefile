@@ -260,8 +260,8 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images release-manifests conformance-images upgrade-node-images ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-e2e-release and make fuzz.
-	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV=DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY)
+test-e2e-full: images component-images release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-e2e-release and make fuzz.
+	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_UPGRADE_ENV)'
 	$(MAKE) --no-print-directory test-e2e-release
 	$(MAKE) --no-print-directory fuzz
 
@@ -271,6 +271,27 @@ upgrade-node-images: ## Node images of KUBERNETES_VERSION_UPGRADE_FROM and KUBER
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION_UPGRADE_FROM) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION)
 	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION_UPGRADE_FROM)
+
+# The release Cluster API's clusterctl upgrade spec starts from: FIRST_RELEASE made of its tree by
+# make release, its images named for the local registry the spec publishes them into, on this
+# host port; the spec lists this tree as UPGRADE_RELEASE, and initializes with the clusterctl the
+# management plane builds.
+E2E_RELEASE_REGISTRY_PORT ?= 5011
+E2E_RELEASES_DIR ?= $(DOCKYARD_CACHE)/e2e-releases
+CAPI_E2E_UPGRADE_ENV = DOCKYARD_PREVIOUS_RELEASE="$(E2E_RELEASES_DIR)/$(FIRST_RELEASE)" DOCKYARD_UPGRADE_RELEASE=$(UPGRADE_RELEASE) \
+	DOCKYARD_RELEASE_REGISTRY_PORT=$(E2E_RELEASE_REGISTRY_PORT) \
+	DOCKYARD_INIT_CLUSTERCTL="$(E2E_RELEASES_DIR)/clusterctl"
+
+.PHONY: e2e-previous-release
+e2e-previous-release: registry-image mgmt-binaries ## FIRST_RELEASE for the clusterctl upgrade spec, into E2E_RELEASES_DIR (made again at each run).
+	rm -rf "$(E2E_RELEASES_DIR)" && mkdir -p "$(E2E_RELEASES_DIR)"
+	$(MAKE) --no-print-directory release VERSION=$(FIRST_RELEASE) RELEASE_SOURCE=$(FIRST_RELEASE_SOURCE) \
+		RELEASE_DIR="$(E2E_RELEASES_DIR)/$(FIRST_RELEASE)" RELEASE_IMAGE_REPOSITORY=localhost:$(E2E_RELEASE_REGISTRY_PORT)/dockyard
+	cp "$$(go run ./test/cmd/dockyard-mgmt build | awk '$$1 == "clusterctl" {print $$2}')" "$(E2E_RELEASES_DIR)/clusterctl"
+
+.PHONY: test-e2e-clusterctl-upgrade
+test-e2e-clusterctl-upgrade: images component-images release-manifests e2e-previous-release ## Cluster API's clusterctl upgrade spec alone (part of make test-e2e-full): FIRST_RELEASE, installed with a workload cluster, upgraded to this tree.
+	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='$(CAPI_E2E_UPGRADE_ENV)' CAPI_E2E_FLAGS='-ginkgo.focus="clusterctl upgrade" $(CAPI_E2E_FLAGS)'
 
 # Runs the suite with CAPI_E2E_FLAGS and CAPI_E2E_ENV as they are; the targets above build first.
 .PHONY: test-e2e-capi-run

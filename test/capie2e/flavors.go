@@ -48,6 +48,8 @@ var flavors = []flavor{
 		about: "The default flavor made ready for Kubernetes' conformance tests run by Cluster API's\nkubetest (K8SConformanceSpec): the cluster on the engine network kind, where kubetest runs\nits container, and every node loaded with the images the tests run\n(DOCKYARD_CONFORMANCE_IMAGES, made by make conformance-images)."},
 	{name: "self-hosted", from: "cluster-template.yaml", edit: selfHosted,
 		about: "The default flavor whose nodes can host the providers: the engine's socket mounted\n(the management cluster's manager must allow it: DOCKYARD_ALLOWED_HOST_PATHS) and the\nimages of DOCKYARD_PRELOAD_IMAGES preloaded (SelfHostedSpec)."},
+	{name: "clusterctl-upgrade-management", from: "cluster-template.yaml", edit: upgradeManagement,
+		about: "The self-hosted flavor whose nodes pull from the local registry\nDOCKYARD_RELEASE_REGISTRY, where the suite publishes the release the cluster is first\ninitialized with (ClusterctlUpgradeSpec's management cluster)."},
 }
 
 // WriteFlavors writes the test flavors (cluster-template-<flavor>.yaml) and the ClusterClasses
@@ -199,6 +201,20 @@ func selfHosted(t *template) error {
 		}
 	}
 	return nil
+}
+
+// upgradeManagement is selfHosted with the cluster's nodes pointed at the local registry
+// DOCKYARD_RELEASE_REGISTRY: a release's components name its images by digest, which only a
+// registry keeps (an image copied from the engine into a node gets a new one).
+func upgradeManagement(t *template) error {
+	if err := selfHosted(t); err != nil {
+		return err
+	}
+	dc, err := t.object("DockyardCluster", "")
+	if err != nil {
+		return err
+	}
+	return set(dc, "spec.registry", "${DOCKYARD_RELEASE_REGISTRY}")
 }
 
 // ConformanceNetwork is the engine network Cluster API's kubetest runs its conformance container

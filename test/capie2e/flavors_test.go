@@ -34,6 +34,7 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 		"CONTROL_PLANE_MACHINE_COUNT": "3", "WORKER_MACHINE_COUNT": "2",
 		"TOKEN": "tok", "SERVER": "https://mgmt:6443", "DOCKYARD_PRELOAD_IMAGES": "[a:v1, b:v2]",
 		"DOCKYARD_CONFORMANCE_IMAGES": "[localhost/conformance/e2e/agnhost:2.56, localhost/conformance/e2e/pause:3.10.1]",
+		"DOCKYARD_RELEASE_REGISTRY":   "dockyard-e2e-release",
 	}
 	rendered := map[string][]unstructured.Unstructured{}
 	for _, f := range files {
@@ -132,17 +133,28 @@ func TestFlavorsRenderWithClusterctl(t *testing.T) {
 		t.Errorf("kcp-adoption: the KubeadmControlPlane would roll out the hand-made control plane machine (-hand-made +wanted):\n%s", diff)
 	}
 
-	for _, o := range rendered["cluster-template-self-hosted.yaml"] {
-		if o.GetKind() != "DockyardMachineTemplate" {
-			continue
+	// The flavors whose clusters host providers: the engine's socket and the providers' images;
+	// the clusterctl upgrade spec's management cluster also pulls from the release's registry.
+	for _, flavor := range []string{"cluster-template-self-hosted.yaml", "cluster-template-clusterctl-upgrade-management.yaml"} {
+		registry := ""
+		for _, o := range rendered[flavor] {
+			if o.GetKind() == "DockyardCluster" {
+				registry, _, _ = unstructured.NestedString(o.Object, "spec", "registry")
+			}
+			if o.GetKind() != "DockyardMachineTemplate" {
+				continue
+			}
+			images, _, err := unstructured.NestedStringSlice(o.Object, "spec", "template", "spec", "preLoadImages")
+			if err != nil || len(images) != 2 {
+				t.Errorf("%s: %s preLoadImages %v %v", flavor, o.GetName(), images, err)
+			}
+			mounts, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "extraMounts")
+			if len(mounts) != 1 {
+				t.Errorf("%s: %s extraMounts %v", flavor, o.GetName(), mounts)
+			}
 		}
-		images, _, err := unstructured.NestedStringSlice(o.Object, "spec", "template", "spec", "preLoadImages")
-		if err != nil || len(images) != 2 {
-			t.Errorf("self-hosted: %s preLoadImages %v %v", o.GetName(), images, err)
-		}
-		mounts, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "extraMounts")
-		if len(mounts) != 1 {
-			t.Errorf("self-hosted: %s extraMounts %v", o.GetName(), mounts)
+		if want := map[bool]string{true: "dockyard-e2e-release"}[strings.Contains(flavor, "clusterctl-upgrade")]; registry != want {
+			t.Errorf("%s: the DockyardCluster's registry is %q, want %q", flavor, registry, want)
 		}
 	}
 

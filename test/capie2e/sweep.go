@@ -3,9 +3,11 @@ package capie2e
 import (
 	"context"
 	"regexp"
+	"time"
 
 	"github.com/pkg/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -13,8 +15,9 @@ import (
 )
 
 // specNamespace matches the namespaces Cluster API's shared specs make their clusters in:
-// "<spec name>-<six random characters>" (framework.SetupSpecNamespace).
-var specNamespace = regexp.MustCompile(`^(quick-start|md-scale|md-rollout|md-remediation|kcp-remediation|kcp-adoption|k8s-conformance|machine-pool|node-drain|clusterclass-changes|clusterclass-rollout|self-hosted|cluster-deletion|k8s-upgrade-and-conformance|kubeadm-join-old-nodes)-[a-z0-9]{6}$`)
+// "<spec name>-<six random characters>" (framework.SetupSpecNamespace), and the clusterctl
+// upgrade spec's "clusterctl-upgrade", which its management cluster's providers make clusters in.
+var specNamespace = regexp.MustCompile(`^((quick-start|md-scale|md-rollout|md-remediation|kcp-remediation|kcp-adoption|k8s-conformance|machine-pool|node-drain|clusterclass-changes|clusterclass-rollout|self-hosted|cluster-deletion|k8s-upgrade-and-conformance|kubeadm-join-old-nodes|clusterctl-upgrade)-[a-z0-9]{6}|clusterctl-upgrade)$`)
 
 // SpecClusters returns what the shared specs' workload clusters, and the management cluster
 // named mgmtName (when not empty), have on the engine: after a suite, a leak; before one, what
@@ -139,4 +142,52 @@ func PrivilegedContainersAllowed(ctx context.Context, engine runtimes.Config, im
 	}
 	defer func() { _ = rt.RemoveContainer(context.WithoutCancel(ctx), name) }()
 	return rt.StartContainer(ctx, name) == nil, nil
+}
+
+// kindRoleLabel is kind's label of a node container's role, which Dockyard's containers carry.
+const kindRoleLabel = "io.x-k8s.kind.role"
+
+// ConnectManagementNodes attaches the node containers of the Dockyard cluster mgmt, which hosts
+// providers, to the engine network of the cluster workload once that network exists (within
+// timeout), as Dockyard's manager attaches the nodes of the management cluster it runs in. The
+// clusterctl upgrade spec needs it for Dockyard v0.1.0, whose manager did not find its own
+// node's container in a cluster Dockyard made ("<node>.<namespace>") and so attached nothing.
+func ConnectManagementNodes(ctx context.Context, engine runtimes.Config, mgmt, workload docker.ClusterKey, timeout time.Duration) error {
+	rt, done, err := connectRuntime(engine)
+	if err != nil {
+		return err
+	}
+	defer done()
+	network := docker.DefaultNetworkName(workload)
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		_, err := rt.InspectNetwork(ctx, network)
+		if container.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}); err != nil {
+		return errors.Wrapf(err, "waiting for the network %s of cluster %s", network, workload)
+	}
+	nodes, err := rt.ListContainers(ctx, mgmt.ClusterLabels())
+	if err != nil {
+		return errors.Wrapf(err, "listing the nodes of cluster %s", mgmt)
+	}
+	var connected int
+	for _, c := range nodes {
+		if c.Labels[kindRoleLabel] == string(docker.RoleLoadBalancer) {
+			continue
+		}
+		if _, ok := c.Networks[network]; ok {
+			connected++
+			continue
+		}
+		if err := rt.ConnectNetwork(ctx, network, c.Name); err != nil {
+			return errors.Wrapf(err, "attaching node %s of cluster %s to network %s", c.Name, mgmt, network)
+		}
+		connected++
+	}
+	if connected == 0 {
+		return errors.Errorf("cluster %s has no node container to attach to network %s", mgmt, network)
+	}
+	return nil
 }

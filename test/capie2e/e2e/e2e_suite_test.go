@@ -56,6 +56,9 @@ var (
 	artifactFolder     string
 	useExistingCluster bool
 	skipCleanup        bool
+	// previousRelease is the version of the release DOCKYARD_PREVIOUS_RELEASE holds, the one
+	// the clusterctl upgrade spec starts from; empty without it.
+	previousRelease string
 )
 
 var (
@@ -99,6 +102,26 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "Cluster API's shared end-to-end specs on Dockyard")
 }
 
+// loadE2EConfig loads the suite's configuration. With DOCKYARD_PREVIOUS_RELEASE (the directory
+// of an earlier release, make release wrote it) and DOCKYARD_UPGRADE_RELEASE (the version this
+// tree is listed as), Dockyard's provider lists both, for the clusterctl upgrade spec: this tree
+// as the newer version, installed by every other spec as before.
+func loadE2EConfig() *clusterctl.E2EConfig {
+	cfg := clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: configPath})
+	previousRelease = ""
+	dir := os.Getenv("DOCKYARD_PREVIOUS_RELEASE")
+	if dir == "" {
+		return cfg
+	}
+	var err error
+	previousRelease, err = capie2e.WithUpgrade(cfg, capie2e.Upgrade{
+		Provider: "dockyard", PreviousDir: dir, Current: os.Getenv("DOCKYARD_UPGRADE_RELEASE"),
+		MetadataDir: filepath.Join(artifactFolder, "upgrade-metadata"),
+	})
+	Expect(err).ToNot(HaveOccurred(), "listing the release of DOCKYARD_PREVIOUS_RELEASE beside this tree")
+	return cfg
+}
+
 func initScheme() *runtime.Scheme {
 	sc := runtime.NewScheme()
 	framework.TryAddDefaultSchemes(sc)
@@ -115,7 +138,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	Expect(err).ToNot(HaveOccurred())
 
 	By(fmt.Sprintf("Loading the e2e config from %s", configPath))
-	e2eConfig = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: configPath})
+	e2eConfig = loadE2EConfig()
 
 	By("Creating the clusterctl repository")
 	clusterctlConfigPath = clusterctl.CreateRepository(ctx, clusterctl.CreateRepositoryInput{
@@ -192,7 +215,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	artifactFolder, configPath, clusterctlConfigPath = parts[0], parts[1], parts[2]
 	privileged = parts[4] == "true"
 	if e2eConfig == nil {
-		e2eConfig = clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: configPath})
+		e2eConfig = loadE2EConfig()
 	}
 	bootstrapClusterProxy = framework.NewClusterProxy("bootstrap", parts[3], initScheme(),
 		framework.WithMachineLogCollector(capie2e.LogCollector{}))
