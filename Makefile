@@ -397,6 +397,12 @@ bench-clusters: envtest-assets ## BENCH_RUNS 1+1 clusters one after another on t
 	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" BENCH_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE_RUNS=$(BENCH_SCALE_RUNS) hack/bench-clusters.sh
 
+REGISTRY_RUNS ?= 3
+
+.PHONY: bench-registry-quickstart
+bench-registry-quickstart: images component-images registry-image dockyard ## dockyard quickstart --image-registry on an engine without its images, REGISTRY_RUNS times: the images pushed into a local registry first, removed from Docker before each run (hack/bench-registry-quickstart.sh).
+	DOCKYARD="$(CURDIR)/bin/dockyard" REGISTRY_RUNS=$(REGISTRY_RUNS) DOCKYARD_CACHE="$(DOCKYARD_CACHE)" hack/bench-registry-quickstart.sh
+
 ##@ Release
 
 .PHONY: release-manifests
