@@ -108,6 +108,8 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 			if manager, err = b.buildManager(ctx, r.RepoDir); err != nil {
 				return nil, err
 			}
+		} else if err := checkStatic(manager); err != nil {
+			return nil, errors.Wrap(err, "making Dockyard's manager image of this binary")
 		}
 		list = append(list, componentImage{Ref: ref, Binary: manager, Path: "/manager", User: nonRootUser,
 			Title: "dockyard-manager", Version: r.Dockyard})
