@@ -15,7 +15,7 @@ func checkStatic(path string) error {
 	if err != nil {
 		return errors.Wrapf(err, "reading %s as an executable", path)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			return errors.Errorf("%s is dynamically linked (built with cgo), and an image holding it alone would not start: build it with CGO_ENABLED=0 (make dockyard does)", path)
