@@ -140,12 +140,17 @@ func workloadClient(ctx context.Context, c clusterSpec) (client.Client, []byte) 
 	secret := &corev1.Secret{}
 	Expect(c.client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-kubeconfig"}, secret)).To(Succeed())
 	kubeconfig := secret.Data["value"]
+	return clientFor(kubeconfig), kubeconfig
+}
+
+// clientFor is a client of the cluster a kubeconfig reaches, each request bounded by 10 s.
+func clientFor(kubeconfig []byte) client.Client {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	Expect(err).NotTo(HaveOccurred())
 	cfg.Timeout = 10 * time.Second
 	cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	Expect(err).NotTo(HaveOccurred())
-	return cl, kubeconfig
+	return cl
 }
 
 // waitMachinesRunning waits until the cluster has exactly the given machines, all Running
@@ -353,20 +358,26 @@ func newDockyardCLI(ctx context.Context) *dockyardCLI {
 // what it writes there itself, without --clusterctl-config: the clusterctl repository it carries
 // is all it has.
 func (c *dockyardCLI) run(ctx context.Context, args ...string) string {
-	args = append([]string{"--management-kubeconfig", plane.Kubeconfig(), "--kubeconfig-dir", c.dir}, args...)
-	cmd := exec.CommandContext(ctx, c.bin, args...)
+	out, err := c.exec(ctx, []string{"--management-kubeconfig", plane.Kubeconfig()}, args...)
+	Expect(err).NotTo(HaveOccurred(), "dockyard %s", strings.Join(args, " "))
+	return out
+}
+
+// exec runs the command line with the global flags before args, in the directory that holds
+// only the binary, and returns its standard output; its progress goes to the log.
+func (c *dockyardCLI) exec(ctx context.Context, global []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.bin, slices.Concat(global, []string{"--kubeconfig-dir", c.dir}, args)...)
 	cmd.Dir = c.dir
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, GinkgoWriter), GinkgoWriter
-	if slices.Equal(args[4:min(6, len(args))], []string{"get", "kubeconfig"}) {
+	if slices.Equal(args[:min(2, len(args))], []string{"get", "kubeconfig"}) {
 		// A kubeconfig holds the cluster's admin client key: it stays out of the log.
 		cmd.Stdout = &stdout
 	}
 	start := time.Now()
 	err := cmd.Run()
-	fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args[4:], " "), time.Since(start).Round(100*time.Millisecond))
-	Expect(err).NotTo(HaveOccurred(), "dockyard %s", strings.Join(args[4:], " "))
-	return stdout.String()
+	fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
+	return stdout.String(), err
 }
 
 // deleteCluster deletes a cluster with dockyard delete cluster and finds nothing of it left on

@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,7 +13,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dockyard-dev/dockyard/docker"
@@ -97,42 +93,26 @@ var _ = Describe("dockyard quickstart from a directory holding only the binary",
 	}, NodeTimeout(10*time.Minute))
 })
 
-func kubeClient(kubeconfig string) client.Client {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+// kubeClient is a client of the cluster the kubeconfig file reaches.
+func kubeClient(path string) client.Client {
+	kubeconfig, err := os.ReadFile(path)
 	Expect(err).NotTo(HaveOccurred())
-	c, err := client.New(cfg, client.Options{})
-	Expect(err).NotTo(HaveOccurred())
-	return c
+	return clientFor(kubeconfig)
 }
 
 // runOwn runs the command line with a management cluster of its own in containers, named
-// mgmtName, instead of the suite's management plane, in the directory that holds only the
-// binary; a kubeconfig it prints (get kubeconfig) stays out of the log.
+// mgmtName, instead of the suite's management plane.
 func (c *dockyardCLI) runOwn(ctx context.Context, mgmtName string, args ...string) string {
-	out, err := c.own(ctx, mgmtName, args...)
+	out, err := c.exec(ctx, []string{"--management-name", mgmtName}, args...)
 	Expect(err).NotTo(HaveOccurred(), "dockyard %s", strings.Join(args, " "))
 	return out
 }
 
 // tryOwn is runOwn for cleanups: a failure is logged, not asserted.
 func (c *dockyardCLI) tryOwn(ctx context.Context, mgmtName string, args ...string) {
-	if _, err := c.own(ctx, mgmtName, args...); err != nil {
+	if _, err := c.exec(ctx, []string{"--management-name", mgmtName}, args...); err != nil {
 		fmt.Fprintf(GinkgoWriter, "dockyard %s: %v\n", strings.Join(args, " "), err)
 	}
-}
-
-func (c *dockyardCLI) own(ctx context.Context, mgmtName string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--management-name", mgmtName, "--kubeconfig-dir", c.dir}, args...)...)
-	cmd.Dir = c.dir
-	var stdout bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, GinkgoWriter), GinkgoWriter
-	if len(args) >= 2 && args[0] == "get" && args[1] == "kubeconfig" {
-		cmd.Stdout = &stdout
-	}
-	start := time.Now()
-	err := cmd.Run()
-	fmt.Fprintf(GinkgoWriter, "dockyard %s: %s\n", strings.Join(args, " "), time.Since(start).Round(100*time.Millisecond))
-	return stdout.String(), err
 }
 
 func podReady(p *corev1.Pod) bool {
