@@ -32,16 +32,14 @@ func pullMissingImages(ctx context.Context, registry string, want []string) erro
 	}
 	defer func() { _ = rt.Close() }()
 	start := time.Now()
-	missing, err := missingImages(ctx, docker.NewManager(rt, docker.ManagerOptions{}), want)
-	if err != nil || len(missing) == 0 {
-		return err
-	}
-	say("pulling %d images the engine lacks from %s: %s", len(missing), registry, strings.Join(missing, ", "))
-	absent, err := mirror.Pull(ctx, rt, registry, missing, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+	pulled, absent, err := mirror.Pull(ctx, rt, registry, want, remote.WithAuthFromKeychain(authn.DefaultKeychain))
 	if err != nil {
 		return err
 	}
-	say("pulled %d images in %s", len(missing)-len(absent), time.Since(start).Round(time.Second))
+	if len(pulled) > 0 {
+		say("pulled from %s: %s", registry, strings.Join(pulled, ", "))
+		say("pulled %d images in %s", len(pulled), time.Since(start).Round(time.Second))
+	}
 	if len(absent) > 0 {
 		say("%s does not hold %s", registry, strings.Join(absent, ", "))
 	}

@@ -45,6 +45,16 @@ func (o *managementOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.imageRegistry, "image-registry", "", `a registry path (localhost:5001/dockyard) the images the engine lacks are pulled from, where "dockyard push images" published them; only those it does not hold are built`)
 }
 
+// allImages are the images a management cluster and its clusters run: the node and load
+// balancer images of --images, and the components' of the clusterctl configuration config.
+func (o *managementOptions) allImages(config string) (node, lb string, components []string, err error) {
+	if node, lb, err = o.nodeImages(); err != nil {
+		return "", "", nil, err
+	}
+	components, err = mgmt.ComponentImages(config)
+	return node, lb, components, err
+}
+
 // nodeImages are the node and load balancer images of --images.
 func (o *managementOptions) nodeImages() (node, lb string, err error) {
 	switch o.images {
@@ -82,7 +92,11 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 	if o.imageRegistry != "" && o.images != "local" {
 		return "", errors.Errorf("--image-registry holds Dockyard's own images (--images local), not kind's (--images %s)", o.images)
 	}
-	nodeImage, lbImage, err := o.nodeImages()
+	config, err := g.clusterctlConfig()
+	if err != nil {
+		return "", err
+	}
+	nodeImage, lbImage, images, err := o.allImages(config)
 	if err != nil {
 		return "", err
 	}
@@ -91,29 +105,22 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 		return "", err
 	}
 	defer done()
-	config, err := g.clusterctlConfig()
-	if err != nil {
-		return "", err
-	}
-	images, err := mgmt.ComponentImages(config)
-	if err != nil {
-		return "", err
-	}
 	socket, err := engineSocket(g.runtime)
 	if err != nil {
 		return "", err
 	}
+	want := append([]string{nodeImage, lbImage}, images...)
 	if o.imageRegistry != "" {
-		if err := pullMissingImages(ctx, o.imageRegistry, append([]string{nodeImage, lbImage}, images...)); err != nil {
+		if err := pullMissingImages(ctx, o.imageRegistry, want); err != nil {
 			return "", err
 		}
 	}
 	if o.images == "local" {
-		if err := buildMissingImages(ctx, o.kubernetesVersion, append([]string{nodeImage, lbImage}, images...)); err != nil {
+		if err := buildMissingImages(ctx, o.kubernetesVersion, want); err != nil {
 			return "", err
 		}
 	}
-	if err := copyFromDocker(ctx, g, o, nodes, append([]string{nodeImage, lbImage}, images...)); err != nil {
+	if err := copyFromDocker(ctx, g, o, nodes, want); err != nil {
 		return "", err
 	}
 

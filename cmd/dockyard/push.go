@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
-	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 	"github.com/dockyard-dev/dockyard/pkg/mirror"
 )
 
@@ -42,15 +41,11 @@ Docker lacks is an error, before anything is pushed. Credentials are Docker's (d
 			if o.images != "local" {
 				return errors.Errorf("--images %s: only Dockyard's own images (--images local) are published", o.images)
 			}
-			node, lb, err := o.nodeImages()
-			if err != nil {
-				return err
-			}
 			config, err := g.clusterctlConfig()
 			if err != nil {
 				return err
 			}
-			components, err := mgmt.ComponentImages(config)
+			node, lb, components, err := o.allImages(config)
 			if err != nil {
 				return err
 			}

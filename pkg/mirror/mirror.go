@@ -32,15 +32,23 @@ import (
 // Name is where image ref is kept in registry (a host and a path: "localhost:5001/dockyard").
 // ref must carry a tag: the name in the registry keeps it.
 func Name(registry, ref string) (string, error) {
+	t, err := dest(registry, ref)
+	if err != nil {
+		return "", err
+	}
+	return t.String(), nil
+}
+
+func dest(registry, ref string) (name.Tag, error) {
 	tag, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
-		return "", errors.Wrapf(err, "image %s must be named with a tag", ref)
+		return name.Tag{}, errors.Wrapf(err, "image %s must be named with a tag", ref)
 	}
 	repo, err := name.NewRepository(registry + "/" + path.Base(tag.RepositoryStr()))
 	if err != nil {
-		return "", errors.Wrapf(err, "%q is no registry path (a host and a path: localhost:5001/dockyard)", registry)
+		return name.Tag{}, errors.Wrapf(err, "%q is no registry path (a host and a path: localhost:5001/dockyard)", registry)
 	}
-	return repo.Tag(tag.TagStr()).String(), nil
+	return repo.Tag(tag.TagStr()), nil
 }
 
 // Push copies images from the engine to registry, each under its Name, and returns those
@@ -48,12 +56,9 @@ func Name(registry, ref string) (string, error) {
 func Push(ctx context.Context, rt container.Runtime, registry string, refs []string, opts ...remote.Option) ([]string, error) {
 	dests := make([]name.Tag, len(refs))
 	for i, ref := range refs {
-		dest, err := Name(registry, ref)
-		if err != nil {
+		var err error
+		if dests[i], err = dest(registry, ref); err != nil {
 			return nil, err
-		}
-		if dests[i], err = name.NewTag(dest); err != nil {
-			return nil, errors.WithStack(err)
 		}
 		ok, err := rt.ImageExists(ctx, ref)
 		if err != nil {
@@ -102,38 +107,35 @@ func push(ctx context.Context, rt container.Runtime, ref string, dest name.Tag, 
 	return errors.Wrapf(remote.Write(dest, img, opts...), "pushing %s as %s", ref, dest)
 }
 
-// Pull copies into the engine, named as they are there, those of refs that registry holds
-// under their Name, and returns those it does not hold. An image the engine has is not
-// pulled again.
-func Pull(ctx context.Context, rt container.Runtime, registry string, refs []string, opts ...remote.Option) (missing []string, err error) {
+// Pull copies into the engine, named as they are there, those of refs it lacks that registry
+// holds under their Name. It returns those it pulled and those the registry does not hold; an
+// image the engine has is neither.
+func Pull(ctx context.Context, rt container.Runtime, registry string, refs []string, opts ...remote.Option) (pulled, missing []string, err error) {
 	opts = append([]remote.Option{remote.WithContext(ctx)}, opts...)
 	for _, ref := range refs {
 		if ok, err := rt.ImageExists(ctx, ref); err != nil {
-			return nil, errors.Wrapf(err, "looking for image %s on the engine", ref)
+			return pulled, nil, errors.Wrapf(err, "looking for image %s on the engine", ref)
 		} else if ok {
 			continue
 		}
-		src, err := Name(registry, ref)
+		src, err := dest(registry, ref)
 		if err != nil {
-			return nil, err
+			return pulled, nil, err
 		}
-		srcRef, err := name.NewTag(src)
-		if err != nil {
-			return nil, errors.WithStack(err)
-		}
-		img, err := remote.Image(srcRef, opts...)
+		img, err := remote.Image(src, opts...)
 		if isNotFound(err) {
 			missing = append(missing, ref)
 			continue
 		}
 		if err != nil {
-			return nil, errors.Wrapf(err, "reading %s", src)
+			return pulled, nil, errors.Wrapf(err, "reading %s", src)
 		}
 		if err := load(ctx, rt, ref, img); err != nil {
-			return nil, errors.Wrapf(err, "pulling %s as %s", src, ref)
+			return pulled, nil, errors.Wrapf(err, "pulling %s as %s", src, ref)
 		}
+		pulled = append(pulled, ref)
 	}
-	return missing, nil
+	return pulled, missing, nil
 }
 
 // load streams img into the engine as a saved image named ref.

@@ -63,9 +63,12 @@ func TestPushThenPull(t *testing.T) {
 	}
 
 	to := fake.New(manager)
-	missing, err := Pull(ctx, to, reg, []string{node, manager, absent})
+	pulled, missing, err := Pull(ctx, to, reg, []string{node, manager, absent})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := []string{node}; !slices.Equal(pulled, want) {
+		t.Errorf("pulled %v, want %v", pulled, want)
 	}
 	// The manager image, which the engine has, is not asked of the registry (it lacks it too).
 	if want := []string{absent}; !slices.Equal(missing, want) {
