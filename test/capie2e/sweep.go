@@ -144,14 +144,12 @@ func PrivilegedContainersAllowed(ctx context.Context, engine runtimes.Config, im
 	return rt.StartContainer(ctx, name) == nil, nil
 }
 
-// kindRoleLabel is kind's label of a node container's role, which Dockyard's containers carry.
-const kindRoleLabel = "io.x-k8s.kind.role"
-
-// ConnectManagementNodes attaches the node containers of the Dockyard cluster mgmt, which hosts
-// providers, to the engine network of the cluster workload once that network exists (within
-// timeout), as Dockyard's manager attaches the nodes of the management cluster it runs in. The
-// clusterctl upgrade spec needs it for Dockyard v0.1.0, whose manager did not find its own
-// node's container in a cluster Dockyard made ("<node>.<namespace>") and so attached nothing.
+// ConnectManagementNodes has Dockyard's node layer attach the node containers of the Dockyard
+// cluster mgmt, which hosts providers, to the engine network of the cluster workload once that
+// network exists (within timeout), as the manager running in mgmt attaches them, with the same
+// routes and isolation on those nodes. The clusterctl upgrade spec needs it for Dockyard v0.1.0,
+// whose manager did not find its own node's container in a cluster Dockyard made
+// ("<node>.<namespace>") and so attached nothing.
 func ConnectManagementNodes(ctx context.Context, engine runtimes.Config, mgmt, workload docker.ClusterKey, timeout time.Duration) error {
 	rt, done, err := connectRuntime(engine)
 	if err != nil {
@@ -168,26 +166,7 @@ func ConnectManagementNodes(ctx context.Context, engine runtimes.Config, mgmt, w
 	}); err != nil {
 		return errors.Wrapf(err, "waiting for the network %s of cluster %s", network, workload)
 	}
-	nodes, err := rt.ListContainers(ctx, mgmt.ClusterLabels())
-	if err != nil {
-		return errors.Wrapf(err, "listing the nodes of cluster %s", mgmt)
-	}
-	var connected int
-	for _, c := range nodes {
-		if c.Labels[kindRoleLabel] == string(docker.RoleLoadBalancer) {
-			continue
-		}
-		if _, ok := c.Networks[network]; ok {
-			connected++
-			continue
-		}
-		if err := rt.ConnectNetwork(ctx, network, c.Name); err != nil {
-			return errors.Wrapf(err, "attaching node %s of cluster %s to network %s", c.Name, mgmt, network)
-		}
-		connected++
-	}
-	if connected == 0 {
-		return errors.Errorf("cluster %s has no node container to attach to network %s", mgmt, network)
-	}
-	return nil
+	nodes := docker.NewManager(rt, docker.ManagerOptions{ManagementNodes: mgmt.ClusterLabels()})
+	_, err = nodes.EnsureNetwork(ctx, workload, network)
+	return errors.Wrapf(err, "attaching the nodes of cluster %s to network %s", mgmt, network)
 }
