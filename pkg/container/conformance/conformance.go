@@ -29,6 +29,16 @@ type Subject struct {
 	// NoIPv6 says the runtime has no dual-stack networks (Dockyard's containerd runtime): the
 	// DualStack behaviour then checks that it refuses them, and anything with an IPv6 address.
 	NoIPv6 bool
+	// NotApplicable names the behaviours of Run that the engine cannot have by design, each with
+	// the reason (an engine whose containers are Pods publishes no host ports); Run says so for
+	// each instead of running it, and fails on a name it does not have.
+	NotApplicable map[string]string
+	// NoHostCgroups says the engine cannot see the cgroups of the hosts its containers run on
+	// (Kubernetes publishes none): Info then wants the cgroup version empty.
+	NoHostCgroups bool
+	// PullsWhereRun says images are pulled on the host a container starts on, after it was
+	// created (Kubernetes): creating a container of an image no host has is then not refused.
+	PullsWhereRun bool
 }
 
 // NetworkAttachments checks ConnectNetwork and DisconnectNetwork: a container joins a second

@@ -49,11 +49,12 @@ func cpuWeight(ctx context.Context, t *testing.T, rt container.Runtime, name str
 	return strings.TrimSpace(out), strconv.FormatInt(1+((shares-2)*9999)/262142, 10)
 }
 
-// Run runs every behaviour of the suite as a subtest, one after the other. The caller removes
-// what carries s.Labels before and after (a failed behaviour may leave objects behind).
+// Run runs every behaviour of the suite as a subtest, one after the other, but those the
+// subject declares not applicable (logged with their reason). The caller removes what carries
+// s.Labels before and after (a failed behaviour may leave objects behind).
 func Run(t *testing.T, s Subject) {
 	t.Helper()
-	for _, b := range []struct {
+	behaviours := []struct {
 		name string
 		run  func(*testing.T, Subject)
 	}{
@@ -73,7 +74,22 @@ func Run(t *testing.T, s Subject) {
 		{"DualStack", DualStack},
 		{"Events", Events},
 		{"Images", Images},
-	} {
+	}
+	for name := range s.NotApplicable {
+		if !slices.ContainsFunc(behaviours, func(b struct {
+			name string
+			run  func(*testing.T, Subject)
+		}) bool {
+			return b.name == name
+		}) {
+			t.Errorf("the subject declares %q not applicable, which is no behaviour of the suite", name)
+		}
+	}
+	for _, b := range behaviours {
+		if why, ok := s.NotApplicable[b.name]; ok {
+			t.Logf("%s does not apply to this engine: %s", b.name, why)
+			continue
+		}
 		t.Run(b.name, func(t *testing.T) {
 			t.Cleanup(func() { Sweep(context.Background(), t, s.Runtime, s.Labels) })
 			b.run(t, s)
@@ -125,7 +141,10 @@ func Info(t *testing.T, s Subject) {
 	if info.Name == "" || info.Version == "" {
 		t.Errorf("engine info without name or version: %+v", info)
 	}
-	if info.CgroupVersion != "1" && info.CgroupVersion != "2" {
+	switch {
+	case s.NoHostCgroups && info.CgroupVersion != "":
+		t.Errorf("cgroup version %q of an engine that cannot see its hosts' cgroups", info.CgroupVersion)
+	case !s.NoHostCgroups && info.CgroupVersion != "1" && info.CgroupVersion != "2":
 		t.Errorf("cgroup version %q, want 1 or 2", info.CgroupVersion)
 	}
 	if info.CPUs <= 0 {
@@ -542,8 +561,13 @@ func MissingObjects(t *testing.T, s Subject) {
 		t.Errorf("ImageExists of a missing image: %v, %v", ok, err)
 	}
 	spec := container.ContainerSpec{Name: name, Image: image, Labels: s.Labels}
-	if err := rt.CreateContainer(ctx, spec); !container.IsNotFound(err) {
+	if err := rt.CreateContainer(ctx, spec); !s.PullsWhereRun && !container.IsNotFound(err) {
 		t.Errorf("creating a container of a missing image: want ErrNotFound, got %v", err)
+	}
+	if s.PullsWhereRun {
+		if err := rt.RemoveContainer(ctx, name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Docker checks the network when the container starts, Podman when it is created.
 	spec.Image, spec.Network = s.Image, network

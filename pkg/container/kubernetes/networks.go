@@ -1,0 +1,150 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+// networksAnnotation lists the networks a Pod is attached to, by name.
+const networksAnnotation = "dockyard.x-k8s.io/networks"
+
+func joinedNetworks(pod *corev1.Pod) []string {
+	var out []string
+	_ = json.Unmarshal([]byte(pod.Annotations[networksAnnotation]), &out)
+	return out
+}
+
+func networksValue(names []string) string {
+	b, _ := json.Marshal(names)
+	return string(b)
+}
+
+// CreateNetwork makes the network's NetworkPolicy: its Pods admit their network's Pods and
+// Pods of other namespaces, nothing else of the engine's namespace. Subnets are refused: the
+// cluster's network gives Pods their addresses.
+func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
+	if err := validName("network", spec.Name); err != nil {
+		return err
+	}
+	if spec.Subnet != "" || spec.WantsIPv6() {
+		return errors.Errorf("network %s: a Kubernetes infrastructure cluster gives Pods their addresses; a network cannot choose a subnet or IPv6", spec.Name)
+	}
+	member := map[string]string{networkLabel(spec.Name): ""}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: r.namespace, Labels: objectLabels("network", spec.Labels), Annotations: annotated(spec.Labels)},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: member},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+				{PodSelector: &metav1.LabelSelector{MatchLabels: member}},
+				{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{r.namespace},
+				}}}},
+			}}},
+		},
+	}
+	if _, err := r.client.NetworkingV1().NetworkPolicies(r.namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		return errors.Wrapf(err, "creating network %s", spec.Name)
+	}
+	return nil
+}
+
+// InspectNetwork returns a network with the Pods attached; it has no subnets or gateways of its
+// own. ErrNotFound when it does not exist.
+func (r *Runtime) InspectNetwork(ctx context.Context, name string) (*container.Network, error) {
+	np, err := r.client.NetworkingV1().NetworkPolicies(r.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, notFound(err, "inspecting network %s", name)
+	}
+	if np.Labels[kindLabel] != "network" {
+		return nil, errors.Wrapf(container.ErrNotFound, "NetworkPolicy %s is not one of Dockyard's networks", name)
+	}
+	pods, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: networkLabel(name)})
+	if err != nil {
+		return nil, errors.Wrapf(err, "listing the Pods of network %s", name)
+	}
+	n := &container.Network{ID: string(np.UID), Name: name, Labels: exactLabels(np.Annotations)}
+	for _, p := range pods.Items {
+		n.Containers = append(n.Containers, p.Name)
+	}
+	return n, nil
+}
+
+// ListNetworks returns the networks carrying the labels (without their Pods).
+func (r *Runtime) ListNetworks(ctx context.Context, want map[string]string) ([]container.Network, error) {
+	nps, err := r.client.NetworkingV1().NetworkPolicies(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("network", want)})
+	if err != nil {
+		return nil, errors.Wrap(err, "listing Dockyard's networks")
+	}
+	var out []container.Network
+	for _, np := range nps.Items {
+		if l := exactLabels(np.Annotations); container.MatchLabels(l, want) {
+			out = append(out, container.Network{ID: string(np.UID), Name: np.Name, Labels: l})
+		}
+	}
+	return out, nil
+}
+
+// RemoveNetwork deletes the network's NetworkPolicy; its Pods keep running, unattached.
+func (r *Runtime) RemoveNetwork(ctx context.Context, name string) error {
+	err := r.client.NetworkingV1().NetworkPolicies(r.namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return errors.Wrapf(err, "removing network %s", name)
+	}
+	return nil
+}
+
+// ConnectNetwork attaches a Pod to one more network by labelling it.
+func (r *Runtime) ConnectNetwork(ctx context.Context, network, name string) error {
+	if _, err := r.InspectNetwork(ctx, network); err != nil {
+		return err
+	}
+	return r.attach(ctx, network, name, true)
+}
+
+// DisconnectNetwork detaches a Pod from a network; a Pod or network that is not there is not an
+// error.
+func (r *Runtime) DisconnectNetwork(ctx context.Context, network, name string) error {
+	err := r.attach(ctx, network, name, false)
+	if container.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (r *Runtime) attach(ctx context.Context, network, name string, join bool) error {
+	pods := r.client.CoreV1().Pods(r.namespace)
+	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return notFound(err, "attaching container %s to network %s", name, network)
+	}
+	joined := joinedNetworks(pod)
+	has := slices.Contains(joined, network)
+	if has == join {
+		return nil
+	}
+	label := any(nil)
+	if join {
+		joined, label = append(joined, network), ""
+	} else {
+		joined = slices.DeleteFunc(joined, func(n string) bool { return n == network })
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"labels":      map[string]any{networkLabel(network): label},
+		"annotations": map[string]any{networksAnnotation: networksValue(joined)},
+	}})
+	if _, err := pods.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return notFound(err, "attaching container %s to network %s", name, network)
+	}
+	return nil
+}

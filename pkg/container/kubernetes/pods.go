@@ -1,0 +1,471 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+const (
+	// startGate holds a created container's Pod until StartContainer.
+	startGate = "dockyard.x-k8s.io/start"
+	// specAnnotation keeps the spec a Pod was made of, to make it again when it ended.
+	specAnnotation = "dockyard.x-k8s.io/spec"
+	// mainContainer is the name of the Pod's one container.
+	mainContainer = "node"
+	// seedMount is where a seeding init container mounts the volume it fills.
+	seedMount = "/dockyard-seed"
+)
+
+// CreateContainer creates the container's Pod held by its start gate, with its Service when it
+// publishes ports. A spec the engine cannot honour (fixed addresses, device rules) is refused
+// before anything is made; a network that does not exist is ErrNotFound.
+func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerSpec) error {
+	pod, err := r.podOf(ctx, spec, true)
+	if err != nil {
+		return err
+	}
+	if _, err := r.client.CoreV1().Pods(r.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return errors.Wrapf(err, "creating Pod %s", spec.Name)
+	}
+	return nil
+}
+
+// podOf renders the Pod of a container spec.
+func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated bool) (*corev1.Pod, error) {
+	if err := validName("container", spec.Name); err != nil {
+		return nil, err
+	}
+	for family, a := range map[string]string{"IPv4": spec.IPv4Address, "IPv6": spec.IPv6Address} {
+		if a != "" {
+			return nil, errors.Errorf("container %s: a Pod cannot have a fixed %s address (%s); the cluster's network gives Pods theirs", spec.Name, family, a)
+		}
+	}
+	if len(spec.Security.DeviceCgroupRules) > 0 && !spec.Security.Privileged {
+		return nil, errors.Errorf("container %s: a Pod cannot be granted devices by cgroup rules (%v); run it privileged", spec.Name, spec.Security.DeviceCgroupRules)
+	}
+	if spec.Hostname != "" {
+		if errs := validation.IsDNS1123Label(spec.Hostname); len(errs) > 0 {
+			return nil, errors.Errorf("container %s: hostname %q cannot be a Pod's: %s", spec.Name, spec.Hostname, strings.Join(errs, "; "))
+		}
+	}
+	if spec.Image == "" {
+		return nil, errors.Errorf("container %s names no image", spec.Name)
+	}
+	if spec.Network != "" {
+		if _, err := r.InspectNetwork(ctx, spec.Network); err != nil {
+			return nil, errors.Wrapf(err, "container %s", spec.Name)
+		}
+	}
+	kept, err := json.Marshal(spec)
+	if err != nil {
+		return nil, errors.Wrapf(err, "recording the spec of container %s", spec.Name)
+	}
+
+	labels := objectLabels("container", spec.Labels)
+	labels[podLabel] = podSelectorValue(spec.Name)
+	annotations := annotated(spec.Labels)
+	annotations[specAnnotation] = string(kept)
+	if spec.Network != "" {
+		labels[networkLabel(spec.Network)] = ""
+		annotations[networksAnnotation] = networksValue([]string{spec.Network})
+	}
+
+	main := corev1.Container{
+		Name: mainContainer, Image: spec.Image, Command: spec.Entrypoint, Args: spec.Cmd,
+		TTY: spec.Tty, Stdin: spec.Tty,
+		SecurityContext: securityContext(spec.Security),
+		Resources:       resources(spec.Resources),
+	}
+	for _, e := range spec.Env {
+		k, v, _ := strings.Cut(e, "=")
+		main.Env = append(main.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	for _, p := range spec.Ports {
+		main.Ports = append(main.Ports, corev1.ContainerPort{ContainerPort: int32(p.ContainerPort), Protocol: protocol(p.Protocol)})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: r.namespace, Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			Hostname:                     spec.Hostname,
+			RestartPolicy:                restartPolicy(spec.RestartPolicy),
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+		},
+	}
+	if gated {
+		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: startGate}}
+	}
+	if spec.DNSSearch != nil {
+		dns, err := r.clusterDNS(ctx)
+		if err != nil {
+			return nil, errors.Wrapf(err, "container %s asks for its own DNS search list", spec.Name)
+		}
+		pod.Spec.DNSPolicy = corev1.DNSNone
+		pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{dns}, Searches: *spec.DNSSearch}
+	}
+	for i, m := range spec.Mounts {
+		vol := fmt.Sprintf("m%d", i)
+		switch m.Type {
+		case container.MountVolume:
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			pod.Spec.InitContainers = append(pod.Spec.InitContainers, seedContainer(vol, spec.Image, m.Target, main.SecurityContext))
+			pod.Labels[volumeLabel(m.Source)] = ""
+		case container.MountTmpfs:
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}})
+		case container.MountBind:
+			if m.Optional {
+				// The Pod's host is not known before it is scheduled; what an optional bind
+				// covers (kernel modules) the node does without.
+				continue
+			}
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Source}}})
+		default:
+			return nil, errors.Errorf("container %s: unknown mount type %q", spec.Name, m.Type)
+		}
+		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: m.Target, ReadOnly: m.ReadOnly})
+	}
+	pod.Spec.Containers = []corev1.Container{main}
+	return pod, nil
+}
+
+// seedContainer fills an empty volume with the image's files at the volume's mount point, as
+// Docker fills a new named volume, and leaves one that holds anything as it is.
+func seedContainer(vol, image, target string, sec *corev1.SecurityContext) corev1.Container {
+	script := `if [ -z "$(ls -A ` + seedMount + `)" ] && [ -d "$1" ]; then cp -a "$1"/. ` + seedMount + `/; fi`
+	return corev1.Container{
+		Name: "seed-" + vol, Image: image, Command: []string{"sh", "-c", script, "seed", target},
+		SecurityContext: sec,
+		VolumeMounts:    []corev1.VolumeMount{{Name: vol, MountPath: seedMount}},
+	}
+}
+
+// volumeLabel marks a Pod that mounts a named volume.
+func volumeLabel(volume string) string {
+	name := volume
+	if len(validation.IsQualifiedName("vol.dockyard.x-k8s.io/"+name)) != 0 {
+		name = "h-" + hashOf(volume)
+	}
+	return "vol.dockyard.x-k8s.io/" + name
+}
+
+func securityContext(s container.SecuritySpec) *corev1.SecurityContext {
+	sc := &corev1.SecurityContext{}
+	if s.Privileged {
+		sc.Privileged = ptr.To(true)
+	}
+	if len(s.CapAdd) > 0 || len(s.CapDrop) > 0 {
+		sc.Capabilities = &corev1.Capabilities{}
+		for _, c := range s.CapAdd {
+			sc.Capabilities.Add = append(sc.Capabilities.Add, corev1.Capability(strings.TrimPrefix(strings.ToUpper(c), "CAP_")))
+		}
+		for _, c := range s.CapDrop {
+			sc.Capabilities.Drop = append(sc.Capabilities.Drop, corev1.Capability(strings.TrimPrefix(strings.ToUpper(c), "CAP_")))
+		}
+	}
+	if s.Unconfined {
+		sc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+		sc.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+	}
+	return sc
+}
+
+// resources turns limits into a Pod's: CPU and memory limits, and CPU shares as the CPU
+// request (the kubelet turns requests into shares, 1024 to a core); the memory request stays
+// small, so a limit is not a reservation the scheduler must find whole.
+func resources(res container.Resources) corev1.ResourceRequirements {
+	rr := corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("10m"),
+		corev1.ResourceMemory: resource.MustParse("64Mi"),
+	}}
+	if res.CPUShares > 0 {
+		rr.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(res.CPUShares*1000/1024, resource.DecimalSI)
+	}
+	if res.NanoCPUs > 0 || res.MemoryBytes > 0 {
+		rr.Limits = corev1.ResourceList{}
+	}
+	if res.NanoCPUs > 0 {
+		limit := resource.NewMilliQuantity(res.NanoCPUs/1_000_000, resource.DecimalSI)
+		rr.Limits[corev1.ResourceCPU] = *limit
+		if req := rr.Requests[corev1.ResourceCPU]; req.Cmp(*limit) > 0 {
+			rr.Requests[corev1.ResourceCPU] = *limit
+		}
+	}
+	if res.MemoryBytes > 0 {
+		limit := resource.NewQuantity(res.MemoryBytes, resource.BinarySI)
+		rr.Limits[corev1.ResourceMemory] = *limit
+		if req := rr.Requests[corev1.ResourceMemory]; req.Cmp(*limit) > 0 {
+			rr.Requests[corev1.ResourceMemory] = *limit
+		}
+	}
+	return rr
+}
+
+func restartPolicy(p string) corev1.RestartPolicy {
+	switch p {
+	case "always", "unless-stopped":
+		return corev1.RestartPolicyAlways
+	case "on-failure":
+		return corev1.RestartPolicyOnFailure
+	}
+	return corev1.RestartPolicyNever
+}
+
+func protocol(p string) corev1.Protocol {
+	if strings.EqualFold(p, "udp") {
+		return corev1.ProtocolUDP
+	}
+	return corev1.ProtocolTCP
+}
+
+// clusterDNS is the address of the cluster's DNS Service, which Pods with their own search
+// list still ask.
+func (r *Runtime) clusterDNS(ctx context.Context) (string, error) {
+	svc, err := r.client.CoreV1().Services("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		return "", errors.Wrap(err, "finding the cluster's DNS Service kube-system/kube-dns")
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return "", errors.New("the cluster's DNS Service kube-system/kube-dns has no address")
+	}
+	return svc.Spec.ClusterIP, nil
+}
+
+// StartContainer lifts a created Pod's start gate, or makes a Pod that ended anew from its
+// spec, and waits (within ctx) for it to run or fail. A Pod still pulling its image when ctx
+// ends is left to start: InspectContainer tells when it runs. Its Service is made when it
+// publishes ports.
+func (r *Runtime) StartContainer(ctx context.Context, name string) error {
+	pods := r.client.CoreV1().Pods(r.namespace)
+	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return notFound(err, "starting container %s", name)
+	}
+	var spec container.ContainerSpec
+	if err := json.Unmarshal([]byte(pod.Annotations[specAnnotation]), &spec); err != nil {
+		return errors.Wrapf(err, "Pod %s was not made by Dockyard's engine", name)
+	}
+	switch {
+	case podPhaseEnded(pod):
+		if err := r.removePod(ctx, name); err != nil {
+			return err
+		}
+		fresh, err := r.podOf(ctx, spec, false)
+		if err != nil {
+			return err
+		}
+		if pod, err = pods.Create(ctx, fresh, metav1.CreateOptions{}); err != nil {
+			return errors.Wrapf(err, "making Pod %s again", name)
+		}
+	case len(pod.Spec.SchedulingGates) > 0:
+		patch := []byte(`{"spec":{"schedulingGates":null}}`)
+		if pod, err = pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return errors.Wrapf(err, "lifting the start gate of Pod %s", name)
+		}
+	}
+	if err := r.ensureService(ctx, pod, spec); err != nil {
+		return err
+	}
+	return r.waitStarted(ctx, name)
+}
+
+// startWait bounds how long StartContainer waits for a Pod to run.
+const startWait = 45 * time.Second
+
+// waitStarted waits for the Pod's container to run, or says why it cannot.
+func (r *Runtime) waitStarted(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, startWait)
+	defer cancel()
+	var ended *corev1.Pod
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		pod, err := r.client.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, notFound(err, "starting container %s", name)
+		}
+		if st := mainStatus(pod); st != nil && st.State.Running != nil {
+			return true, nil
+		}
+		if podPhaseEnded(pod) {
+			ended = pod
+			return true, nil
+		}
+		return false, nil
+	})
+	switch {
+	case ended != nil:
+		return errors.Errorf("Pod %s (%s) ended as it started (%s): %s", name, ended.UID, ended.Status.Phase, lastWords(ended))
+	case err != nil && ctx.Err() == nil:
+		return err
+	}
+	return nil
+}
+
+// lastWords says how a Pod's containers ended or why they wait.
+func lastWords(pod *corev1.Pod) string {
+	var out []string
+	for _, st := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+		switch {
+		case st.State.Terminated != nil:
+			t := st.State.Terminated
+			out = append(out, fmt.Sprintf("%s exited %d (%s) %s", st.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message)))
+		case st.State.Waiting != nil:
+			out = append(out, fmt.Sprintf("%s waits: %s %s", st.Name, st.State.Waiting.Reason, st.State.Waiting.Message))
+		}
+	}
+	if len(out) == 0 {
+		return pod.Status.Reason + " " + pod.Status.Message
+	}
+	return strings.Join(out, "; ")
+}
+
+// mainStatus is the status of the Pod's one container; nil before it has one.
+func mainStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == mainContainer {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// InspectContainer returns the state of a container's Pod; ErrNotFound when there is none.
+func (r *Runtime) InspectContainer(ctx context.Context, name string) (*container.Container, error) {
+	pod, err := r.client.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, notFound(err, "inspecting container %s", name)
+	}
+	if pod.Labels[managedLabel] != managedBy {
+		return nil, errors.Wrapf(container.ErrNotFound, "Pod %s is not one of Dockyard's containers", name)
+	}
+	svc, err := r.client.CoreV1().Services(r.namespace).Get(ctx, serviceName(name), metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, errors.Wrapf(err, "reading the Service of container %s", name)
+	}
+	if err != nil {
+		svc = nil
+	}
+	c := containerOf(pod, svc)
+	c.Hostname = pod.Spec.Hostname
+	return c, nil
+}
+
+// ListContainers returns the containers carrying the labels.
+func (r *Runtime) ListContainers(ctx context.Context, want map[string]string) ([]container.Container, error) {
+	pods, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("container", want)})
+	if err != nil {
+		return nil, errors.Wrap(err, "listing Dockyard's Pods")
+	}
+	svcs, err := r.client.CoreV1().Services(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("container", nil)})
+	if err != nil {
+		return nil, errors.Wrap(err, "listing Dockyard's Services")
+	}
+	byName := map[string]*corev1.Service{}
+	for i := range svcs.Items {
+		byName[svcs.Items[i].Name] = &svcs.Items[i]
+	}
+	var out []container.Container
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !container.MatchLabels(exactLabels(pod.Annotations), want) {
+			continue
+		}
+		out = append(out, *containerOf(pod, byName[serviceName(pod.Name)]))
+	}
+	return out, nil
+}
+
+// containerOf describes a Pod as a container: "created" until its container first runs (gated,
+// scheduling, pulling, initialising), "running", "exited" when it stopped (waiting to restart,
+// or ended), "removing" while it is deleted.
+func containerOf(pod *corev1.Pod, svc *corev1.Service) *container.Container {
+	c := &container.Container{ID: string(pod.UID), Name: pod.Name, Labels: exactLabels(pod.Annotations), State: "created", Networks: map[string]container.Endpoint{}}
+	if len(pod.Spec.Containers) > 0 {
+		c.Image = pod.Spec.Containers[0].Image
+	}
+	st := mainStatus(pod)
+	switch {
+	case pod.DeletionTimestamp != nil:
+		c.State = "removing"
+	case st != nil && st.State.Running != nil:
+		c.State, c.Running, c.StartedAt = "running", true, st.State.Running.StartedAt.Time
+	case st != nil && st.State.Terminated != nil:
+		c.State, c.ExitCode = "exited", int(st.State.Terminated.ExitCode)
+		c.StartedAt = st.State.Terminated.StartedAt.Time
+	case st != nil && st.LastTerminationState.Terminated != nil:
+		c.State, c.ExitCode = "exited", int(st.LastTerminationState.Terminated.ExitCode)
+		c.StartedAt = st.LastTerminationState.Terminated.StartedAt.Time
+	case podPhaseEnded(pod):
+		c.State = "exited"
+	}
+	var ep container.Endpoint
+	for _, ip := range pod.Status.PodIPs {
+		if strings.Contains(ip.IP, ":") {
+			ep.IPv6 = ip.IP
+		} else {
+			ep.IPv4 = ip.IP
+		}
+	}
+	for _, n := range joinedNetworks(pod) {
+		if _, ok := pod.Labels[networkLabel(n)]; ok {
+			c.Networks[n] = ep
+		}
+	}
+	if svc != nil {
+		c.Ports = servicePorts(svc)
+	}
+	return c
+}
+
+// SignalContainer sends a signal to the container's PID 1 with kill, in the container: PID 1
+// receives only the signals it handles (the kernel protects a namespace's init from the rest).
+func (r *Runtime) SignalContainer(ctx context.Context, name, signal string) error {
+	sig := strings.TrimPrefix(strings.ToUpper(signal), "SIG")
+	var stderr strings.Builder
+	code, err := r.Exec(ctx, name, container.ExecOptions{Cmd: []string{"kill", "-s", sig, "1"}, Stderr: &stderr})
+	if err != nil {
+		return errors.Wrapf(err, "signalling container %s", name)
+	}
+	if code != 0 {
+		return errors.Errorf("signalling container %s with %s: kill exited %d: %s", name, signal, code, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// RemoveContainer deletes the container's Pod at once (its Service goes with it) and waits for
+// it to be gone, so the name is free again.
+func (r *Runtime) RemoveContainer(ctx context.Context, name string) error {
+	return r.removePod(ctx, name)
+}
+
+func (r *Runtime) removePod(ctx context.Context, name string) error {
+	pods := r.client.CoreV1().Pods(r.namespace)
+	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return errors.Wrapf(err, "removing Pod %s", name)
+	}
+	if err := r.client.CoreV1().Services(r.namespace).Delete(ctx, serviceName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return errors.Wrapf(err, "removing the Service of container %s", name)
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
