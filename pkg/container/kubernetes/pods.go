@@ -101,10 +101,10 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: r.namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
-			Hostname:                     spec.Hostname,
-			RestartPolicy:                restartPolicy(spec.RestartPolicy),
-			AutomountServiceAccountToken: ptr.To(false),
-			EnableServiceLinks:           ptr.To(false),
+			Hostname:                      spec.Hostname,
+			RestartPolicy:                 restartPolicy(spec.RestartPolicy),
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](10),
 		},
 	}

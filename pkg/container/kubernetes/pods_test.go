@@ -235,4 +235,3 @@ func TestPodEvents(t *testing.T) {
 		t.Error("the stream did not end with its context")
 	}
 }
-

@@ -29,7 +29,7 @@ func (r *Runtime) ensureService(ctx context.Context, pod *corev1.Pod, spec conta
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: serviceName(spec.Name), Namespace: r.namespace, Labels: objectLabels("container", spec.Labels),
-			Annotations: map[string]string{hostIPAnnotation: spec.Ports[0].HostIP},
+			Annotations:     map[string]string{hostIPAnnotation: spec.Ports[0].HostIP},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)}},
 		},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: map[string]string{podLabel: podSelectorValue(spec.Name)}},
