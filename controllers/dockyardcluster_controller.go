@@ -133,6 +133,8 @@ type clusterScope struct {
 	// lb is the running load balancer and address its address on the network.
 	lb      *docker.LoadBalancer
 	address string
+	// zoned is true when the cluster's engine has zones, which come and go (zones.go).
+	zoned bool
 }
 
 // clusterPhase is one step of a DockyardCluster's reconcileNormal; next is false when the
@@ -156,6 +158,10 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, s *clus
 		if err != nil || !next {
 			return result, err
 		}
+	}
+	if s.zoned {
+		// A zone whose hosts all went (or came back) leaves (or joins) the failure domains.
+		return ctrl.Result{RequeueAfter: zoneResync}, nil
 	}
 	if r.Nodes.HasManagementNodes() {
 		// Nodes that join the management cluster later must join this network too.
@@ -285,7 +291,7 @@ func (r *DockyardClusterReconciler) keepHostPort(s *clusterScope) {
 }
 
 // reconcileEndpoint publishes the load balancer's address as the control plane endpoint.
-func (r *DockyardClusterReconciler) reconcileEndpoint(_ context.Context, s *clusterScope) (ctrl.Result, bool, error) {
+func (r *DockyardClusterReconciler) reconcileEndpoint(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
 	dc := s.dc
 	if dc.Spec.ControlPlaneEndpoint.Host == "" {
 		dc.Spec.ControlPlaneEndpoint.Host = s.address
@@ -298,7 +304,15 @@ func (r *DockyardClusterReconciler) reconcileEndpoint(_ context.Context, s *clus
 			s.address, host)
 		return ctrl.Result{}, false, nil
 	}
-	dc.Status.FailureDomains = dc.Spec.FailureDomains
+	zones, err := r.Nodes.Zones(ctx, s.key)
+	if err != nil {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerFailedReason, "%v", err)
+		return ctrl.Result{}, false, err
+	}
+	dc.Status.FailureDomains = failureDomains(dc.Spec.FailureDomains, zones)
+	if len(zones) > 0 {
+		s.zoned = true
+	}
 	if !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
 		r.Recorder.Event(dc, corev1.EventTypeNormal, "LoadBalancerReady", loadBalancerMessage(s.lb, s.address, int(dc.Spec.ControlPlaneEndpoint.Port)))
 	}

@@ -365,7 +365,7 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	}
 	spec := docker.NodeSpec{
 		Cluster: s.key, Machine: dm.Name, Image: image, Role: role, Network: s.network,
-		ServiceCIDRs: serviceCIDRs(s.cluster), DNSSearch: dm.Spec.DNSSearch,
+		ServiceCIDRs: serviceCIDRs(s.cluster), DNSSearch: dm.Spec.DNSSearch, FailureDomain: machine.Spec.FailureDomain,
 	}
 	if q := dm.Spec.Resources.CPU; q != nil {
 		spec.Resources.NanoCPUs = q.MilliValue() * 1_000_000
@@ -385,7 +385,7 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NotAllowedReason, "%v", err)
 		return nil, nil
 	}
-	if err := r.Nodes.EnsureImage(ctx, image); err != nil {
+	if err := r.Nodes.EnsureImage(ctx, s.key, image); err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
 		return nil, err
 	}

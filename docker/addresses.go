@@ -66,6 +66,11 @@ func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, spec Ne
 		return errors.Wrapf(err, "asking the engine for a free subnet for network %s", name)
 	}
 	subnet, ok := ipv4Subnet(n.Subnets)
+	if !ok && len(n.Subnets) == 0 && !spec.IPv6 {
+		// An engine whose networks have no subnets (Kubernetes: its CNI gives Pods their
+		// addresses) has no fixed addresses either: the network is the engine's alone.
+		return errors.Wrapf(m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()}), "creating network %s", name)
+	}
 	if !ok {
 		return errors.Errorf("the engine picked no IPv4 subnet for network %s (%v)", name, n.Subnets)
 	}

@@ -75,6 +75,9 @@ func parseKey(value string) (ClusterKey, bool) {
 // once it is back.
 type EngineEvents struct {
 	rt container.Runtime
+	// ctx is Start's, which engines added later are watched under; pending were added before.
+	ctx     context.Context
+	pending []container.Runtime
 
 	mu          sync.Mutex
 	subscribers []chan Event
@@ -105,13 +108,38 @@ func (w *EngineEvents) Subscribe() <-chan Event {
 // NeedLeaderElection is true: the events feed the reconcilers, which run on the leader only.
 func (w *EngineEvents) NeedLeaderElection() bool { return true }
 
-// Start watches until ctx ends.
+// Start watches the engine, and every engine added (Add), until ctx ends.
 func (w *EngineEvents) Start(ctx context.Context) error {
+	w.mu.Lock()
+	w.ctx = ctx
+	pending := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	for _, rt := range pending {
+		go w.watch(ctx, rt)
+	}
+	w.watch(ctx, w.rt)
+	return nil
+}
+
+// Add watches one more engine (a Kubernetes infrastructure a cluster runs on), from Start on.
+func (w *EngineEvents) Add(rt container.Runtime) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ctx == nil {
+		w.pending = append(w.pending, rt)
+		return
+	}
+	go w.watch(w.ctx, rt)
+}
+
+// watch follows one engine's events until ctx ends, subscribing again after the stream breaks.
+func (w *EngineEvents) watch(ctx context.Context, rt container.Runtime) {
 	log := ctrl.LoggerFrom(ctx).WithName("engine-events")
 	backoff, broken := minBackoff, false
 	for ctx.Err() == nil {
 		subscribed := time.Now()
-		events, errs := w.rt.Events(ctx, map[string]string{clusterLabel: ""})
+		events, errs := rt.Events(ctx, map[string]string{clusterLabel: ""})
 		if broken {
 			log.Info("Watching the engine's events again; looking at every cluster and machine")
 			w.broadcast(ctx, Event{Kind: ResyncEvent})
@@ -123,7 +151,7 @@ func (w *EngineEvents) Start(ctx context.Context) error {
 		}
 		err := <-errs
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		// A stream that lasted was a working engine that went away: try again soon. One that
 		// broke at once is an engine still away: wait longer each time.
@@ -139,7 +167,6 @@ func (w *EngineEvents) Start(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 	}
-	return nil
 }
 
 func (w *EngineEvents) broadcast(ctx context.Context, e Event) {

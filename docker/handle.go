@@ -37,6 +37,10 @@ func (m *Manager) node(cluster ClusterKey, machine string, c *container.Containe
 // FindNode returns the handle of a machine's node container, or nil when it does not exist. It
 // is found by its name or, for nodes made by earlier versions under other names, by its labels.
 func (m *Manager) FindNode(ctx context.Context, cluster ClusterKey, machine string) (*Node, error) {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
 	c, err := m.getNode(ctx, cluster, machine)
 	if err != nil || c == nil {
 		return nil, err
@@ -48,6 +52,10 @@ func (m *Manager) FindNode(ctx context.Context, cluster ClusterKey, machine stri
 // network Dockyard manages, fixed addresses, and returns its handle. The first node in auto
 // privilege mode tells whether the engine allows privileged containers.
 func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
+	m, err := m.on(ctx, spec.Cluster)
+	if err != nil {
+		return nil, err
+	}
 	c, err := m.createNode(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -58,12 +66,20 @@ func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
 // ControlPlaneNodes returns the handles of a cluster's control plane node containers, running
 // or not. Listed containers carry no hostname.
 func (m *Manager) ControlPlaneNodes(ctx context.Context, cluster ClusterKey) ([]*Node, error) {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
 	return m.nodes(ctx, cluster, RoleControlPlane)
 }
 
 // Nodes returns the handles of every node container of a cluster, running or not, sorted by
 // name. Listed containers carry no hostname.
 func (m *Manager) Nodes(ctx context.Context, cluster ClusterKey) ([]*Node, error) {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := m.nodes(ctx, cluster, "")
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	return nodes, err

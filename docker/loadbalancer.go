@@ -67,6 +67,9 @@ func frontendPort(lb *container.Container) int {
 type LoadBalancer struct {
 	m *Manager
 	c *container.Container
+	// front, on an engine that balances itself, is the engine's front standing for the load
+	// balancer (front.go); c is then a running container without networks or ports.
+	front *container.Front
 
 	// Name is the load balancer container's name.
 	Name    string
@@ -88,7 +91,12 @@ func (lb *LoadBalancer) State() string { return lb.c.State }
 
 // Address returns the load balancer's IPv4 address on a network (IPv6 when it has no IPv4), ""
 // when it is not attached to it.
-func (lb *LoadBalancer) Address(network string) string { return nodeAddress(lb.c, network) }
+func (lb *LoadBalancer) Address(network string) string {
+	if lb.front != nil {
+		return lb.front.Address
+	}
+	return nodeAddress(lb.c, network)
+}
 
 // PublishedPort returns where a port of the load balancer is published on the engine's host;
 // a zero port when it is not.
@@ -133,6 +141,13 @@ func (lb *LoadBalancer) Update(ctx context.Context, tmpl string, backends Backen
 // valid, and on the host port asked for when it is free. A running one is kept whatever host
 // port it publishes (see PublishedPort). Its configuration is rendered by Update.
 func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error) {
+	m, err := m.on(ctx, spec.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := m.runtime.(container.Balancer); ok {
+		return m.ensureFront(ctx, b, spec)
+	}
 	c, err := m.ensureLoadBalancer(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -179,7 +194,7 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 		}
 	}
 	name := LoadBalancerName(spec.Cluster)
-	if err := m.EnsureImage(ctx, spec.Image); err != nil {
+	if err := m.ensureImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
 	n, err := m.runtime.InspectNetwork(ctx, spec.Network)
@@ -274,6 +289,13 @@ func pinHostPort(cs container.ContainerSpec, port int) container.ContainerSpec {
 
 // FindLoadBalancer returns the handle of a cluster's load balancer, nil when it does not exist.
 func (m *Manager) FindLoadBalancer(ctx context.Context, cluster ClusterKey) (*LoadBalancer, error) {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := m.runtime.(container.Balancer); ok {
+		return m.findFront(ctx, b, cluster)
+	}
 	c, err := m.getLoadBalancer(ctx, cluster)
 	if err != nil {
 		return nil, err
@@ -290,6 +312,13 @@ func (m *Manager) getLoadBalancer(ctx context.Context, cluster ClusterKey) (*con
 
 // DeleteLoadBalancer removes a cluster's load balancer; one that is gone is not an error.
 func (m *Manager) DeleteLoadBalancer(ctx context.Context, cluster ClusterKey) error {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if b, ok := m.runtime.(container.Balancer); ok {
+		return b.RemoveFront(ctx, LoadBalancerName(cluster))
+	}
 	c, err := m.getLoadBalancer(ctx, cluster)
 	if err != nil || c == nil {
 		return err
@@ -312,6 +341,10 @@ type BackendsFunc func(ctx context.Context) ([]haproxy.Backend, error)
 
 // updateLoadBalancer is LoadBalancer.Update; it looks the container up again under the lock.
 func (m *Manager) updateLoadBalancer(ctx context.Context, cluster ClusterKey, tmpl string, backends BackendsFunc) (bool, error) {
+	if _, ok := m.runtime.(container.Balancer); ok {
+		// The engine balances itself: its front sends traffic to the ready control plane nodes.
+		return false, nil
+	}
 	unlock := m.lockCluster(cluster)
 	defer unlock()
 

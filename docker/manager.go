@@ -60,6 +60,13 @@ type ManagerOptions struct {
 	// may connect to on the nodes' addresses in their networks (scripts/isolate.sh drops every
 	// other new connection from a workload network); none by default.
 	ManagementPortsOpenToWorkloads []int
+	// Infrastructure says which clusters run their nodes as Pods of a Kubernetes cluster
+	// instead of on this engine; nil: every cluster runs here. Engines, when set, resolves
+	// clusters to their engines instead (tests).
+	Infrastructure InfrastructureFunc
+	Engines        EngineResolver
+	// EngineAdded hears of each engine Engines resolves, once (EngineEvents.Add watches it).
+	EngineAdded func(container.Runtime)
 }
 
 // Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
@@ -87,6 +94,9 @@ type Manager struct {
 	// the next cluster network check.
 	settledMu sync.Mutex
 	settled   map[string]settledNode
+
+	// engines are the other engines clusters run on (engines.go).
+	engines *engines
 }
 
 // NewManager returns a Manager for an engine.
@@ -94,7 +104,14 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	if opts.Privilege == "" {
 		opts.Privilege = PrivilegeAuto
 	}
-	return &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, openPorts: opts.ManagementPortsOpenToWorkloads, policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default()}
+	m := &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, openPorts: opts.ManagementPortsOpenToWorkloads, policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default()}
+	if opts.Engines == nil && opts.Infrastructure != nil {
+		opts.Engines = KubernetesEngines(opts.Infrastructure)
+	}
+	if opts.Engines != nil {
+		m.engines = &engines{resolve: opts.Engines, added: opts.EngineAdded}
+	}
+	return m
 }
 
 func (m *Manager) lockCluster(k ClusterKey) func() {
@@ -103,9 +120,18 @@ func (m *Manager) lockCluster(k ClusterKey) func() {
 	return mu.(*sync.Mutex).Unlock
 }
 
-// EnsureImage makes sure the engine has an image for a node or load balancer, pulling it when
-// it is missing; an image outside the policy is refused before anything is pulled.
-func (m *Manager) EnsureImage(ctx context.Context, ref string) error {
+// EnsureImage makes sure the engine of a cluster has an image for a node or load balancer,
+// pulling it when it is missing; an image outside the policy is refused before anything is
+// pulled.
+func (m *Manager) EnsureImage(ctx context.Context, cluster ClusterKey, ref string) error {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	return m.ensureImage(ctx, ref)
+}
+
+func (m *Manager) ensureImage(ctx context.Context, ref string) error {
 	if err := m.allowedImage(ref); err != nil {
 		return err
 	}

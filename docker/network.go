@@ -69,6 +69,10 @@ func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name st
 // that exists already must not be one Dockyard created for another cluster (it goes away with
 // that cluster); an existing network the spec names as such must exist.
 func (m *Manager) EnsureClusterNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) (*Network, error) {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
 	n, err := m.ensureClusterNetwork(ctx, cluster, spec)
 	if err != nil {
 		return nil, err
@@ -192,6 +196,10 @@ func checkNetworkFamilies(n *container.Network, spec NetworkSpec) error {
 // Dockyard's own, which is the network labelled as the cluster's when one exists (clusters made
 // by earlier versions have another name) and DefaultNetworkName otherwise.
 func (m *Manager) ClusterNetwork(ctx context.Context, cluster ClusterKey, specName string) (string, error) {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return "", err
+	}
 	if specName != "" {
 		return specName, nil
 	}
@@ -213,8 +221,17 @@ func (m *Manager) ClusterNetwork(ctx context.Context, cluster ClusterKey, specNa
 // carrying its label, and the network when Dockyard created it for this cluster. Callers make
 // sure no machine of the cluster is left first.
 func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network string) error {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return err
+	}
 	if err := m.removeLabelled(ctx, cluster.ClusterLabels()); err != nil {
 		return err
+	}
+	if b, ok := m.runtime.(container.Balancer); ok {
+		if err := b.RemoveFront(ctx, LoadBalancerName(cluster)); err != nil {
+			return err
+		}
 	}
 
 	n, err := m.runtime.InspectNetwork(ctx, network)

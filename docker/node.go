@@ -44,6 +44,9 @@ type NodeSpec struct {
 	// DNSSearch, when not nil, is the search list of the node's resolv.conf (empty: none) in
 	// place of the engine host's.
 	DNSSearch *[]string
+	// FailureDomain is the zone the node must run in, on an engine whose hosts have zones
+	// (Kubernetes); engines of one host ignore it.
+	FailureDomain string
 
 	// address is the node's fixed addresses on Network, picked by CreateNode.
 	address fixedAddresses
@@ -136,11 +139,14 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		RestartPolicy:  "unless-stopped",
 		Resources:      container.Resources{NanoCPUs: s.Resources.NanoCPUs, MemoryBytes: s.Resources.MemoryBytes, CPUShares: s.Resources.CPUShares},
 		Security:       nodeSecurity(privileged),
+		Zone:           s.FailureDomain,
 	}
 	if len(s.ServiceCIDRs) > 0 {
 		spec.Env = append(spec.Env, serviceCIDRsEnv+"="+strings.Join(s.ServiceCIDRs, ","))
 	}
 	if s.Role == RoleControlPlane {
+		// An engine that balances traffic itself sends the API only to nodes serving it.
+		spec.ReadyPort = APIServerPort
 		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: s.APIServerHostPort}}
 	}
 	for _, p := range s.Ports {
@@ -289,6 +295,10 @@ func (m *Manager) findContainer(ctx context.Context, name string, labels map[str
 // DeleteNode removes the node container of a machine and its volumes. Deleting a node that is
 // already gone is not an error.
 func (m *Manager) DeleteNode(ctx context.Context, cluster ClusterKey, machine string) error {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return err
+	}
 	return m.removeLabelled(ctx, cluster.MachineLabels(machine))
 }
 

@@ -305,7 +305,7 @@ func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Regis
 	if volume != nil && volume.Labels[registryLabel] != spec.Name {
 		return nil, errors.Errorf("a volume named %s exists already and is not registry %s's: choose another name", volume.Name, spec.Name)
 	}
-	if err := m.EnsureImage(ctx, spec.Image); err != nil {
+	if err := m.ensureImage(ctx, spec.Image); err != nil {
 		return nil, err
 	}
 	// Its volume and network record who it was made for; its settings are its container's.

@@ -78,6 +78,10 @@ func ServiceLoadBalancerName(k ClusterKey, service string) string {
 // another Service's name has the same hash) it is replaced. A container of that name that is
 // not the cluster's is left alone, and is an error.
 func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoadBalancerSpec) (*ServiceLoadBalancer, error) {
+	m, err := m.on(ctx, spec.Cluster)
+	if err != nil {
+		return nil, err
+	}
 	if spec.UID == "" {
 		return nil, errors.Errorf("the load balancer of Service %s needs the Service's UID", spec.Service)
 	}
@@ -109,7 +113,7 @@ func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoa
 		if err := m.allowedImage(spec.Image); err != nil {
 			return nil, err
 		}
-		if err := m.EnsureImage(ctx, spec.Image); err != nil {
+		if err := m.ensureImage(ctx, spec.Image); err != nil {
 			return nil, err
 		}
 		labels := spec.Cluster.ClusterLabels()
@@ -137,6 +141,10 @@ func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoa
 
 // ServiceLoadBalancers lists a cluster's Service load balancers.
 func (m *Manager) ServiceLoadBalancers(ctx context.Context, cluster ClusterKey) ([]*ServiceLoadBalancer, error) {
+	m, err := m.on(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
 	labels := cluster.ClusterLabels()
 	labels[serviceLabel] = ""
 	containers, err := m.runtime.ListContainers(ctx, labels)

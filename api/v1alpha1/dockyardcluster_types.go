@@ -26,6 +26,8 @@ type DockyardClusterSpec struct {
 
 	// failureDomains are copied to status.failureDomains for Cluster API to spread machines
 	// over. On a single container engine they are labels only: every node runs on the same host.
+	// On a Kubernetes infrastructure the failure domains are its zones; an entry naming a zone
+	// there says whether control planes may run in it.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -60,6 +62,40 @@ type DockyardClusterSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$`
 	Registry string `json:"registry,omitempty"`
+
+	// infrastructure is where the cluster's nodes run: empty, on the container engine of the
+	// manager's host; with kubernetes, as Pods of a Kubernetes cluster spread over its zones.
+	// It cannot change once set.
+	// +optional
+	Infrastructure InfrastructureSpec `json:"infrastructure,omitempty,omitzero"`
+}
+
+// InfrastructureSpec says where a cluster's nodes run.
+// +kubebuilder:validation:MinProperties=1
+type InfrastructureSpec struct {
+	// kubernetes runs the cluster's nodes as Pods of a Kubernetes cluster (the infrastructure
+	// cluster): its control plane endpoint is a Service in front of the control plane Pods, and
+	// its zones (topology.kubernetes.io/zone) are the cluster's failure domains.
+	// +optional
+	Kubernetes *KubernetesInfrastructure `json:"kubernetes,omitempty"`
+}
+
+// KubernetesInfrastructure names the infrastructure cluster of a DockyardCluster.
+type KubernetesInfrastructure struct {
+	// kubeconfigSecret names a Secret in the DockyardCluster's namespace whose key "value"
+	// holds a kubeconfig of the infrastructure cluster. Empty: the management cluster itself,
+	// in the DockyardCluster's namespace, when the manager allows that namespace
+	// (--allowed-management-infrastructure-namespaces).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	KubeconfigSecret string `json:"kubeconfigSecret,omitempty"`
+
+	// namespace of the infrastructure cluster the Pods go in; empty: the kubeconfig's
+	// namespace, else the DockyardCluster's. On the management cluster it can only be the
+	// DockyardCluster's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // LoadBalancerSpec configures the load balancer container of a cluster.

@@ -209,6 +209,52 @@ type ContainerSpec struct {
 	RestartPolicy string
 	Security      SecuritySpec
 	Resources     Resources
+	// Zone is the failure domain the container must run in (Kubernetes: the nodes labelled
+	// topology.kubernetes.io/zone with it); empty: anywhere. Engines of one host have one zone
+	// and ignore it.
+	Zone string
+	// ReadyPort is a TCP port that accepts connections once the container serves: engines that
+	// balance traffic themselves (Balancer) send it traffic only then. Others ignore it.
+	ReadyPort int
+}
+
+// Balancer is implemented by engines that balance traffic over their containers themselves
+// (Kubernetes: a Service), which the node layer uses in place of a load balancer container:
+// the front's address stays while the containers behind it come and go.
+type Balancer interface {
+	// EnsureFront makes the front of a spec, or returns the one of that name as it is.
+	EnsureFront(ctx context.Context, spec FrontSpec) (*Front, error)
+	// InspectFront returns a front; ErrNotFound when it does not exist.
+	InspectFront(ctx context.Context, name string) (*Front, error)
+	// RemoveFront removes a front; removing one that does not exist is not an error.
+	RemoveFront(ctx context.Context, name string) error
+}
+
+// FrontSpec describes a stable address in front of the ready containers carrying Select.
+type FrontSpec struct {
+	Name   string
+	Labels map[string]string
+	// Select are the labels of the containers traffic goes to (exact values).
+	Select map[string]string
+	// Port the front serves, sent to TargetPort of the containers (Port when 0).
+	Port       int
+	TargetPort int
+}
+
+// Front is the observed state of a front.
+type Front struct {
+	Name   string
+	Labels map[string]string
+	// Address is where the front answers, on Port.
+	Address string
+	Port    int
+}
+
+// Zoned is implemented by engines whose hosts are spread over failure domains (Kubernetes:
+// its nodes' topology.kubernetes.io/zone).
+type Zoned interface {
+	// Zones returns the zones that have a host containers can be scheduled on, sorted.
+	Zones(ctx context.Context) ([]string, error)
 }
 
 // SecuritySpec is the privilege of a container.

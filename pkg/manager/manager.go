@@ -77,6 +77,7 @@ type options struct {
 	allowedNetworks                []string
 	allowedSubnetPools             []string
 	reservedSubnets                []string
+	managementInfrastructure       []string
 	reconcileTimeout               time.Duration
 	maxServiceLoadBalancers        int
 	containerRuntime               string
@@ -145,6 +146,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Ranges the subnets of the networks Dockyard creates (spec.network.subnets) must lie in. Default: the private ranges.")
 	fs.StringSliceVar(&o.reservedSubnets, "reserved-subnets", nil,
 		"Ranges clusters' subnets must not overlap, besides what the manager finds itself: the management cluster's Service ranges (ServiceCIDRs) and Nodes' pod ranges, the engine's networks and the routes of the manager's host.")
+	fs.StringSliceVar(&o.managementInfrastructure, "allowed-management-infrastructure-namespaces", nil,
+		"Namespaces whose DockyardClusters may run their nodes as privileged Pods of the management cluster itself (spec.infrastructure.kubernetes without a kubeconfigSecret), in their own namespace; * allows every namespace. Empty: none. The manager needs the rights of config/rbac/infrastructure_role.yaml there.")
 	fs.IntVar(&o.maxServiceLoadBalancers, "max-service-load-balancers-per-cluster", controllers.DefaultMaxServiceLoadBalancersPerCluster,
 		"Service load balancers (haproxy containers on the engine's host) one workload cluster may have: Services of type LoadBalancer beyond it get none, and an Event saying so.")
 	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", 5*time.Minute,
@@ -193,6 +196,8 @@ func (o *options) policy() (*policy.Policy, error) {
 		Networks:              o.allowedNetworks,
 		SubnetPools:           o.allowedSubnetPools,
 		ReservedSubnets:       o.reservedSubnets,
+
+		ManagementInfrastructureNamespaces: o.managementInfrastructure,
 	})
 }
 
@@ -325,12 +330,18 @@ func run(o options) error {
 		"loadImageRepositories", hostPolicy.LoadImageRepositories, "listenAddresses", hostPolicy.ListenAddresses, "minHostPort", hostPolicy.MinHostPort,
 		"networks", hostPolicy.Networks, "subnetPools", hostPolicy.SubnetPools, "reservedSubnets", hostPolicy.ReservedSubnets)
 	inUse := subnetsInUse(mgr.GetAPIReader())
+	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return errors.Wrap(err, "creating secret caching client")
+	}
+	engineEvents := docker.NewEngineEvents(engine)
 	nodes := docker.NewManager(engine, docker.ManagerOptions{
 		Privilege: privilege, ManagementNodes: management, ManagementPortsOpenToWorkloads: openPorts,
 		Policy: hostPolicy, SubnetsInUse: inUse,
+		Infrastructure: controllers.Infrastructure(mgr.GetClient(), secretCachingClient, mgr.GetConfig(), hostPolicy),
+		EngineAdded:    engineEvents.Add,
 	})
 
-	engineEvents := docker.NewEngineEvents(engine)
 	if err := mgr.Add(engineEvents); err != nil {
 		return errors.Wrap(err, "adding the engine's event watcher")
 	}
@@ -338,7 +349,7 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("engine", engineCheck(nodes)); err != nil {
 		return errors.Wrap(err, "adding the engine check")
 	}
-	if err := setupControllers(ctx, mgr, o, nodes, engineEvents); err != nil {
+	if err := setupControllers(ctx, mgr, o, nodes, engineEvents, secretCachingClient); err != nil {
 		return err
 	}
 	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy,
@@ -353,11 +364,7 @@ func run(o options) error {
 	return nil
 }
 
-func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager, engineEvents *docker.EngineEvents) error {
-	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
-	if err != nil {
-		return errors.Wrap(err, "creating secret caching client")
-	}
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager, engineEvents *docker.EngineEvents, secretCachingClient client.Client) error {
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     secretCachingClient,
 		Cache:            setup.ClusterCacheCacheOptions(),

@@ -30,6 +30,9 @@ const (
 	NetworksFlag              = "--allowed-networks"
 	SubnetPoolsFlag           = "--allowed-subnet-pools"
 	ReservedSubnetsFlag       = "--reserved-subnets"
+	// ManagementInfrastructureFlag lists the namespaces whose clusters may run their nodes as
+	// Pods of the management cluster.
+	ManagementInfrastructureFlag = "--allowed-management-infrastructure-namespaces"
 )
 
 // hostPathsVariable says how clusterctl users set HostPathsFlag.
@@ -72,6 +75,9 @@ type Config struct {
 	// ReservedSubnets are ranges clusters' subnets must not overlap: the management cluster's
 	// pod and Service ranges, the host's routes. The manager adds what it finds itself.
 	ReservedSubnets []string
+	// ManagementInfrastructureNamespaces may run their clusters' nodes as Pods of the
+	// management cluster; "*" allows every namespace.
+	ManagementInfrastructureNamespaces []string
 }
 
 // DefaultConfig is the configuration of a manager started without the flags.
@@ -110,6 +116,10 @@ type Policy struct {
 	SubnetPools []netip.Prefix
 	// ReservedSubnets no subnet of a network Dockyard makes may overlap.
 	ReservedSubnets []netip.Prefix
+	// ManagementInfrastructureNamespaces are the namespaces whose clusters may run their nodes
+	// as Pods of the management cluster (privileged Pods, in the cluster's namespace): "*"
+	// allows every one; empty allows none.
+	ManagementInfrastructureNamespaces []string
 }
 
 // Default is the policy of a manager started without the flags.
@@ -155,6 +165,7 @@ func New(c Config) (*Policy, error) {
 	if p.ReservedSubnets, err = prefixes(c.ReservedSubnets, ReservedSubnetsFlag); err != nil {
 		return nil, err
 	}
+	p.ManagementInfrastructureNamespaces = trimmed(c.ManagementInfrastructureNamespaces)
 	return p, nil
 }
 
@@ -318,6 +329,17 @@ func (p *Policy) CheckPort(listenAddress string, hostPort int) error {
 			hostPort, p.MinHostPort, MinHostPortFlag)
 	}
 	return nil
+}
+
+// CheckManagementInfrastructure returns an error unless a cluster of a namespace may run its
+// nodes as Pods of the management cluster: they are privileged, so only namespaces the
+// administrator trusts with the management cluster's hosts may.
+func (p *Policy) CheckManagementInfrastructure(namespace string) error {
+	if slices.Contains(p.ManagementInfrastructureNamespaces, AnyRepository) || slices.Contains(p.ManagementInfrastructureNamespaces, namespace) {
+		return nil
+	}
+	return refusedf("spec.infrastructure.kubernetes names no kubeconfigSecret, so the nodes would be privileged Pods of the management cluster, "+
+		"which the manager allows the namespaces %s and not %s (%s)", orNone(p.ManagementInfrastructureNamespaces), namespace, ManagementInfrastructureFlag)
 }
 
 // CheckNetwork returns an error unless a cluster may join network name, which exists and which

@@ -56,6 +56,33 @@ func validateClusterSpec(spec *infrav1.DockyardClusterSpec, fldPath *field.Path)
 	}
 	allErrs = append(allErrs, validateNetwork(&spec.Network, fldPath.Child("network"))...)
 	allErrs = append(allErrs, validateLoadBalancerHostPort(spec, fldPath)...)
+	allErrs = append(allErrs, validateInfrastructure(spec, fldPath)...)
+	return allErrs
+}
+
+// validateInfrastructure checks what a cluster whose nodes are Pods cannot have: networks,
+// subnets and host ports are the engine host's, and a registry on the engine's host is not one
+// the infrastructure cluster's nodes reach.
+func validateInfrastructure(spec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
+	if spec.Infrastructure.Kubernetes == nil {
+		return nil
+	}
+	var allErrs field.ErrorList
+	why := "is the container engine host's; spec.infrastructure.kubernetes runs the nodes as Pods, whose network the infrastructure cluster gives"
+	if spec.Network.Existing.Name != "" || len(spec.Network.Subnets) > 0 {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("network"), why))
+	}
+	if spec.LoadBalancer.HostPort != 0 {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "hostPort"), why+"; the endpoint is a Service"))
+	}
+	if spec.Registry != "" {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("registry"), "is a registry on the container engine's host, which the infrastructure cluster's nodes do not reach; "+
+			"push images to a registry they pull from (dockyard push images)"))
+	}
+	if len(spec.LoadImages) > 0 {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadImages"), "copies images from the container engine's host, which the infrastructure cluster's nodes are not on; "+
+			"push images to a registry they pull from (dockyard push images)"))
+	}
 	return allErrs
 }
 
@@ -109,6 +136,10 @@ func validateClusterUpdate(oldSpec, newSpec *infrav1.DockyardClusterSpec, fldPat
 			"is immutable: the cluster's containers are attached to the network it named"))
 	}
 	allErrs = append(allErrs, validateLoadBalancerHostPortUpdate(oldSpec, newSpec, fldPath)...)
+	if !equality.Semantic.DeepEqual(oldSpec.Infrastructure, newSpec.Infrastructure) {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("infrastructure"),
+			"is immutable: the cluster's nodes run where it named"))
+	}
 	return allErrs
 }
 
@@ -348,6 +379,14 @@ func checkClusterPolicy(ctx context.Context, p *policy.Policy, env Environment, 
 	if port := newSpec.LoadBalancer.HostPort; port != 0 && (oldSpec == nil || oldSpec.LoadBalancer.HostPort != port) {
 		if err := p.CheckPort("127.0.0.1", int(port)); err != nil {
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "hostPort"), err.Error()))
+		}
+	}
+	if k := newSpec.Infrastructure.Kubernetes; k != nil && k.KubeconfigSecret == "" && oldSpec == nil {
+		if err := p.CheckManagementInfrastructure(namespace); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("infrastructure", "kubernetes", "kubeconfigSecret"), err.Error()))
+		} else if k.Namespace != "" && k.Namespace != namespace {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("infrastructure", "kubernetes", "namespace"),
+				"on the management cluster, a cluster's nodes run in its own namespace "+namespace))
 		}
 	}
 	loaded := sets.New[string]()

@@ -356,6 +356,38 @@ func TestDockyardClusterHostPortIsKeptOnceSet(t *testing.T) {
 
 // The network variants a user writes are accepted as written, and an empty existing name (what
 // a clusterctl variable left unset renders) is the same as none.
+// A cluster whose nodes are Pods of an infrastructure cluster cannot ask for what belongs to
+// the container engine's host, and cannot move to another infrastructure.
+func TestDockyardClusterOnKubernetes(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	onKubernetes := func() infrav1.DockyardClusterSpec {
+		s := validClusterSpec()
+		s.Infrastructure.Kubernetes = &infrav1.KubernetesInfrastructure{KubeconfigSecret: "infra"}
+		return s
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*infrav1.DockyardClusterSpec)
+		says   string
+	}{
+		"a subnet":               {func(s *infrav1.DockyardClusterSpec) { s.Network.Subnets = []string{"10.200.0.0/24"} }, "spec.network"},
+		"a host port":            {func(s *infrav1.DockyardClusterSpec) { s.LoadBalancer.HostPort = 6443 }, "spec.loadBalancer.hostPort"},
+		"a local registry":       {func(s *infrav1.DockyardClusterSpec) { s.Registry = "team-a-registry" }, "spec.registry"},
+		"images from the engine": {func(s *infrav1.DockyardClusterSpec) { s.LoadImages = []string{"localhost/" + ns + "/app:dev"} }, "spec.loadImages"},
+	} {
+		spec := onKubernetes()
+		tc.mutate(&spec)
+		dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{GenerateName: "k-", Namespace: ns}, Spec: spec}
+		t.Run(name, func(t *testing.T) { expectRejected(t, env.Client.Create(ctx, dc), tc.says) })
+	}
+	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Name: "on-kubernetes", Namespace: ns}, Spec: onKubernetes()}
+	if err := env.Client.Create(ctx, dc); err != nil {
+		t.Fatalf("a cluster on a Kubernetes infrastructure was refused: %v", err)
+	}
+	dc.Spec.Infrastructure.Kubernetes.KubeconfigSecret = "other"
+	expectRejected(t, env.Client.Update(ctx, dc), "spec.infrastructure", "immutable")
+}
+
 func TestDockyardClusterNetworkVariants(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
@@ -671,6 +703,9 @@ func TestPolicyRefusesWhatReachesOutsideTheNamespace(t *testing.T) {
 		{"a registry the engine cannot tell about", func(s *infrav1.DockyardClusterSpec) {
 			s.Registry = "broken"
 		}, []string{"spec.registry", "does not answer"}},
+		{"nodes as privileged Pods of the management cluster", func(s *infrav1.DockyardClusterSpec) {
+			s.Infrastructure.Kubernetes = &infrav1.KubernetesInfrastructure{}
+		}, []string{"spec.infrastructure.kubernetes.kubeconfigSecret", "--allowed-management-infrastructure-namespaces"}},
 	}
 	for i, tc := range clusters {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,6 +36,8 @@ func New(config *rest.Config, namespace string) (*Runtime, error) {
 		return nil, errors.New("the infrastructure cluster's namespace for Dockyard's Pods is empty")
 	}
 	cfg := rest.CopyConfig(config)
+	// Pod names with dots (Dockyard qualifies nodes by namespace) draw a warning on every call.
+	cfg.WarningHandler = rest.NoWarnings{}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, errors.Wrap(err, "making a client of the infrastructure cluster")

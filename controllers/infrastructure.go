@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
+)
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+
+// KubeconfigSecretKey is the key of a kubeconfig Secret (spec.infrastructure.kubernetes
+// .kubeconfigSecret) holding the infrastructure cluster's kubeconfig, as in Cluster API's.
+const KubeconfigSecretKey = "value"
+
+// Infrastructure tells the node layer where each cluster's nodes run, from its DockyardCluster's
+// spec.infrastructure: nil (the manager's engine) when it names none; a Kubernetes cluster
+// from the kubeconfig Secret it names, or the management cluster itself (management, in the
+// DockyardCluster's namespace) when the policy allows that namespace. Objects are read from
+// reader (the manager's cache) and Secrets from secrets.
+func Infrastructure(reader, secrets client.Reader, management *rest.Config, p *policy.Policy) docker.InfrastructureFunc {
+	return func(ctx context.Context, cluster docker.ClusterKey) (*docker.Infrastructure, error) {
+		dc, err := dockyardClusterOf(ctx, reader, cluster)
+		if err != nil || dc == nil || dc.Spec.Infrastructure.Kubernetes == nil {
+			return nil, err
+		}
+		return kubernetesInfrastructure(ctx, secrets, management, p, dc)
+	}
+}
+
+// dockyardClusterOf finds a cluster's DockyardCluster by the cluster-name label Cluster API
+// puts on it; nil when there is none (a cluster on the manager's engine without one left).
+func dockyardClusterOf(ctx context.Context, reader client.Reader, cluster docker.ClusterKey) (*infrav1.DockyardCluster, error) {
+	var list infrav1.DockyardClusterList
+	if err := reader.List(ctx, &list, client.InNamespace(cluster.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster.Name}); err != nil {
+		return nil, errors.Wrapf(err, "listing the DockyardClusters of cluster %s", cluster)
+	}
+	switch len(list.Items) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &list.Items[0], nil
+	}
+	return nil, errors.Errorf("cluster %s has %d DockyardClusters", cluster, len(list.Items))
+}
+
+func kubernetesInfrastructure(ctx context.Context, secrets client.Reader, management *rest.Config, p *policy.Policy, dc *infrav1.DockyardCluster) (*docker.Infrastructure, error) {
+	k := dc.Spec.Infrastructure.Kubernetes
+	if k.KubeconfigSecret == "" {
+		if p != nil {
+			if err := p.CheckManagementInfrastructure(dc.Namespace); err != nil {
+				return nil, err
+			}
+		}
+		if k.Namespace != "" && k.Namespace != dc.Namespace {
+			return nil, policy.Refusedf("spec.infrastructure.kubernetes.namespace %s: on the management cluster, a cluster's nodes run in its own namespace %s", k.Namespace, dc.Namespace)
+		}
+		return &docker.Infrastructure{Config: management, Namespace: dc.Namespace, ID: "management/" + dc.Namespace}, nil
+	}
+	var secret corev1.Secret
+	if err := secrets.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}, &secret); err != nil {
+		return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
+	}
+	b := secret.Data[KubeconfigSecretKey]
+	if len(b) == 0 {
+		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) has no kubeconfig in its key %q", k.KubeconfigSecret, KubeconfigSecretKey)
+	}
+	loaded, err := clientcmd.Load(b)
+	if err != nil {
+		return nil, errors.Wrapf(err, "reading the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret)", k.KubeconfigSecret)
+	}
+	cc := clientcmd.NewDefaultClientConfig(*loaded, &clientcmd.ConfigOverrides{})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, errors.Wrapf(err, "the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret)", k.KubeconfigSecret)
+	}
+	ns := k.Namespace
+	if current, ok := loaded.Contexts[loaded.CurrentContext]; ns == "" && ok {
+		ns = current.Namespace
+	}
+	if ns == "" {
+		ns = dc.Namespace
+	}
+	return &docker.Infrastructure{Config: cfg, Namespace: ns, ID: fmt.Sprintf("secret/%s/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, secret.ResourceVersion, ns)}, nil
+}

@@ -1,0 +1,108 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientgo "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/kubernetes"
+	"github.com/dockyard-dev/dockyard/test/ci"
+)
+
+// infraKubeconfigEnv names the infrastructure cluster of the node layer's tests on the
+// Kubernetes engine (make test-kubernetes-engine makes one with Dockyard on Docker).
+const infraKubeconfigEnv = "DOCKYARD_TEST_INFRA_KUBECONFIG"
+
+// kubernetesCluster returns a node manager on the Kubernetes engine (the namespace
+// dockyard-test of the infrastructure cluster) and a cluster key unique to the test;
+// everything of the cluster is removed afterwards.
+func kubernetesCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
+	t.Helper()
+	path := os.Getenv(infraKubeconfigEnv)
+	if path == "" {
+		ci.Missing(t, infraKubeconfigEnv+" names no infrastructure cluster (make test-kubernetes-engine makes one and runs these tests)")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = clientgo.NewForConfigOrDie(cfg).CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rt, err := kubernetes.New(cfg, testNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix)
+	key := ClusterKey{Namespace: testNamespace, Name: "dk" + hex.EncodeToString(suffix)}
+	m := NewManager(rt, ManagerOptions{Privilege: PrivilegeAuto})
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpContainers(t, rt, key)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := m.DeleteCluster(ctx, key, DefaultNetworkName(key)); err != nil {
+			t.Errorf("cleaning up cluster %s: %v", key, err)
+		}
+	})
+	return m, rt, key
+}
+
+// A node of Dockyard's node image boots as a Pod on the Kubernetes engine, through the same
+// node layer calls as on Docker: systemd and containerd run (its /var an emptyDir seeded from
+// the image), and a bootstrap plan runs once.
+func TestNodeBootsAsAPod(t *testing.T) {
+	m, rt, key := kubernetesCluster(t)
+	node := bootNode(t, m, key, "cp-0", RoleControlPlane)
+	ctx := context.Background()
+	if out, code := execOut(t, rt, node.Name, "ctr", "--namespace", "k8s.io", "version"); code != 0 {
+		t.Errorf("containerd does not answer: %s", out)
+	}
+	if out, _ := execOut(t, rt, node.Name, "hostname"); out != node.Hostname {
+		t.Errorf("hostname %q, want %q", out, node.Hostname)
+	}
+	if a := nodeAddress(node, DefaultNetworkName(key)); a == "" {
+		t.Errorf("the node has no address on its network: %+v", node.Networks)
+	}
+	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
+		{File: &bootstrap.File{Path: "/etc/dockyard-test/secret.key", Content: []byte("s3cret\n"), Mode: 0o600, Owner: "root", Group: "root"}},
+		{Command: &bootstrap.Command{Script: "echo run >> /var/lib/dockyard-test-runs; mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete"}},
+	}}
+	if err := m.startBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
+	if err := m.startBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard-test-runs"); out != "run" {
+		t.Errorf("bootstrap ran %q", out)
+	}
+	if out, _ := execOut(t, rt, node.Name, "stat", "-c", "%a %U", "/etc/dockyard-test/secret.key"); out != "600 root" {
+		t.Errorf("secret file: %q", out)
+	}
+	logs, err := rt.ContainerLogs(ctx, node.Name, 20)
+	if err != nil || !strings.Contains(logs, "systemd") {
+		t.Errorf("the node's console (systemd's boot): %q %v", logs, err)
+	}
+}

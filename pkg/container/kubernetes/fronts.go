@@ -1,0 +1,119 @@
+package kubernetes
+
+import (
+	"context"
+	"sort"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+)
+
+var (
+	_ container.Balancer = &Runtime{}
+	_ container.Zoned    = &Runtime{}
+)
+
+// EnsureFront makes a ClusterIP Service in front of the ready Pods carrying spec.Select, or
+// returns the one of that name as it is. Its address lasts as long as the Service, whatever
+// happens to the Pods.
+func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*container.Front, error) {
+	if f, err := r.InspectFront(ctx, spec.Name); !container.IsNotFound(err) {
+		return f, err
+	}
+	sel := map[string]string{}
+	for k, v := range spec.Select {
+		key, ok := labelKey(k)
+		if !ok {
+			return nil, errors.Errorf("front %s: %q cannot select Pods", spec.Name, k)
+		}
+		sel[key] = labelValue(v)
+	}
+	target := spec.TargetPort
+	if target == 0 {
+		target = spec.Port
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: serviceName(spec.Name), Namespace: r.namespace, Labels: objectLabels("front", spec.Labels), Annotations: annotated(spec.Labels)},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, Selector: sel,
+			Ports: []corev1.ServicePort{{Name: "front", Protocol: corev1.ProtocolTCP, Port: int32(spec.Port), TargetPort: intstr.FromInt32(int32(target))}},
+		},
+	}
+	svc.Annotations[frontNameAnnotation] = spec.Name
+	created, err := r.client.CoreV1().Services(r.namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		return nil, errors.Wrapf(err, "creating the Service in front of %s", spec.Name)
+	}
+	return frontOf(created), nil
+}
+
+// frontNameAnnotation keeps a front's name (its Service's may be a hash of it).
+const frontNameAnnotation = "dockyard.x-k8s.io/front"
+
+func frontOf(svc *corev1.Service) *container.Front {
+	f := &container.Front{Name: svc.Annotations[frontNameAnnotation], Labels: exactLabels(svc.Annotations), Address: svc.Spec.ClusterIP}
+	if len(svc.Spec.Ports) > 0 {
+		f.Port = int(svc.Spec.Ports[0].Port)
+	}
+	return f
+}
+
+// InspectFront returns a front; ErrNotFound when its Service does not exist.
+func (r *Runtime) InspectFront(ctx context.Context, name string) (*container.Front, error) {
+	svc, err := r.client.CoreV1().Services(r.namespace).Get(ctx, serviceName(name), metav1.GetOptions{})
+	if err != nil {
+		return nil, notFound(err, "inspecting front %s", name)
+	}
+	if svc.Labels[kindLabel] != "front" {
+		return nil, errors.Wrapf(container.ErrNotFound, "Service %s is not one of Dockyard's fronts", svc.Name)
+	}
+	return frontOf(svc), nil
+}
+
+// RemoveFront deletes a front's Service.
+func (r *Runtime) RemoveFront(ctx context.Context, name string) error {
+	err := r.client.CoreV1().Services(r.namespace).Delete(ctx, serviceName(name), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return errors.Wrapf(err, "removing front %s", name)
+	}
+	return nil
+}
+
+// Zones returns the topology.kubernetes.io/zone values of the nodes Pods can be scheduled on.
+func (r *Runtime) Zones(ctx context.Context) ([]string, error) {
+	nodes, err := r.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: corev1.LabelTopologyZone})
+	if err != nil {
+		return nil, errors.Wrap(err, "listing the infrastructure cluster's nodes")
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes.Items {
+		if schedulable(&n) {
+			seen[n.Labels[corev1.LabelTopologyZone]] = true
+		}
+	}
+	zones := make([]string, 0, len(seen))
+	for z := range seen {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	return zones, nil
+}
+
+// schedulable reports whether Pods without tolerations land on a node: not cordoned, not
+// tainted NoSchedule or NoExecute (a control plane node usually is).
+func schedulable(n *corev1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return false
+		}
+	}
+	return true
+}
