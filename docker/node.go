@@ -140,6 +140,9 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 		Resources:      container.Resources{NanoCPUs: s.Resources.NanoCPUs, MemoryBytes: s.Resources.MemoryBytes, CPUShares: s.Resources.CPUShares},
 		Security:       nodeSecurity(privileged),
 		Zone:           s.FailureDomain,
+		// The cluster's nodes of a role spread over the hosts and zones of an engine that has
+		// many (a MachineDeployment without a failure domain).
+		SpreadFrom: s.Cluster.labels(s.Role),
 	}
 	if len(s.ServiceCIDRs) > 0 {
 		spec.Env = append(spec.Env, serviceCIDRsEnv+"="+strings.Join(s.ServiceCIDRs, ","))

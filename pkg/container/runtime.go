@@ -213,6 +213,10 @@ type ContainerSpec struct {
 	// topology.kubernetes.io/zone with it); empty: anywhere. Engines of one host have one zone
 	// and ignore it.
 	Zone string
+	// SpreadFrom are the labels of the containers this one is spread away from, over zones
+	// and hosts, where the engine's hosts are many (Kubernetes: topology spread, a preference);
+	// engines of one host ignore it.
+	SpreadFrom map[string]string
 	// ReadyPort is a TCP port that accepts connections once the container serves: engines that
 	// balance traffic themselves (Balancer) send it traffic only then. Others ignore it.
 	ReadyPort int

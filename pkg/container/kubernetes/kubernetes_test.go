@@ -69,6 +69,20 @@ func engineTest(t *testing.T) (*kubernetes.Runtime, map[string]string) {
 	return rt, labels
 }
 
+// clientset is a client of the infrastructure cluster, for what the engine does not show.
+func clientset(t *testing.T) clientgo.Interface {
+	t.Helper()
+	b, err := os.ReadFile(os.Getenv(kubeconfigEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clientgo.NewForConfigOrDie(cfg)
+}
+
 func TestConformanceOnKubernetes(t *testing.T) {
 	rt, labels := engineTest(t)
 	conformance.Run(t, conformance.Subject{

@@ -148,6 +148,19 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 		}
 	}
 	pod.Spec.Containers = []corev1.Container{main}
+	if len(spec.SpreadFrom) > 0 {
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{}}
+		for k, v := range spec.SpreadFrom {
+			if key, ok := labelKey(k); ok {
+				sel.MatchLabels[key] = labelValue(v)
+			}
+		}
+		for _, key := range []string{corev1.LabelTopologyZone, corev1.LabelHostname} {
+			pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
+				MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel,
+			})
+		}
+	}
 	if spec.Zone != "" {
 		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
