@@ -18,10 +18,6 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
-// KubeconfigSecretKey is the key of a kubeconfig Secret (spec.infrastructure.kubernetes
-// .kubeconfigSecret) holding the infrastructure cluster's kubeconfig, as in Cluster API's.
-const KubeconfigSecretKey = "value"
-
 // Infrastructure tells the node layer where each cluster's nodes run, from its DockyardCluster's
 // spec.infrastructure: nil (the manager's engine) when it names none; a Kubernetes cluster
 // from the kubeconfig Secret it names, or the management cluster itself (management, in the
@@ -70,9 +66,9 @@ func kubernetesInfrastructure(ctx context.Context, secrets client.Reader, manage
 	if err := secrets.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}, &secret); err != nil {
 		return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
 	}
-	b := secret.Data[KubeconfigSecretKey]
+	b := secret.Data[infrav1.InfrastructureKubeconfigKey]
 	if len(b) == 0 {
-		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) has no kubeconfig in its key %q", k.KubeconfigSecret, KubeconfigSecretKey)
+		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) has no kubeconfig in its key %q", k.KubeconfigSecret, infrav1.InfrastructureKubeconfigKey)
 	}
 	loaded, err := clientcmd.Load(b)
 	if err != nil {

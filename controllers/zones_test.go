@@ -57,7 +57,7 @@ func TestInfrastructureOfADockyardCluster(t *testing.T) {
 			Spec:       infrav1.DockyardClusterSpec{Infrastructure: infrav1.InfrastructureSpec{Kubernetes: k}},
 		}
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra", ResourceVersion: "7"}, Data: map[string][]byte{KubeconfigSecretKey: []byte(testKubeconfig)}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra", ResourceVersion: "7"}, Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(testKubeconfig)}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
 		dc("local", nil),
 		dc("remote", &infrav1.KubernetesInfrastructure{KubeconfigSecret: "infra"}),

@@ -70,6 +70,11 @@ type DockyardClusterSpec struct {
 	Infrastructure InfrastructureSpec `json:"infrastructure,omitempty,omitzero"`
 }
 
+// InfrastructureKubeconfigKey is the key of a kubeconfig Secret (spec.infrastructure.kubernetes
+// .kubeconfigSecret) holding the infrastructure cluster's kubeconfig, as in Cluster API's
+// kubeconfig Secrets.
+const InfrastructureKubeconfigKey = "value"
+
 // InfrastructureSpec says where a cluster's nodes run.
 // +kubebuilder:validation:MinProperties=1
 type InfrastructureSpec struct {

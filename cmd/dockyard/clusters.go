@@ -28,6 +28,7 @@ import (
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
+	"sigs.k8s.io/cluster-api/util"
 	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -62,6 +63,9 @@ type clusterOptions struct {
 	// kindConfig is the path of a kind configuration file, kind its content.
 	kindConfig string
 	kind       *kind.Cluster
+	// infrastructureKubeconfig is the path of a kubeconfig of the infrastructure cluster the
+	// nodes run on as Pods (the kubernetes flavor).
+	infrastructureKubeconfig string
 }
 
 func (o *clusterOptions) register(cmd *cobra.Command) {
@@ -73,6 +77,7 @@ func (o *clusterOptions) register(cmd *cobra.Command) {
 	fs.Int64Var(&o.workers, "workers", 1, "worker machines")
 	fs.DurationVar(&o.wait, "wait", 15*time.Minute, "how long to wait for every node to be Ready; 0 returns once the objects are created")
 	fs.StringArrayVar(&o.variables, "var", nil, "a template variable, NAME=VALUE (repeatable), e.g. --var DOCKYARD_WORKER_PORTS=...")
+	fs.StringVar(&o.infrastructureKubeconfig, "infrastructure-kubeconfig", "", "run the nodes as Pods of the Kubernetes cluster of this kubeconfig (the kubernetes flavor; its context's namespace, or the cluster's), its zones as failure domains (docs/kubernetes-infrastructure.md); the kubeconfig goes into a Secret of the cluster's namespace")
 	fs.StringVar(&o.kindConfig, "config", "", "kind's cluster configuration (kind.x-k8s.io/v1alpha4 Cluster): its nodes, their images, labels, mounts and ports, feature gates, runtime config, networking and kubeadm patches become the cluster's objects (docs/daily-loop.md); what Dockyard cannot honour is refused")
 }
 
@@ -130,7 +135,75 @@ the API server reached on the host.`,
 	return cmd
 }
 
+// kubernetesFlavor runs the nodes as Pods of an infrastructure cluster.
+const kubernetesFlavor = "kubernetes"
+
+// infrastructureSecret names the Secret holding a cluster's infrastructure kubeconfig.
+func infrastructureSecret(cluster string) string { return cluster + "-infrastructure-kubeconfig" }
+
+// useInfrastructure reads --infrastructure-kubeconfig, which picks the kubernetes flavor: a
+// flag choosing another flavor beside it is refused.
+func (o *clusterOptions) useInfrastructure(cluster string) ([]byte, error) {
+	if o.infrastructureKubeconfig == "" {
+		return nil, nil
+	}
+	if o.kindConfig != "" || (o.flavor != "" && o.flavor != kubernetesFlavor) {
+		return nil, errors.Errorf("--infrastructure-kubeconfig runs the nodes as Pods (the %s flavor): it goes with neither --config nor --flavor %s", kubernetesFlavor, o.flavor)
+	}
+	raw, err := os.ReadFile(o.infrastructureKubeconfig)
+	if err != nil {
+		return nil, errors.Wrap(err, "--infrastructure-kubeconfig")
+	}
+	if _, err := clientcmd.Load(raw); err != nil {
+		return nil, errors.Wrapf(err, "--infrastructure-kubeconfig %s", o.infrastructureKubeconfig)
+	}
+	o.flavor = kubernetesFlavor
+	o.variables = append(o.variables, "DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET="+infrastructureSecret(cluster))
+	return raw, nil
+}
+
+// applyInfrastructureSecret puts the infrastructure kubeconfig in the Secret the cluster's
+// DockyardCluster names, labelled so clusterctl move takes it along.
+func applyInfrastructureSecret(ctx context.Context, c client.Client, ref clusterRef, kubeconfig []byte) error {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: infrastructureSecret(ref.Name), Labels: map[string]string{
+			clusterv1.ClusterNameLabel: ref.Name, clusterctlv1.ClusterctlMoveLabel: "",
+		}},
+		Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: kubeconfig},
+	}
+	if err := c.Create(ctx, s); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return errors.Wrapf(err, "creating Secret %s", s.Name)
+		}
+		if err := c.Update(ctx, s); err != nil {
+			return errors.Wrapf(err, "updating Secret %s", s.Name)
+		}
+	}
+	return nil
+}
+
+// ownInfrastructureSecret makes the Cluster the owner of its infrastructure Secret, so the
+// Secret goes with it.
+func ownInfrastructureSecret(ctx context.Context, c client.Client, ref clusterRef) error {
+	cluster := &clusterv1.Cluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, cluster); err != nil {
+		return errors.Wrapf(err, "reading Cluster %s", ref)
+	}
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: infrastructureSecret(ref.Name)}, s); err != nil {
+		return errors.Wrapf(err, "reading Secret %s", infrastructureSecret(ref.Name))
+	}
+	s.OwnerReferences = util.EnsureOwnerRef(s.OwnerReferences, metav1.OwnerReference{
+		APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: cluster.Name, UID: cluster.UID,
+	})
+	return errors.Wrapf(c.Update(ctx, s), "owning Secret %s", s.Name)
+}
+
 func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clusterRef) error {
+	infraKubeconfig, err := o.useInfrastructure(ref.Name)
+	if err != nil {
+		return err
+	}
 	vars := map[string]string{}
 	for _, v := range o.variables {
 		k, val, ok := strings.Cut(v, "=")
@@ -178,8 +251,18 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	if err != nil {
 		return err
 	}
+	if infraKubeconfig != nil {
+		if err := applyInfrastructureSecret(ctx, m.client, ref, infraKubeconfig); err != nil {
+			return err
+		}
+	}
 	if err := apply(ctx, m.client, ref.Namespace, objs); err != nil {
 		return err
+	}
+	if infraKubeconfig != nil {
+		if err := ownInfrastructureSecret(ctx, m.client, ref); err != nil {
+			return err
+		}
 	}
 	flavor := o.flavor
 	if flavor == "" {

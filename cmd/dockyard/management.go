@@ -37,12 +37,16 @@ type managementOptions struct {
 	// imageRegistry, when set, is where the images the engine lacks are pulled from before any
 	// is built (dockyard push images publishes them there).
 	imageRegistry string
+	// zones give the management cluster one worker per zone, labelled with it, and every node
+	// the node image: an infrastructure cluster for clusters of the kubernetes flavor.
+	zones []string
 }
 
 func (o *managementOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.kubernetesVersion, "kubernetes-version", defaultKubernetesVersion, "Kubernetes version of the node images")
 	cmd.Flags().StringVar(&o.images, "images", "local", `images: "local" (Dockyard's own: those the engine lacks are built from Debian's archive and the Go module proxy, no registry; needs root and Go; the manager's is made of this binary) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
 	cmd.Flags().StringVar(&o.imageRegistry, "image-registry", "", `a registry path (localhost:5001/dockyard) the images the engine lacks are pulled from, where "dockyard push images" published them; only those it does not hold are built`)
+	cmd.Flags().StringSliceVar(&o.zones, "zones", nil, "one worker per zone (e.g. a,b,c), labelled topology.kubernetes.io/zone, with the node image loaded into every node: an infrastructure cluster for clusters of the kubernetes flavor, whose failure domains are the zones")
 }
 
 // allImages are the images a management cluster and its clusters run: the node and load
@@ -126,9 +130,13 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 
 	start := time.Now()
 	say("management cluster %s: Kubernetes %s in a node container", g.managementName, o.kubernetesVersion)
+	if len(o.zones) > 0 {
+		// Clusters of the kubernetes flavor run the node image as Pods of this cluster.
+		images = append(images, nodeImage)
+	}
 	mc, err := mgmt.Create(ctx, nodes, mgmt.Options{
 		Name: g.managementName, NodeImage: nodeImage, KubernetesVersion: o.kubernetesVersion, Images: images,
-		EngineSocket: socket, Logf: say,
+		EngineSocket: socket, Zones: o.zones, Logf: say,
 	})
 	if err != nil {
 		return "", err

@@ -54,6 +54,12 @@ func bootstrapNode(ctx context.Context, node *docker.Node, c *Cluster, opts Opti
 			return err
 		}
 	}
+	return waitBootstrapped(ctx, node, c.Name)
+}
+
+// waitBootstrapped waits for the bootstrap of a node of the cluster to succeed, and says how
+// it failed otherwise.
+func waitBootstrapped(ctx context.Context, node *docker.Node, cluster string) error {
 	return poll(ctx, bootstrapTimeout+time.Minute, func() (bool, string, error) {
 		st, err := node.BootstrapStatus(ctx, bootstrapTimeout)
 		if err != nil {
@@ -65,8 +71,8 @@ func bootstrapNode(ctx context.Context, node *docker.Node, c *Cluster, opts Opti
 		case docker.BootstrapNotStarted, docker.BootstrapRunning:
 			return false, fmt.Sprintf("bootstrap %s at step %d", st.Phase, st.Step), nil
 		}
-		return false, "", errors.Errorf("management cluster %s: bootstrap %s at step %d (exit %d); output:\n%s",
-			c.Name, st.Phase, st.Step, st.ExitCode, st.Output)
+		return false, "", errors.Errorf("management cluster %s: bootstrap of %s %s at step %d (exit %d); output:\n%s",
+			cluster, node.Name, st.Phase, st.Step, st.ExitCode, st.Output)
 	})
 }
 

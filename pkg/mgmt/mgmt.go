@@ -63,6 +63,10 @@ type Options struct {
 	// AdmissionPlugins the API server enables besides its defaults, e.g.
 	// OwnerReferencesPermissionEnforcement (as Cluster API's end-to-end suite has it on kind).
 	AdmissionPlugins []string
+	// Zones, when set, give the cluster one worker per zone, labelled topology.kubernetes.io/zone
+	// with it: an infrastructure cluster whose zones are failure domains (the workers are
+	// simulated hosts, the engine's containers).
+	Zones []string
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
 }
@@ -79,6 +83,11 @@ func (o *Options) defaults() error {
 	}
 	if o.NodeImage == "" || o.KubernetesVersion == "" {
 		return errors.New("a management cluster needs a node image and its Kubernetes version")
+	}
+	for _, z := range o.Zones {
+		if err := validZone(z); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -133,6 +142,9 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 	opts.Logf("Waiting for node %s to be Ready", c.Node)
 	if err := waitReady(ctx, c.Kubeconfig, c.Node); err != nil {
 		return nil, errors.Wrapf(err, "management cluster %s", c.Name)
+	}
+	if err := ensureWorkers(ctx, nodes, c, opts); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -200,10 +212,15 @@ func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Opt
 	if err != nil {
 		return nil, errors.Wrapf(err, "management cluster %s: node", c.Name)
 	}
-	return node, poll(ctx, nodeBootTimeout, func() (bool, string, error) {
+	return node, waitBooted(ctx, node, c.Name)
+}
+
+// waitBooted waits for systemd and containerd in a node of the cluster.
+func waitBooted(ctx context.Context, node *docker.Node, cluster string) error {
+	return poll(ctx, nodeBootTimeout, func() (bool, string, error) {
 		st, err := node.Check(ctx)
 		if err == nil && st.Failed {
-			err = errors.Errorf("management cluster %s: %s", c.Name, st.Detail)
+			err = errors.Errorf("management cluster %s: %s", cluster, st.Detail)
 		}
 		return st.Ready, st.Detail, err
 	})
