@@ -260,8 +260,10 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-e2e-release and make fuzz.
-	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_UPGRADE_ENV)'
+test-e2e-full: images component-images release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-e2e-kubernetes, make test-e2e-release and make fuzz.
+	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_UPGRADE_ENV)' \
+		CAPI_E2E_FLAGS="-ginkgo.label-filter='!kubernetes' $(CAPI_E2E_FLAGS)"
+	$(MAKE) --no-print-directory test-e2e-kubernetes-run
 	$(MAKE) --no-print-directory test-e2e-release
 	$(MAKE) --no-print-directory fuzz
 
@@ -292,6 +294,19 @@ e2e-previous-release: registry-image mgmt-binaries ## FIRST_RELEASE for the clus
 .PHONY: test-e2e-clusterctl-upgrade
 test-e2e-clusterctl-upgrade: images component-images release-manifests e2e-previous-release ## Cluster API's clusterctl upgrade spec alone (part of make test-e2e-full): FIRST_RELEASE, installed with a workload cluster, upgraded to this tree.
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='$(CAPI_E2E_UPGRADE_ENV)' CAPI_E2E_FLAGS='-ginkgo.focus="clusterctl upgrade" $(CAPI_E2E_FLAGS)'
+
+# The zones of the kubernetes flavor's infrastructure cluster: the management cluster of
+# make test-e2e-kubernetes gets one worker per zone.
+E2E_ZONES ?= a,b,c
+
+.PHONY: test-e2e-kubernetes
+test-e2e-kubernetes: images component-images release-manifests ## Nodes as Pods (part of make test-e2e-full): a management cluster with a worker per zone of E2E_ZONES is the infrastructure cluster of Cluster API's QuickStartSpec (3+3) and KCPRemediationSpec on the kubernetes flavor, and of a zone that goes away and comes back.
+	$(MAKE) --no-print-directory test-e2e-kubernetes-run
+
+.PHONY: test-e2e-kubernetes-run
+test-e2e-kubernetes-run:
+	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)-kubernetes" CAPI_E2E_ENV='DOCKYARD_E2E_ZONES=$(E2E_ZONES)' \
+		CAPI_E2E_FLAGS="-ginkgo.label-filter=kubernetes $(CAPI_E2E_FLAGS)"
 
 # Runs the suite with CAPI_E2E_FLAGS and CAPI_E2E_ENV as they are; the targets above build first.
 .PHONY: test-e2e-capi-run

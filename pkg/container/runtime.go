@@ -249,9 +249,12 @@ type FrontSpec struct {
 type Front struct {
 	Name   string
 	Labels map[string]string
-	// Address is where the front answers, on Port.
+	// Address is where the front answers, on Port, from the engine's own network.
 	Address string
 	Port    int
+	// NodePort, when not zero, is where the front also answers on every host of the engine,
+	// for clients outside its network (Kubernetes: the Service's node port).
+	NodePort int
 }
 
 // Zoned is implemented by engines whose hosts are spread over failure domains (Kubernetes:

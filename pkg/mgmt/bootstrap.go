@@ -88,6 +88,18 @@ func loadedHostLeases() []bootstrapv1.Arg {
 	}
 }
 
+// controllerManagerArgs are the controller manager's flags: leases for a loaded host and, in a
+// cluster with zones (an infrastructure cluster whose zones are failure domains), a node
+// declared lost after 20 s without news instead of 50, so the machines of a zone that went are
+// replaced sooner.
+func controllerManagerArgs(opts Options) []bootstrapv1.Arg {
+	args := loadedHostLeases()
+	if len(opts.Zones) > 0 {
+		args = append(args, bootstrapv1.Arg{Name: "node-monitor-grace-period", Value: ptr.To("20s")})
+	}
+	return args
+}
+
 // initData renders the node's cloud-config the way Cluster API's kubeadm bootstrap provider
 // does for a cluster's first control plane machine: kubeadm's configuration through CABPK's
 // own types for the version, certificates from Cluster API's secret package. The node keeps
@@ -105,7 +117,7 @@ func initData(c *Cluster, opts Options) ([]byte, error) {
 	clusterConfig := bootstrapv1.ClusterConfiguration{
 		ControlPlaneEndpoint: fmt.Sprintf("%s:%d", c.Node, docker.APIServerPort),
 		APIServer:            bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", c.Node}},
-		ControllerManager:    bootstrapv1.ControllerManager{ExtraArgs: loadedHostLeases()},
+		ControllerManager:    bootstrapv1.ControllerManager{ExtraArgs: controllerManagerArgs(opts)},
 		Scheduler:            bootstrapv1.Scheduler{ExtraArgs: loadedHostLeases()},
 	}
 	if len(opts.AdmissionPlugins) > 0 {

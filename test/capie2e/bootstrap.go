@@ -33,6 +33,9 @@ type ClusterProviderInput struct {
 	Engine runtimes.Config
 	// LogFolder receives the management node's logs on Dispose.
 	LogFolder string
+	// Zones give the management cluster one worker per zone (mgmt.Options.Zones): the
+	// infrastructure cluster of the kubernetes flavor's clusters.
+	Zones []string
 }
 
 // ClusterProvider makes and disposes of a management cluster in a node container on the local
@@ -88,7 +91,7 @@ func (p *ClusterProvider) Create(ctx context.Context) {
 	}
 	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
 		Name: p.in.Name, NodeImage: p.in.NodeImage, KubernetesVersion: p.in.KubernetesVersion, Images: images,
-		AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"},
+		AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"}, Zones: p.in.Zones,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(ginkgo.GinkgoWriter, format+"\n", args...)
 		},

@@ -48,6 +48,9 @@ var flavors = []flavor{
 		about: "The default flavor made ready for Kubernetes' conformance tests run by Cluster API's\nkubetest (K8SConformanceSpec): the cluster on the engine network kind, where kubetest runs\nits container, and every node loaded with the images the tests run\n(DOCKYARD_CONFORMANCE_IMAGES, made by make conformance-images)."},
 	{name: "self-hosted", from: "cluster-template.yaml", edit: selfHosted,
 		about: "The default flavor whose nodes can host the providers: the engine's socket mounted\n(the management cluster's manager must allow it: DOCKYARD_ALLOWED_HOST_PATHS) and the\nimages of DOCKYARD_PRELOAD_IMAGES preloaded (SelfHostedSpec)."},
+	{name: "kubernetes", from: "cluster-template-kubernetes.yaml", about: "The kubernetes flavor, as shipped: nodes as Pods of the management cluster, its zones as\nfailure domains (make test-e2e-kubernetes)."},
+	{name: "kcp-remediation-kubernetes", from: "cluster-template-kubernetes.yaml", edit: kcpRemediation,
+		about: "The kubernetes flavor with kcp-remediation's signal and MachineHealthCheck\n(KCPRemediationSpec on nodes as Pods)."},
 	{name: "clusterctl-upgrade-management", from: "cluster-template.yaml", edit: upgradeManagement,
 		about: "The self-hosted flavor whose nodes pull from the local registry\nDOCKYARD_RELEASE_REGISTRY, where the suite publishes the release the cluster is first\ninitialized with (ClusterctlUpgradeSpec's management cluster)."},
 }

@@ -18,9 +18,10 @@ var (
 	_ container.Zoned    = &Runtime{}
 )
 
-// EnsureFront makes a ClusterIP Service in front of the ready Pods carrying spec.Select, or
-// returns the one of that name as it is. Its address lasts as long as the Service, whatever
-// happens to the Pods.
+// EnsureFront makes a NodePort Service in front of the ready Pods carrying spec.Select, or
+// returns the one of that name as it is. Its cluster address lasts as long as the Service,
+// whatever happens to the Pods; its node port reaches it through any node of the cluster, from
+// outside the cluster's network.
 func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*container.Front, error) {
 	if f, err := r.InspectFront(ctx, spec.Name); !container.IsNotFound(err) {
 		return f, err
@@ -40,7 +41,7 @@ func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*c
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: serviceName(spec.Name), Namespace: r.namespace, Labels: objectLabels("front", spec.Labels), Annotations: annotated(spec.Labels)},
 		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeClusterIP, Selector: sel,
+			Type: corev1.ServiceTypeNodePort, Selector: sel,
 			Ports: []corev1.ServicePort{{Name: "front", Protocol: corev1.ProtocolTCP, Port: int32(spec.Port), TargetPort: intstr.FromInt32(int32(target))}},
 		},
 	}
@@ -58,7 +59,7 @@ const frontNameAnnotation = "dockyard.x-k8s.io/front"
 func frontOf(svc *corev1.Service) *container.Front {
 	f := &container.Front{Name: svc.Annotations[frontNameAnnotation], Labels: exactLabels(svc.Annotations), Address: svc.Spec.ClusterIP}
 	if len(svc.Spec.Ports) > 0 {
-		f.Port = int(svc.Spec.Ports[0].Port)
+		f.Port, f.NodePort = int(svc.Spec.Ports[0].Port), int(svc.Spec.Ports[0].NodePort)
 	}
 	return f
 }

@@ -32,6 +32,10 @@ const (
 	seedMount = "/dockyard-seed"
 )
 
+// lostHostSeconds is how long a Pod stays on a node Kubernetes declared lost (unreachable or
+// not ready) before it is evicted.
+const lostHostSeconds int64 = 15
+
 // CreateContainer creates the container's Pod held by its start gate, with its Service when it
 // publishes ports. A spec the engine cannot honour (fixed addresses, device rules) is refused
 // before anything is made; a network that does not exist is ErrNotFound.
@@ -109,6 +113,14 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 			TerminationGracePeriodSeconds: ptr.To[int64](10),
 		},
 	}
+	// A container's host that stops answering takes the container with it, as a host would:
+	// the Pod is evicted soon after Kubernetes declares the node lost, instead of the default
+	// five minutes, so the container is reported gone while its Pod is still being removed.
+	for _, taint := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
+		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{
+			Key: taint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(lostHostSeconds),
+		})
+	}
 	if gated {
 		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: startGate}}
 	}
@@ -155,11 +167,22 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 				sel.MatchLabels[key] = labelValue(v)
 			}
 		}
-		for _, key := range []string{corev1.LabelTopologyZone, corev1.LabelHostname} {
+		// Over zones strictly, where the cluster has them (a node without one is then no place
+		// for a container that spreads), counting only the zones whose nodes take Pods (a lost
+		// zone does not hold the others back); over hosts as a preference.
+		zones, err := r.Zones(ctx)
+		if err != nil {
+			return nil, errors.Wrapf(err, "container %s", spec.Name)
+		}
+		if len(zones) > 0 {
 			pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
-				MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel,
+				MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel,
+				NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
 			})
 		}
+		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
+			MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel,
+		})
 	}
 	if spec.Zone != "" {
 		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{

@@ -79,6 +79,16 @@ func init() {
 	flag.BoolVar(&skipCleanup, "e2e.skip-resource-cleanup", os.Getenv("SKIP_RESOURCE_CLEANUP") == "true", "keep the workload clusters and the management cluster")
 }
 
+// infrastructureZones are the zones of DOCKYARD_E2E_ZONES (comma-separated): the management
+// cluster then has one worker per zone and is the infrastructure cluster of the kubernetes
+// flavor's clusters (make test-e2e-kubernetes sets it).
+func infrastructureZones() []string {
+	if v := os.Getenv("DOCKYARD_E2E_ZONES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return nil
+}
+
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
@@ -169,11 +179,21 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		Expect(err).ToNot(HaveOccurred())
 
 		By("Creating the management cluster: Kubernetes in a Dockyard node container, the images preloaded")
+		images := e2eConfig.Images
+		if zones := infrastructureZones(); len(zones) > 0 {
+			// The kubernetes flavor's nodes are Pods of the management cluster: every node of
+			// it holds the node image, as it would pull it from a registry.
+			images = append(images, clusterctl.ContainerImage{
+				Name:         e2eConfig.MustGetVariable("DOCKYARD_NODE_IMAGE_REPOSITORY") + ":" + e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
+				LoadBehavior: clusterctl.MustLoadImage,
+			})
+		}
 		bootstrapClusterProvider = capie2e.NewClusterProvider(capie2e.ClusterProviderInput{
 			Name:              e2eConfig.ManagementClusterName,
 			KubernetesVersion: e2eConfig.MustGetVariable("KUBERNETES_VERSION_MANAGEMENT"),
-			Images:            e2eConfig.Images,
+			Images:            images,
 			LogFolder:         filepath.Join(artifactFolder, "clusters", "bootstrap"),
+			Zones:             infrastructureZones(),
 		})
 		bootstrapClusterProvider.Create(ctx)
 		kubeconfig = bootstrapClusterProvider.GetKubeconfigPath()
@@ -189,6 +209,11 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		// Cluster API's controllers serve their metrics over TLS here, not on :8080.
 		DisableMetricsCollection: true,
 	}, e2eConfig.GetIntervals(proxy.GetName(), "wait-controllers")...)
+
+	if len(infrastructureZones()) > 0 {
+		By("Letting Dockyard's manager run nodes as Pods of the management cluster, in every namespace")
+		Expect(capie2e.BindInfrastructureRole(ctx, proxy.GetClient())).To(Succeed())
+	}
 
 	// A Deployment is Available when its pod is Ready, and kube-proxy may still lack the
 	// webhook Service's new endpoint: the first object a spec created was refused ("connection
