@@ -127,7 +127,7 @@ mgmt-binaries: envtest-assets ## Build the management plane's binaries: Cluster 
 # Packages with a target of their own, which provides what they need: the other engines' (make
 # test-engines) and the real clusterctl's (make test-clusterctl). Elsewhere they skip, or fail in
 # CI, where a test that cannot run never passes.
-OWN_TARGET_PACKAGES = /pkg/container/podman /pkg/container/containerd /test/clusterctl
+OWN_TARGET_PACKAGES = /pkg/container/podman /pkg/container/containerd /pkg/container/kubernetes /test/clusterctl
 
 .PHONY: test-deps
 test-deps: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binaries ## What make test needs built (a row of its own in make test-all, which says what CPU it used).
@@ -145,7 +145,7 @@ test: test-deps ## Unit, envtest (real kube-apiserver) and real-engine tests.
 # test-e2e-capi,test-other-engines: at once (Cluster API's specs on Docker, Dockyard's on Podman
 # and containerd), as they wait on different engines' containers; test-e2e, which restarts
 # Docker, runs alone.
-TEST_ALL_TARGETS = verify-generate test-deps test test-clusterctl test-e2e test-e2e-capi,test-other-engines test-conformance-focused
+TEST_ALL_TARGETS = verify-generate test-deps test test-clusterctl test-e2e test-e2e-capi,test-other-engines test-conformance-focused test-kubernetes-engine
 # Beside the targets, in one session at the lowest CPU priority (hack/run-targets.sh): the builds
 # later targets need, in the order they need them, then the checks that need no engine. On two
 # cores the suites leave about 70 % of the CPU idle while they wait on containers; these use it.
@@ -181,6 +181,11 @@ test-engine: test-engine-runtime ## On CONTAINER_RUNTIME: the runtime conformanc
 .PHONY: test-engine-runtime
 test-engine-runtime: engine-images
 	$(ENGINE_ENV) DOCKYARD_TEST_LB_IMAGE="$(TEST_LB_IMAGE)" go test ./pkg/container/$(CONTAINER_RUNTIME)/ -count=1 -v -timeout 20m $(GO_TEST_FLAGS)
+
+.PHONY: test-kubernetes-engine
+test-kubernetes-engine: node-image dockyard conformance-images-focused ## The Kubernetes engine (nodes as Pods) on an infrastructure cluster made for it and deleted after: the runtime's suite and a node of the node image booting as a Pod (hack/test-kubernetes-engine.sh).
+	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECONFIG_DIR="$(DOCKYARD_CACHE)/kubernetes-engine" NODE_IMAGE="$(TEST_NODE_IMAGE)" \
+		TEST_IMAGE=localhost/conformance/e2e/busybox:1.37.0-1 GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-kubernetes-engine.sh
 
 .PHONY: test-engines
 test-engines: ## The runtime conformance suite on each of OTHER_ENGINES (Docker's is in make test); make test-e2e-engines boots clusters on them.

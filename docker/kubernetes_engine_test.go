@@ -1,3 +1,5 @@
+//go:build kubernetes_engine
+
 package docker
 
 import (
