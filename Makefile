@@ -417,6 +417,11 @@ bench-clusters: envtest-assets ## BENCH_RUNS 1+1 clusters one after another on t
 	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" BENCH_LB_IMAGE="$(TEST_LB_IMAGE)" \
 		BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE_RUNS=$(BENCH_SCALE_RUNS) hack/bench-clusters.sh
 
+.PHONY: bench-kubernetes
+bench-kubernetes: images component-images release-manifests dockyard envtest-assets ## Clusters of the kubernetes flavor (nodes as Pods) on a management cluster of its own with a worker per zone: BENCH_RUNS 1+1 to Nodes Ready, the last BENCH_SCALE_RUNS scaled 1 -> 3, deletions, and the idle CPU of node Pods (hack/bench-kubernetes.sh).
+	DOCKYARD="$(CURDIR)/bin/dockyard" KUBECTL="$(ENVTEST_ASSETS)/kubectl" BENCH_LB_IMAGE="$(TEST_LB_IMAGE)" \
+		BENCH_RUNS=$(BENCH_RUNS) BENCH_SCALE_RUNS=$(BENCH_SCALE_RUNS) hack/bench-kubernetes.sh
+
 REGISTRY_RUNS ?= 3
 
 .PHONY: bench-registry-quickstart

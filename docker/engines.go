@@ -47,6 +47,8 @@ func (m *Manager) on(ctx context.Context, cluster ClusterKey) (*Manager, error) 
 		return sub, nil
 	}
 	sub := NewManager(rt, ManagerOptions{Privilege: m.privilege, Policy: m.policy})
+	// Images loaded into its nodes come from this engine, where they are built.
+	sub.images = m.imageSource()
 	if e.sub == nil {
 		e.sub = map[container.Runtime]*Manager{}
 	}
@@ -55,6 +57,15 @@ func (m *Manager) on(ctx context.Context, cluster ClusterKey) (*Manager, error) 
 		e.added(rt)
 	}
 	return sub, nil
+}
+
+// imageSource is the engine images are copied into nodes from: the Manager's own, or, for an
+// engine resolved for a cluster, the engine of the Manager that resolved it.
+func (m *Manager) imageSource() container.Runtime {
+	if m.images != nil {
+		return m.images
+	}
+	return m.runtime
 }
 
 // Forget drops the Manager of an engine no cluster resolves to any more (its credentials

@@ -97,6 +97,8 @@ type Manager struct {
 
 	// engines are the other engines clusters run on (engines.go).
 	engines *engines
+	// images, when set, is the engine images are loaded into nodes from (imageSource).
+	images container.Runtime
 }
 
 // NewManager returns a Manager for an engine.

@@ -427,7 +427,7 @@ func (m *Manager) loadImages(ctx context.Context, node string, cluster ClusterKe
 		if err != nil {
 			return errors.Wrapf(err, "loading %s", img)
 		}
-		info, err := m.runtime.InspectImage(ctx, img)
+		info, err := m.imageSource().InspectImage(ctx, img)
 		if container.IsNotFound(err) {
 			return errors.Errorf("image %s is not on the container engine: build or pull it there first (Dockyard copies images from the engine into nodes)", img)
 		}
@@ -459,7 +459,7 @@ func (m *Manager) loadImages(ctx context.Context, node string, cluster ClusterKe
 // importImage streams an image from the engine into the node and labels it with the engine's
 // image ID; it returns the bytes streamed, and tells progress every loadProgressBytes.
 func (m *Manager) importImage(ctx context.Context, node, img, name, id string, progress func(int64)) (int64, error) {
-	stream, err := m.runtime.SaveImages(ctx, []string{img})
+	stream, err := m.imageSource().SaveImages(ctx, []string{img})
 	if err != nil {
 		return 0, err
 	}

@@ -5,7 +5,8 @@
 # where that time went; each cluster's deletion is timed. Prints the tables and the medians,
 # and writes them to $BENCH_OUT, with the providers' logs of each run beside it. Called by `make bench` with DOCKYARD, KUBECTL and
 # BENCH_LB_IMAGE set. The clusters live in namespace $BENCH_NAMESPACE; clusters of an earlier
-# run there are deleted first, and each is deleted after its run.
+# run there are deleted first, and each is deleted after its run. BENCH_CREATE_FLAGS are added
+# to `dockyard create cluster` (hack/bench-kubernetes.sh: --flavor kubernetes).
 #
 # The breakdown reads the objects' own timestamps (one-second resolution), in the order
 # Cluster API and Dockyard make things happen for a 1+1 cluster:
@@ -40,7 +41,6 @@ mkdir -p "$(dirname "$out")"
 # ts converts an RFC 3339 timestamp to seconds since the epoch; "-" when empty.
 ts() { if [ -n "$1" ]; then date -d "$1" +%s; else echo -; fi; }
 delta() { if [ "$2" = - ]; then echo -; else echo $(($2 - $1)); fi; }
-median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # machines prints the Machines of a cluster with their role, bootstrap secret and
 # DockyardMachine, one JSON object per line.
@@ -150,7 +150,8 @@ deletes=()
 for i in $(seq 1 "$runs"); do
 	name="$ns-$i"
 	start=$(now)
-	"$DOCKYARD" create cluster "$name" -n "$ns" --wait 0 --var DOCKYARD_LB_IMAGE="$BENCH_LB_IMAGE" >/dev/null
+	# shellcheck disable=SC2086 # BENCH_CREATE_FLAGS are words, e.g. "--flavor kubernetes"
+	"$DOCKYARD" create cluster "$name" -n "$ns" --wait 0 --var DOCKYARD_LB_IMAGE="$BENCH_LB_IMAGE" ${BENCH_CREATE_FLAGS:-} >/dev/null
 	wait_ready "$name" 2 900
 	total=$(($(now) - start))
 	t0=$(ts "$(k get clusters.cluster.x-k8s.io -n "$ns" "$name" -o jsonpath='{.metadata.creationTimestamp}')")

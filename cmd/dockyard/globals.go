@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dockyard-dev/dockyard/controllers"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/mgmt"
@@ -43,6 +44,11 @@ func (g *globals) register(cmd *cobra.Command) {
 
 // engine connects to the container engine through the node layer; close it after use.
 func (g *globals) engine(ctx context.Context) (*docker.Manager, func(), error) {
+	return g.connect(ctx, docker.ManagerOptions{})
+}
+
+// connect connects to the container engine through a node layer of the options.
+func (g *globals) connect(ctx context.Context, opts docker.ManagerOptions) (*docker.Manager, func(), error) {
 	name, err := runtimes.Parse(g.runtime.Name)
 	if err != nil {
 		return nil, nil, err
@@ -52,12 +58,26 @@ func (g *globals) engine(ctx context.Context) (*docker.Manager, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	nodes := docker.NewManager(rt, docker.ManagerOptions{})
+	nodes := docker.NewManager(rt, opts)
 	if _, err := nodes.HostInfo(ctx); err != nil {
 		_ = rt.Close()
 		return nil, nil, errors.Wrapf(err, "no container engine answers (%s; make quickstart starts one)", g.runtime)
 	}
 	return nodes, func() { _ = rt.Close() }, nil
+}
+
+// clusterNodes connects to the engine like engine, and resolves the clusters whose nodes are
+// Pods of a Kubernetes cluster (spec.infrastructure.kubernetes) through the management
+// cluster's objects, with the user's own credentials; without a management cluster that
+// answers, only the engine's clusters are found.
+func (g *globals) clusterNodes(ctx context.Context) (*docker.Manager, func(), error) {
+	opts := docker.ManagerOptions{}
+	if m, err := g.management(ctx); err == nil {
+		if cfg, err := clientcmd.BuildConfigFromFlags("", m.kubeconfig); err == nil {
+			opts.Infrastructure = controllers.Infrastructure(m.client, m.client, cfg, nil)
+		}
+	}
+	return g.connect(ctx, opts)
 }
 
 // clusterctlConfig is the path of clusterctl's configuration: --clusterctl-config, or the

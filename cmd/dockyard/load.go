@@ -51,7 +51,7 @@ engine's image of a name is skipped. Load again after rebuilding an image: every
 }
 
 func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string, images []string) error {
-	nodes, done, err := g.engine(ctx)
+	nodes, done, err := g.clusterNodes(ctx)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ works on a cluster whose management cluster is gone.`,
 			if err != nil {
 				return err
 			}
-			nodes, done, err := g.engine(ctx)
+			nodes, done, err := g.clusterNodes(ctx)
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,8 @@
 say() { echo "$*" | tee -a "$out"; }
 k() { "$KUBECTL" --kubeconfig "$mgmt_kubeconfig" "$@"; }
 now() { date +%s; }
+# median prints the median of the numbers on its input, one per line; "-" when none.
+median() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # delete_clusters deletes every cluster of the namespace at once, each waited for until nothing
 # of it is left on the engine.

@@ -79,10 +79,6 @@ func validateInfrastructure(spec *infrav1.DockyardClusterSpec, fldPath *field.Pa
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("registry"), "is a registry on the container engine's host, which the infrastructure cluster's nodes do not reach; "+
 			"push images to a registry they pull from (dockyard push images)"))
 	}
-	if len(spec.LoadImages) > 0 {
-		allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadImages"), "copies images from the container engine's host, which the infrastructure cluster's nodes are not on; "+
-			"push images to a registry they pull from (dockyard push images)"))
-	}
 	return allErrs
 }
 

@@ -370,10 +370,9 @@ func TestDockyardClusterOnKubernetes(t *testing.T) {
 		mutate func(*infrav1.DockyardClusterSpec)
 		says   string
 	}{
-		"a subnet":               {func(s *infrav1.DockyardClusterSpec) { s.Network.Subnets = []string{"10.200.0.0/24"} }, "spec.network"},
-		"a host port":            {func(s *infrav1.DockyardClusterSpec) { s.LoadBalancer.HostPort = 6443 }, "spec.loadBalancer.hostPort"},
-		"a local registry":       {func(s *infrav1.DockyardClusterSpec) { s.Registry = "team-a-registry" }, "spec.registry"},
-		"images from the engine": {func(s *infrav1.DockyardClusterSpec) { s.LoadImages = []string{"localhost/" + ns + "/app:dev"} }, "spec.loadImages"},
+		"a subnet":         {func(s *infrav1.DockyardClusterSpec) { s.Network.Subnets = []string{"10.200.0.0/24"} }, "spec.network"},
+		"a host port":      {func(s *infrav1.DockyardClusterSpec) { s.LoadBalancer.HostPort = 6443 }, "spec.loadBalancer.hostPort"},
+		"a local registry": {func(s *infrav1.DockyardClusterSpec) { s.Registry = "team-a-registry" }, "spec.registry"},
 	} {
 		spec := onKubernetes()
 		tc.mutate(&spec)

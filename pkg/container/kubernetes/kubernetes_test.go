@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,8 +60,15 @@ func engineTest(t *testing.T) (*kubernetes.Runtime, map[string]string) {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if ok, err := rt.ImageExists(context.Background(), testImage()); err != nil || !ok {
-		t.Fatalf("the infrastructure cluster's nodes do not hold %s (%v): load it into them first", testImage(), err)
+	// A node lists the images it holds in its status at its next update (every 10 s or so).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(2 * time.Second) {
+		ok, err := rt.ImageExists(context.Background(), testImage())
+		if err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the infrastructure cluster's nodes do not list %s after a minute (%v): load it into them first", testImage(), err)
+		}
 	}
 	labels := map[string]string{testLabel: strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))}
 	sweep := func() { conformance.Sweep(context.Background(), t, rt, labels) }

@@ -215,7 +215,7 @@ func TestPodEvents(t *testing.T) {
 			if e.Name == stranger {
 				t.Errorf("an event of a Pod without the labels: %+v", e)
 			}
-			if e.Name != name && !(e.Name == network && e.Action == "destroy") {
+			if e.Name != name && (e.Name != network || e.Action != "destroy") {
 				continue
 			}
 			got = append(got, e.Type+" "+e.Action+" "+e.Name)

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"io"
 	"testing"
+
+	"github.com/pkg/errors"
 )
 
 func writeTar(t *testing.T, w io.Writer, name, content string) {
@@ -27,7 +29,7 @@ func readTar(t *testing.T, rc io.ReadCloser) map[string]string {
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {

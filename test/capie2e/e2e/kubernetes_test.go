@@ -16,6 +16,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -158,7 +159,7 @@ var _ = Describe("A zone goes away and comes back", kubernetesInfra, func() {
 			ConfigCluster: clusterctl.ConfigClusterInput{
 				LogFolder: logFolder, ClusterctlConfigPath: clusterctlConfigPath, KubeconfigPath: infra.GetKubeconfigPath(),
 				InfrastructureProvider: "dockyard", Flavor: "kubernetes", Namespace: namespace, ClusterName: clusterName,
-				KubernetesVersion: e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
+				KubernetesVersion:        e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
 				ControlPlaneMachineCount: ptr.To[int64](3), WorkerMachineCount: ptr.To[int64](3),
 			},
 			WaitForClusterIntervals:      e2eConfig.GetIntervals("default", "wait-cluster"),
@@ -309,7 +310,7 @@ func engineCommand(ctx context.Context, verb, container string) error {
 	}
 	out, err := exec.CommandContext(ctx, engine, verb, container).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s %s: %v: %s", engine, verb, container, err, out)
+		return errors.Wrapf(err, "%s %s %s: %s", engine, verb, container, out)
 	}
 	return nil
 }
