@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -341,12 +342,13 @@ const startWait = 45 * time.Second
 func (r *Runtime) waitStarted(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, startWait)
 	defer cancel()
-	var ended *corev1.Pod
+	var ended, last *corev1.Pod
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		pod, err := r.client.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, notFound(err, "starting container %s", name)
 		}
+		last = pod
 		if st := mainStatus(pod); st != nil && st.State.Running != nil {
 			return true, nil
 		}
@@ -361,6 +363,28 @@ func (r *Runtime) waitStarted(ctx context.Context, name string) error {
 		return errors.Errorf("Pod %s (%s) ended as it started (%s): %s", name, ended.UID, ended.Status.Phase, lastWords(ended))
 	case err != nil && ctx.Err() == nil:
 		return err
+	case last != nil:
+		// Still waiting: fine while it is scheduled and pulls, not when it cannot be.
+		return stuck(last)
+	}
+	return nil
+}
+
+// stuckReasons are why a Pod's containers wait that waiting does not cure.
+var stuckReasons = sets.New("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "CrashLoopBackOff")
+
+// stuck says why a Pod that does not run yet cannot start: no node takes it, or its image or
+// configuration is refused; nil while it is on its way.
+func stuck(pod *corev1.Pod) error {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return errors.Errorf("Pod %s cannot be scheduled: %s", pod.Name, c.Message)
+		}
+	}
+	for _, st := range append(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses...) {
+		if w := st.State.Waiting; w != nil && stuckReasons.Has(w.Reason) {
+			return errors.Errorf("Pod %s cannot start: %s: %s: %s", pod.Name, st.Name, w.Reason, w.Message)
+		}
 	}
 	return nil
 }
