@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/containerd/containerd/v2/client"
@@ -48,9 +47,7 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 	}
 	id := execID()
 	// cio copies the two streams in two goroutines; callers may pass one writer for both.
-	var mu sync.Mutex
-	stdout := &lockedWriter{w: orDiscard(opts.Stdout), mu: &mu}
-	stderr := &lockedWriter{w: orDiscard(opts.Stderr), mu: &mu}
+	stdout, stderr := container.ExecStreams(opts)
 	procC := make(chan client.Process, 1)
 	var stdin io.Reader
 	if opts.Stdin != nil {
@@ -136,24 +133,6 @@ func mergeEnv(base, extra []string) []string {
 		}
 	}
 	return out
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }
 
 func execID() string {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"path"
 	"strings"
-	"sync"
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
@@ -56,13 +55,7 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 	if err != nil {
 		return -1, errors.Wrapf(err, "exec in container %s", name)
 	}
-	// The streams are copied by two goroutines: one writer given for both is written by one at
-	// a time.
-	stdout := io.Writer(&lockedWriter{w: orDiscard(opts.Stdout)})
-	stderr := stdout
-	if opts.Stderr != opts.Stdout || opts.Stdout == nil {
-		stderr = &lockedWriter{w: orDiscard(opts.Stderr)}
-	}
+	stdout, stderr := container.ExecStreams(opts)
 	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: opts.Stdin, Stdout: stdout, Stderr: stderr})
 	var exit utilexec.ExitError
 	switch {
@@ -72,25 +65,6 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 		return exit.ExitStatus(), nil
 	}
 	return -1, errors.Wrapf(err, "exec %s in container %s", strings.Join(opts.Cmd, " "), name)
-}
-
-// lockedWriter serializes writes.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }
 
 // run runs a command and returns an error with its standard error when it fails.
