@@ -44,3 +44,13 @@ func (m *Manager) frontHandle(cluster ClusterKey, f *container.Front) *LoadBalan
 	c := &container.Container{Name: f.Name, Labels: f.Labels, State: "running", Running: true}
 	return &LoadBalancer{m: m, c: c, front: f, Name: f.Name, Cluster: cluster}
 }
+
+// NodePort is where a load balancer that is the engine's front also answers from outside the
+// engine's network: the addresses of the engine's hosts and the port; none for a container
+// (or no load balancer).
+func (lb *LoadBalancer) NodePort() (hosts []string, port int) {
+	if lb == nil || lb.front == nil {
+		return nil, 0
+	}
+	return lb.front.HostAddresses, lb.front.NodePort
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/kubernetes"
 	"github.com/dockyard-dev/dockyard/test/ci"
+	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
 // infraKubeconfigEnv names the infrastructure cluster of the node layer's tests on the
@@ -106,5 +108,65 @@ func TestNodeBootsAsAPod(t *testing.T) {
 	logs, err := rt.ContainerLogs(ctx, node.Name, 20)
 	if err != nil || !strings.Contains(logs, "systemd") {
 		t.Errorf("the node's console (systemd's boot): %q %v", logs, err)
+	}
+}
+
+// What dockyard load image and export logs do on a cluster whose nodes are Pods: the Manager
+// of the engine the images are on (Docker) resolves the cluster to the Kubernetes engine, copies
+// an image from Docker into the node Pod over the exec API, and collects the node's logs; the
+// front standing for the load balancer is described.
+func TestLoadImagesAndLogsOfANodePod(t *testing.T) {
+	sub, rt, key := kubernetesCluster(t)
+	host := dockerenv.Engine(t)
+	image := os.Getenv("DOCKYARD_TEST_INFRA_IMAGE")
+	if image == "" {
+		image = "localhost/conformance/e2e/busybox:1.37.0-1"
+	}
+	dockerenv.RequireImages(t, host, image)
+	m := NewManager(host, ManagerOptions{Engines: func(_ context.Context, c ClusterKey) (container.Runtime, error) {
+		if c == key {
+			return rt, nil
+		}
+		return nil, nil
+	}})
+	bootNode(t, sub, key, "cp-0", RoleControlPlane)
+	ctx := context.Background()
+	if _, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "unused", Network: DefaultNetworkName(key)}); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := m.Nodes(ctx, key)
+	if err != nil || len(nodes) != 1 {
+		t.Fatalf("the cluster's nodes through the host's Manager: %v %v", nodes, err)
+	}
+	var loaded []ImageLoad
+	if err := nodes[0].LoadImages(ctx, []string{image}, func(l ImageLoad) { loaded = append(loaded, l) }); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := execOut(t, rt, nodes[0].Name, "ctr", "--namespace", "k8s.io", "images", "list", "-q"); !strings.Contains(out, image) {
+		t.Errorf("the node Pod does not hold %s after the load: %s", image, out)
+	}
+	if len(loaded) == 0 || !loaded[len(loaded)-1].Done {
+		t.Errorf("loads reported: %+v", loaded)
+	}
+	dir := t.TempDir()
+	logs, err := OpenLogDir(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	if err := nodes[0].CollectLogs(ctx, logs); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := m.FindLoadBalancer(ctx, key)
+	if err != nil || lb == nil {
+		t.Fatalf("the front: %v %v", lb, err)
+	}
+	if err := lb.CollectLogs(ctx, logs); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"journal.log", "kubelet.log", "console.log", "front.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was not collected: %v", f, err)
+		}
 	}
 }

@@ -71,6 +71,10 @@ func (n *Node) CollectLogs(ctx context.Context, dir *LogDir) error {
 // and the engine's inspect data into dir, redacted (LogDir); one removed since it was listed
 // gets its inspect data and removed.txt, and no error.
 func (lb *LoadBalancer) CollectLogs(ctx context.Context, dir *LogDir) error {
+	if lb.front != nil {
+		// The engine's front (a Service) has no logs: what it is says where it answers.
+		return errors.Wrapf(dir.writeJSON("front.json", lb.front), "describing the front %s", lb.Name)
+	}
 	return errors.Wrapf(lb.m.collectLoadBalancerLogs(ctx, lb.c, dir), "collecting the logs of load balancer %s", lb.Name)
 }
 

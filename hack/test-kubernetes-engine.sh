@@ -22,4 +22,4 @@ for img in "$NODE_IMAGE" "$TEST_IMAGE"; do
 done
 export DOCKYARD_TEST_INFRA_KUBECONFIG="$kubeconfig" DOCKYARD_TEST_INFRA_IMAGE="$TEST_IMAGE" DOCKYARD_TEST_NODE_IMAGE="$NODE_IMAGE"
 go test ./pkg/container/kubernetes/ -count=1 -v -timeout 20m ${GO_TEST_FLAGS:-}
-go test -tags kubernetes_engine ./docker/ -run 'OnKubernetes|AsAPod' -count=1 -v -timeout 20m ${GO_TEST_FLAGS:-}
+go test -tags kubernetes_engine ./docker/ -run 'AsAPod|OfANodePod' -count=1 -v -timeout 20m ${GO_TEST_FLAGS:-}

@@ -456,7 +456,7 @@ func clusterKubeconfig(ctx context.Context, g *globals, c client.Client, ref clu
 	if internal {
 		return kubeconfig, nil
 	}
-	nodes, done, err := g.engine(ctx)
+	nodes, done, err := g.clusterNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -469,16 +469,28 @@ func clusterKubeconfig(ctx context.Context, g *globals, c client.Client, ref clu
 	if err := c.Get(ctx, ref.objectKey(), dc); err != nil {
 		return nil, errors.Wrapf(err, "reading the DockyardCluster of %s", ref)
 	}
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, errors.Wrapf(err, "reading the kubeconfig of cluster %s", ref)
+	}
+	if hosts, port := lb.NodePort(); port != 0 {
+		// Nodes as Pods: the endpoint is a Service's cluster address; the host reaches it on a
+		// node of the infrastructure cluster, the certificate checked against the endpoint.
+		if len(hosts) == 0 {
+			return nil, errors.Errorf("the infrastructure cluster of %s has no Ready node to reach its endpoint through", ref)
+		}
+		for _, cluster := range cfg.Clusters {
+			cluster.Server = "https://" + net.JoinHostPort(hosts[0], strconv.Itoa(port))
+			cluster.TLSServerName = dc.Spec.ControlPlaneEndpoint.Host
+		}
+		return clientcmd.Write(*cfg)
+	}
 	server, warning, err := hostServer(ref, dc, lb)
 	if err != nil {
 		return nil, err
 	}
 	if warning != "" {
 		fmt.Fprintf(os.Stderr, "Warning: %s\n", warning)
-	}
-	cfg, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		return nil, errors.Wrapf(err, "reading the kubeconfig of cluster %s", ref)
 	}
 	for _, cluster := range cfg.Clusters {
 		cluster.Server = server

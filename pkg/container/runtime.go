@@ -253,8 +253,10 @@ type Front struct {
 	Address string
 	Port    int
 	// NodePort, when not zero, is where the front also answers on every host of the engine,
-	// for clients outside its network (Kubernetes: the Service's node port).
-	NodePort int
+	// for clients outside its network (Kubernetes: the Service's node port), on the addresses
+	// of HostAddresses (its hosts that take containers now).
+	NodePort      int
+	HostAddresses []string
 }
 
 // Zoned is implemented by engines whose hosts are spread over failure domains (Kubernetes:

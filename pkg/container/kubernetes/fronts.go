@@ -50,7 +50,35 @@ func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*c
 	if err != nil {
 		return nil, errors.Wrapf(err, "creating the Service in front of %s", spec.Name)
 	}
-	return frontOf(created), nil
+	return r.withHosts(ctx, frontOf(created))
+}
+
+// withHosts adds the addresses of the cluster's Ready nodes, where a front's node port answers.
+func (r *Runtime) withHosts(ctx context.Context, f *container.Front) (*container.Front, error) {
+	nodes, err := r.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, errors.Wrap(err, "listing the infrastructure cluster's nodes")
+	}
+	for _, n := range nodes.Items {
+		if !nodeReady(&n) {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				f.HostAddresses = append(f.HostAddresses, a.Address)
+			}
+		}
+	}
+	return f, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // frontNameAnnotation keeps a front's name (its Service's may be a hash of it).
@@ -73,7 +101,7 @@ func (r *Runtime) InspectFront(ctx context.Context, name string) (*container.Fro
 	if svc.Labels[kindLabel] != "front" {
 		return nil, errors.Wrapf(container.ErrNotFound, "Service %s is not one of Dockyard's fronts", svc.Name)
 	}
-	return frontOf(svc), nil
+	return r.withHosts(ctx, frontOf(svc))
 }
 
 // RemoveFront deletes a front's Service.
