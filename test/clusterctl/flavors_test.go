@@ -56,6 +56,9 @@ var flavorVariables = map[string]string{
 	"DOCKYARD_NETWORK":               "dockyard-shared",
 	"DOCKYARD_WORKER_PORTS":          "[{containerPort: 30080, hostPort: 18080}]",
 	"DOCKYARD_REGISTRY":              "dockyard-test-registry",
+	// The kubernetes flavor's: a kubeconfig Secret (admission does not read it) and a namespace.
+	"DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET": "cctl-infrastructure",
+	"DOCKYARD_INFRASTRUCTURE_NAMESPACE":         "cctl-pods",
 }
 
 func withVariables(overrides map[string]string) map[string]string {
@@ -245,6 +248,17 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 	all, err := jsonLines(objs)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if flavor == "kubernetes" {
+		// Nodes as Pods: no load balancer image, host ports, local registry or engine network
+		// (the webhook refuses the last three beside spec.infrastructure).
+		for _, v := range flavorCIDRVariables(flavor, "DOCKYARD_BOOTSTRAP_TIMEOUT", "DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET", "DOCKYARD_INFRASTRUCTURE_NAMESPACE") {
+			if !strings.Contains(all, flavorVariables[v]) {
+				t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])
+			}
+		}
+		checkCNIInstaller(t, flavor, objs)
+		return
 	}
 	for _, v := range flavorCIDRVariables(flavor, "DOCKYARD_LB_IMAGE", "DOCKYARD_BOOTSTRAP_TIMEOUT") {
 		if !strings.Contains(all, flavorVariables[v]) {
