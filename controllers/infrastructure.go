@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -74,6 +75,9 @@ func kubernetesInfrastructure(ctx context.Context, secrets client.Reader, manage
 	if err != nil {
 		return nil, errors.Wrapf(err, "reading the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret)", k.KubeconfigSecret)
 	}
+	if err := SelfContainedKubeconfig(loaded); err != nil {
+		return nil, policy.Refusedf("the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) %v", k.KubeconfigSecret, err)
+	}
 	cc := clientcmd.NewDefaultClientConfig(*loaded, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
@@ -87,4 +91,30 @@ func kubernetesInfrastructure(ctx context.Context, secrets client.Reader, manage
 		ns = dc.Namespace
 	}
 	return &docker.Infrastructure{Config: cfg, Namespace: ns, ID: fmt.Sprintf("secret/%s/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, secret.ResourceVersion, ns)}, nil
+}
+
+// SelfContainedKubeconfig refuses what in a kubeconfig a team writes would act in the manager's pod
+// instead of naming the infrastructure cluster: files (token, certificates, keys), which would
+// be the manager's own (its service account token among them), commands (exec plugins) and
+// auth provider plugins, and proxies. Inline data, tokens and passwords are the team's own.
+func SelfContainedKubeconfig(cfg *clientcmdapi.Config) error {
+	for name, c := range cfg.Clusters {
+		switch {
+		case c.CertificateAuthority != "":
+			return errors.Errorf("names a file (cluster %s certificate-authority); give certificate-authority-data", name)
+		case c.ProxyURL != "":
+			return errors.Errorf("names a proxy (cluster %s proxy-url), which the manager does not go through", name)
+		}
+	}
+	for name, a := range cfg.AuthInfos {
+		switch {
+		case a.TokenFile != "", a.ClientCertificate != "", a.ClientKey != "":
+			return errors.Errorf("names a file (user %s token-file, client-certificate or client-key); give the token or the certificate's data", name)
+		case a.Exec != nil:
+			return errors.Errorf("runs a command (user %s exec), which the manager does not", name)
+		case a.AuthProvider != nil:
+			return errors.Errorf("uses an auth provider plugin (user %s), which the manager does not", name)
+		}
+	}
+	return nil
 }

@@ -100,3 +100,36 @@ func TestInfrastructureOfADockyardCluster(t *testing.T) {
 		t.Errorf("a missing Secret: %v", err)
 	}
 }
+
+// A kubeconfig a team puts in a Secret must name the infrastructure cluster only: one that
+// would have the manager read its own files (its service account token, keys), run a command
+// or a plugin, or go through a proxy is refused, naming the field.
+func TestInfrastructureKubeconfigActsOnlyAsItsAuthor(t *testing.T) {
+	ctx := context.Background()
+	cluster := "clusters: [{name: infra, cluster: {server: https://infra.example:6443}}]\n"
+	user := func(u string) string {
+		return "apiVersion: v1\nkind: Config\n" + cluster + "users: [{name: u, user: " + u + "}]\n" +
+			"contexts: [{name: c, context: {cluster: infra, user: u}}]\ncurrent-context: c\n"
+	}
+	for name, kubeconfig := range map[string]string{
+		"the manager's token": user("{tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}"),
+		"a command":           user("{exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: [-c, id], interactiveMode: Never}}"),
+		"a key file":          user("{client-certificate: /etc/ssl/cert.pem, client-key: /etc/ssl/key.pem}"),
+		"an auth provider":    user("{auth-provider: {name: oidc}}"),
+		"a CA file":           strings.Replace(user("{token: t}"), "server: https://infra.example:6443", "server: https://infra.example:6443, certificate-authority: /etc/ssl/ca.pem", 1),
+		"a proxy":             strings.Replace(user("{token: t}"), "server: https://infra.example:6443", "server: https://infra.example:6443, proxy-url: http://10.0.0.1:3128", 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dc := &infrav1.DockyardCluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c", Labels: map[string]string{clusterv1.ClusterNameLabel: "c"}},
+				Spec:       infrav1.DockyardClusterSpec{Infrastructure: infrav1.InfrastructureSpec{Kubernetes: &infrav1.KubernetesInfrastructure{KubeconfigSecret: "infra"}}},
+			}
+			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra"}, Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(kubeconfig)}}
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(dc, secret).Build()
+			_, err := Infrastructure(c, c, &rest.Config{}, policy.Default())(ctx, docker.ClusterKey{Namespace: "team-a", Name: "c"})
+			if !policy.IsRefused(err) || !strings.Contains(err.Error(), "spec.infrastructure.kubernetes.kubeconfigSecret") {
+				t.Errorf("refusal: %v", err)
+			}
+		})
+	}
+}

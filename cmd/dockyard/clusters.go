@@ -32,6 +32,7 @@ import (
 	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/controllers"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/kindconfig"
 )
@@ -154,7 +155,12 @@ func (o *clusterOptions) useInfrastructure(cluster string) ([]byte, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "--infrastructure-kubeconfig")
 	}
-	if _, err := clientcmd.Load(raw); err != nil {
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return nil, errors.Wrapf(err, "--infrastructure-kubeconfig %s", o.infrastructureKubeconfig)
+	}
+	// The manager refuses it otherwise: say so before anything is made.
+	if err := controllers.SelfContainedKubeconfig(cfg); err != nil {
 		return nil, errors.Wrapf(err, "--infrastructure-kubeconfig %s", o.infrastructureKubeconfig)
 	}
 	o.flavor = kubernetesFlavor

@@ -17,6 +17,10 @@ func TestInfrastructureKubeconfigPicksTheKubernetesFlavor(t *testing.T) {
 	if err := os.WriteFile(good, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: https://infra:6443}}]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	execs := filepath.Join(dir, "exec.conf")
+	if err := os.WriteFile(execs, []byte("apiVersion: v1\nkind: Config\nusers: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: gke-gcloud-auth-plugin, interactiveMode: Never}}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	bad := filepath.Join(dir, "bad.conf")
 	if err := os.WriteFile(bad, []byte("{not yaml"), 0o600); err != nil {
 		t.Fatal(err)
@@ -31,6 +35,7 @@ func TestInfrastructureKubeconfigPicksTheKubernetesFlavor(t *testing.T) {
 		"another flavor":   {infrastructureKubeconfig: good, flavor: "topology"},
 		"kind's config":    {infrastructureKubeconfig: good, kindConfig: "kind.yaml"},
 		"not a kubeconfig": {infrastructureKubeconfig: bad},
+		"an exec plugin":   {infrastructureKubeconfig: execs},
 		"no file":          {infrastructureKubeconfig: filepath.Join(dir, "absent")},
 	} {
 		if _, err := o.useInfrastructure("dev"); err == nil || !strings.Contains(err.Error(), "--infrastructure-kubeconfig") {
