@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
@@ -25,12 +26,37 @@ import (
 // DockyardCluster's namespace) when the policy allows that namespace. Objects are read from
 // reader (the manager's cache) and Secrets from secrets.
 func Infrastructure(reader, secrets client.Reader, management *rest.Config, p *policy.Policy) docker.InfrastructureFunc {
+	// A kubeconfig is read once per version of its Secret: every node layer call about a
+	// cluster asks for its infrastructure.
+	var (
+		mu     sync.Mutex
+		parsed = map[string]*docker.Infrastructure{}
+	)
 	return func(ctx context.Context, cluster docker.ClusterKey) (*docker.Infrastructure, error) {
 		dc, err := dockyardClusterOf(ctx, reader, cluster)
 		if err != nil || dc == nil || dc.Spec.Infrastructure.Kubernetes == nil {
 			return nil, err
 		}
-		return kubernetesInfrastructure(ctx, secrets, management, p, dc)
+		k := dc.Spec.Infrastructure.Kubernetes
+		if k.KubeconfigSecret == "" {
+			return managementInfrastructure(management, p, dc)
+		}
+		var secret corev1.Secret
+		if err := secrets.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}, &secret); err != nil {
+			return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
+		}
+		key := fmt.Sprintf("%s/%s/%s/%s", dc.Namespace, secret.Name, secret.ResourceVersion, k.Namespace)
+		mu.Lock()
+		defer mu.Unlock()
+		if in, ok := parsed[key]; ok {
+			return in, nil
+		}
+		in, err := secretInfrastructure(dc, &secret)
+		if err != nil {
+			return nil, err
+		}
+		parsed[key] = in
+		return in, nil
 	}
 }
 
@@ -50,23 +76,23 @@ func dockyardClusterOf(ctx context.Context, reader client.Reader, cluster docker
 	return nil, errors.Errorf("cluster %s has %d DockyardClusters", cluster, len(list.Items))
 }
 
-func kubernetesInfrastructure(ctx context.Context, secrets client.Reader, management *rest.Config, p *policy.Policy, dc *infrav1.DockyardCluster) (*docker.Infrastructure, error) {
+// managementInfrastructure is the management cluster as a cluster's infrastructure, in the
+// cluster's own namespace, where the policy allows it.
+func managementInfrastructure(management *rest.Config, p *policy.Policy, dc *infrav1.DockyardCluster) (*docker.Infrastructure, error) {
+	if p != nil {
+		if err := p.CheckManagementInfrastructure(dc.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	if ns := dc.Spec.Infrastructure.Kubernetes.Namespace; ns != "" && ns != dc.Namespace {
+		return nil, policy.Refusedf("spec.infrastructure.kubernetes.namespace %s: on the management cluster, a cluster's nodes run in its own namespace %s", ns, dc.Namespace)
+	}
+	return &docker.Infrastructure{Config: management, Namespace: dc.Namespace, ID: "management/" + dc.Namespace}, nil
+}
+
+// secretInfrastructure is the infrastructure cluster of a kubeconfig Secret.
+func secretInfrastructure(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*docker.Infrastructure, error) {
 	k := dc.Spec.Infrastructure.Kubernetes
-	if k.KubeconfigSecret == "" {
-		if p != nil {
-			if err := p.CheckManagementInfrastructure(dc.Namespace); err != nil {
-				return nil, err
-			}
-		}
-		if k.Namespace != "" && k.Namespace != dc.Namespace {
-			return nil, policy.Refusedf("spec.infrastructure.kubernetes.namespace %s: on the management cluster, a cluster's nodes run in its own namespace %s", k.Namespace, dc.Namespace)
-		}
-		return &docker.Infrastructure{Config: management, Namespace: dc.Namespace, ID: "management/" + dc.Namespace}, nil
-	}
-	var secret corev1.Secret
-	if err := secrets.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}, &secret); err != nil {
-		return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
-	}
 	b := secret.Data[infrav1.InfrastructureKubeconfigKey]
 	if len(b) == 0 {
 		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) has no kubeconfig in its key %q", k.KubeconfigSecret, infrav1.InfrastructureKubeconfigKey)
@@ -78,8 +104,7 @@ func kubernetesInfrastructure(ctx context.Context, secrets client.Reader, manage
 	if err := SelfContainedKubeconfig(loaded); err != nil {
 		return nil, policy.Refusedf("the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) %v", k.KubeconfigSecret, err)
 	}
-	cc := clientcmd.NewDefaultClientConfig(*loaded, &clientcmd.ConfigOverrides{})
-	cfg, err := cc.ClientConfig()
+	cfg, err := clientcmd.NewDefaultClientConfig(*loaded, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, errors.Wrapf(err, "the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret)", k.KubeconfigSecret)
 	}

@@ -68,17 +68,6 @@ func (m *Manager) imageSource() container.Runtime {
 	return m.runtime
 }
 
-// Forget drops the Manager of an engine no cluster resolves to any more (its credentials
-// changed, its clusters went).
-func (m *Manager) Forget(rt container.Runtime) {
-	if m.engines == nil {
-		return
-	}
-	m.engines.mu.Lock()
-	defer m.engines.mu.Unlock()
-	delete(m.engines.sub, rt)
-}
-
 // Zones returns the failure domains of the engine a cluster runs on: its zones on an engine
 // whose hosts have them (Kubernetes), none on an engine of one host.
 func (m *Manager) Zones(ctx context.Context, cluster ClusterKey) ([]string, error) {

@@ -46,11 +46,16 @@ func (m *Manager) frontHandle(cluster ClusterKey, f *container.Front) *LoadBalan
 }
 
 // NodePort is where a load balancer that is the engine's front also answers from outside the
-// engine's network: the addresses of the engine's hosts and the port; none for a container
-// (or no load balancer).
-func (lb *LoadBalancer) NodePort() (hosts []string, port int) {
-	if lb == nil || lb.front == nil {
-		return nil, 0
+// engine's network: the addresses of the engine's hosts now and the port; none for a container
+// (or no load balancer). The hosts are asked for here, not with every look at the front.
+func (lb *LoadBalancer) NodePort(ctx context.Context) (hosts []string, port int, err error) {
+	if lb == nil || lb.front == nil || lb.front.NodePort == 0 {
+		return nil, 0, nil
 	}
-	return lb.front.HostAddresses, lb.front.NodePort
+	b, ok := lb.m.runtime.(container.Balancer)
+	if !ok {
+		return nil, 0, nil
+	}
+	hosts, err = b.FrontHosts(ctx)
+	return hosts, lb.front.NodePort, err
 }

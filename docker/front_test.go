@@ -24,7 +24,7 @@ func (b *balancingEngine) EnsureFront(_ context.Context, spec container.FrontSpe
 
 func (b *balancingEngine) front(name string) *container.Front {
 	s := b.fronts[name]
-	return &container.Front{Name: name, Labels: s.Labels, Address: "10.96.0.10", Port: s.Port, NodePort: 30001, HostAddresses: []string{"172.18.0.2"}}
+	return &container.Front{Name: name, Labels: s.Labels, Address: "10.96.0.10", Port: s.Port, NodePort: 30001}
 }
 
 func (b *balancingEngine) InspectFront(_ context.Context, name string) (*container.Front, error) {
@@ -32,6 +32,10 @@ func (b *balancingEngine) InspectFront(_ context.Context, name string) (*contain
 		return nil, container.ErrNotFound
 	}
 	return b.front(name), nil
+}
+
+func (b *balancingEngine) FrontHosts(context.Context) ([]string, error) {
+	return []string{"172.18.0.2"}, nil
 }
 
 func (b *balancingEngine) RemoveFront(_ context.Context, name string) error {
@@ -63,8 +67,8 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	if _, port := lb.PublishedPort(443); port != 0 {
 		t.Errorf("a front publishes port %d on a host", port)
 	}
-	if hosts, port := lb.NodePort(); port != 30001 || len(hosts) != 1 {
-		t.Errorf("where the front answers from outside: %v port %d", hosts, port)
+	if hosts, port, err := lb.NodePort(ctx); err != nil || port != 30001 || len(hosts) != 1 {
+		t.Errorf("where the front answers from outside: %v port %d %v", hosts, port, err)
 	}
 	spec := engine.fronts[LoadBalancerName(k)]
 	if spec.Port != 443 || spec.TargetPort != APIServerPort || !container.MatchLabels(k.labels(RoleControlPlane), spec.Select) || len(spec.Select) != len(k.labels(RoleControlPlane)) {

@@ -479,7 +479,11 @@ func clusterKubeconfig(ctx context.Context, g *globals, c client.Client, ref clu
 	if err != nil {
 		return nil, errors.Wrapf(err, "reading the kubeconfig of cluster %s", ref)
 	}
-	if hosts, port := lb.NodePort(); port != 0 {
+	hosts, port, err := lb.NodePort(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if port != 0 {
 		// Nodes as Pods: the endpoint is a Service's cluster address; the host reaches it on a
 		// node of the infrastructure cluster, the certificate checked against the endpoint.
 		if len(hosts) == 0 {

@@ -232,6 +232,9 @@ type Balancer interface {
 	InspectFront(ctx context.Context, name string) (*Front, error)
 	// RemoveFront removes a front; removing one that does not exist is not an error.
 	RemoveFront(ctx context.Context, name string) error
+	// FrontHosts returns the addresses of the engine's hosts where fronts' node ports answer
+	// now, for clients outside the engine's network.
+	FrontHosts(ctx context.Context) ([]string, error)
 }
 
 // FrontSpec describes a stable address in front of the ready containers carrying Select.
@@ -252,11 +255,9 @@ type Front struct {
 	// Address is where the front answers, on Port, from the engine's own network.
 	Address string
 	Port    int
-	// NodePort, when not zero, is where the front also answers on every host of the engine,
-	// for clients outside its network (Kubernetes: the Service's node port), on the addresses
-	// of HostAddresses (its hosts that take containers now).
-	NodePort      int
-	HostAddresses []string
+	// NodePort, when not zero, is where the front also answers on every host of the engine
+	// (FrontHosts), for clients outside its network (Kubernetes: the Service's node port).
+	NodePort int
 }
 
 // Zoned is implemented by engines whose hosts are spread over failure domains (Kubernetes:

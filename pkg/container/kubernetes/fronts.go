@@ -50,26 +50,28 @@ func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*c
 	if err != nil {
 		return nil, errors.Wrapf(err, "creating the Service in front of %s", spec.Name)
 	}
-	return r.withHosts(ctx, frontOf(created))
+	return frontOf(created), nil
 }
 
-// withHosts adds the addresses of the cluster's Ready nodes, where a front's node port answers.
-func (r *Runtime) withHosts(ctx context.Context, f *container.Front) (*container.Front, error) {
+// FrontHosts returns the internal addresses of the cluster's Ready nodes, where fronts' node
+// ports answer.
+func (r *Runtime) FrontHosts(ctx context.Context) ([]string, error) {
 	nodes, err := r.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, errors.Wrap(err, "listing the infrastructure cluster's nodes")
 	}
+	var out []string
 	for _, n := range nodes.Items {
 		if !nodeReady(&n) {
 			continue
 		}
 		for _, a := range n.Status.Addresses {
 			if a.Type == corev1.NodeInternalIP {
-				f.HostAddresses = append(f.HostAddresses, a.Address)
+				out = append(out, a.Address)
 			}
 		}
 	}
-	return f, nil
+	return out, nil
 }
 
 func nodeReady(n *corev1.Node) bool {
@@ -101,7 +103,7 @@ func (r *Runtime) InspectFront(ctx context.Context, name string) (*container.Fro
 	if svc.Labels[kindLabel] != "front" {
 		return nil, errors.Wrapf(container.ErrNotFound, "Service %s is not one of Dockyard's fronts", svc.Name)
 	}
-	return r.withHosts(ctx, frontOf(svc))
+	return frontOf(svc), nil
 }
 
 // RemoveFront deletes a front's Service.

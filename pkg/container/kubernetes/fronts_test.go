@@ -28,7 +28,10 @@ func TestFrontSendsToReadyContainers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Address == "" || f.Port != 443 || f.NodePort == 0 || len(f.HostAddresses) == 0 {
+	if hosts, err := rt.FrontHosts(ctx); err != nil || len(hosts) == 0 {
+		t.Errorf("the hosts fronts answer on: %v %v", hosts, err)
+	}
+	if f.Address == "" || f.Port != 443 || f.NodePort == 0 {
 		t.Fatalf("front %+v", f)
 	}
 	again, err := rt.EnsureFront(ctx, container.FrontSpec{Name: front, Labels: labels, Select: selected, Port: 443, TargetPort: 6443})
