@@ -233,6 +233,11 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 		return ctrl.Result{}, false, err
 	}
 	s.lb, s.address = lb, lb.Address(s.network)
+	if pending := lb.Pending(); pending != "" {
+		// Given by the infrastructure cluster, maybe never: looked at again, not at once.
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerWaitingForAddressReason, "Load balancer %s has no address yet: %s", lb.Name, pending)
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, false, nil
+	}
 	if !lb.Running() || s.address == "" {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason, "Load balancer %s is %s", lb.Name, lb.State())
 		return ctrl.Result{RequeueAfter: time.Second}, false, nil

@@ -115,7 +115,12 @@ func secretInfrastructure(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*
 	if ns == "" {
 		ns = dc.Namespace
 	}
-	return &docker.Infrastructure{Config: cfg, Namespace: ns, ID: fmt.Sprintf("secret/%s/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, secret.ResourceVersion, ns)}, nil
+	// The management cluster reaches this one from outside its network (it is another cluster,
+	// or as good as one: nothing says the management cluster routes to its Service range).
+	return &docker.Infrastructure{
+		Config: cfg, Namespace: ns, External: true,
+		ID: fmt.Sprintf("secret/%s/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, secret.ResourceVersion, ns),
+	}, nil
 }
 
 // SelfContainedKubeconfig refuses what in a kubeconfig a team writes would act in the manager's pod

@@ -81,13 +81,13 @@ func TestInfrastructureOfADockyardCluster(t *testing.T) {
 		}
 	}
 	in, err := infra(ctx, key("remote"))
-	if err != nil || in.Config.Host != "https://infra.example:6443" || in.Namespace != "from-kubeconfig" || !strings.Contains(in.ID, "/7/") {
+	if err != nil || in.Config.Host != "https://infra.example:6443" || in.Namespace != "from-kubeconfig" || !strings.Contains(in.ID, "/7/") || !in.External {
 		t.Errorf("remote: %+v %v", in, err)
 	}
 	if in, err := infra(ctx, key("remote-ns")); err != nil || in.Namespace != "pods" {
 		t.Errorf("remote with a namespace: %+v %v", in, err)
 	}
-	if in, err := infra(ctx, key("mgmt")); err != nil || in.Config != mgmt || in.Namespace != "team-a" {
+	if in, err := infra(ctx, key("mgmt")); err != nil || in.Config != mgmt || in.Namespace != "team-a" || in.External {
 		t.Errorf("the management cluster: %+v %v", in, err)
 	}
 	if _, err := infra(ctx, key("mgmt-other-ns")); !policy.IsRefused(err) || !strings.Contains(err.Error(), "spec.infrastructure.kubernetes.namespace") {

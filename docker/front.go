@@ -45,6 +45,16 @@ func (m *Manager) frontHandle(cluster ClusterKey, f *container.Front) *LoadBalan
 	return &LoadBalancer{m: m, c: c, front: f, Name: f.Name, Cluster: cluster}
 }
 
+// Pending says why a load balancer has no address yet, when it is the engine's front and the
+// engine has not given it one (a Kubernetes Service of type LoadBalancer waiting for its
+// ingress); "" otherwise.
+func (lb *LoadBalancer) Pending() string {
+	if lb == nil || lb.front == nil || lb.front.Address != "" {
+		return ""
+	}
+	return lb.front.Pending
+}
+
 // NodePort is where a load balancer that is the engine's front also answers from outside the
 // engine's network: the addresses of the engine's hosts now and the port; none for a container
 // (or no load balancer). The hosts are asked for here, not with every look at the front.

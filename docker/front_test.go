@@ -13,6 +13,8 @@ import (
 type balancingEngine struct {
 	*fake.Runtime
 	fronts map[string]container.FrontSpec
+	// pending, when set, is why fronts have no address yet.
+	pending string
 }
 
 func (b *balancingEngine) EnsureFront(_ context.Context, spec container.FrontSpec) (*container.Front, error) {
@@ -24,6 +26,9 @@ func (b *balancingEngine) EnsureFront(_ context.Context, spec container.FrontSpe
 
 func (b *balancingEngine) front(name string) *container.Front {
 	s := b.fronts[name]
+	if b.pending != "" {
+		return &container.Front{Name: name, Labels: s.Labels, Pending: b.pending, Port: s.Port, NodePort: 30001}
+	}
 	return &container.Front{Name: name, Labels: s.Labels, Address: "10.96.0.10", Port: s.Port, NodePort: 30001}
 }
 
@@ -97,5 +102,29 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	}
 	if len(engine.fronts) != 0 {
 		t.Errorf("fronts left after the cluster: %v", engine.fronts)
+	}
+}
+
+// A front the engine has not given an address yet (a Service of type LoadBalancer waiting for
+// its ingress) is a load balancer without an address that says why; once it has one, it says
+// nothing more.
+func TestAFrontWithoutAnAddressSaysWhy(t *testing.T) {
+	ctx := context.Background()
+	engine := &balancingEngine{Runtime: fake.New("node:v1"), fronts: map[string]container.FrontSpec{}, pending: "no ingress yet"}
+	m := NewManager(engine, ManagerOptions{})
+	k := ClusterKey{Namespace: "team-a", Name: "elsewhere"}
+	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: k, Image: "lb:v1", Network: DefaultNetworkName(k), Port: 6443})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.Address("") != "" || lb.Pending() != "no ingress yet" {
+		t.Errorf("a front without an address: %q, pending %q", lb.Address(""), lb.Pending())
+	}
+	engine.pending = ""
+	if lb, err = m.FindLoadBalancer(ctx, k); err != nil || lb.Address("") != "10.96.0.10" || lb.Pending() != "" {
+		t.Errorf("the front once it has an address: %+v %v", lb, err)
+	}
+	if (*LoadBalancer)(nil).Pending() != "" {
+		t.Error("no load balancer is pending")
 	}
 }

@@ -20,6 +20,10 @@ type Infrastructure struct {
 	// ID names the infrastructure with the version of its credentials: the same ID is the same
 	// engine, another ID (a changed kubeconfig Secret) a new one.
 	ID string
+	// External says the management cluster is not the infrastructure cluster: it reaches the
+	// control plane endpoint from outside the infrastructure cluster's network, so the endpoint
+	// is a load balancer's address (kubernetes.ExternalFronts), not a cluster address.
+	External bool
 }
 
 // InfrastructureFunc says where a cluster's nodes run: nil for the Manager's own engine.
@@ -42,7 +46,11 @@ func KubernetesEngines(infra InfrastructureFunc) EngineResolver {
 		if rt, ok := byID[in.ID]; ok {
 			return rt, nil
 		}
-		rt, err := kubernetes.New(in.Config, in.Namespace)
+		var opts []kubernetes.Option
+		if in.External {
+			opts = append(opts, kubernetes.ExternalFronts())
+		}
+		rt, err := kubernetes.New(in.Config, in.Namespace, opts...)
 		if err != nil {
 			return nil, errors.Wrapf(err, "connecting to infrastructure %s", in.ID)
 		}

@@ -48,6 +48,10 @@ const (
 	LoadBalancerFailedReason = "LoadBalancerFailed"
 	// LoadBalancerStartingReason: the container was created but does not run yet.
 	LoadBalancerStartingReason = "LoadBalancerStarting"
+	// LoadBalancerWaitingForAddressReason: the load balancer is a Service of type LoadBalancer
+	// of the infrastructure cluster (spec.infrastructure.kubernetes.kubeconfigSecret), which has
+	// no address yet; the infrastructure cluster needs a load balancer implementation.
+	LoadBalancerWaitingForAddressReason = "LoadBalancerWaitingForAddress"
 	// LoadBalancerAddressChangedReason: the load balancer was replaced and came back on another
 	// address than the cluster's endpoint, which certificates and kubeconfigs name.
 	LoadBalancerAddressChangedReason = "LoadBalancerAddressChanged"

@@ -252,8 +252,12 @@ type FrontSpec struct {
 type Front struct {
 	Name   string
 	Labels map[string]string
-	// Address is where the front answers, on Port, from the engine's own network.
+	// Address is where the front answers, on Port: from the engine's own network, or from
+	// outside it where the engine makes fronts for clients elsewhere (Kubernetes:
+	// ExternalFronts). Empty while the engine has not given the front one yet; Pending then
+	// says why.
 	Address string
+	Pending string
 	Port    int
 	// NodePort, when not zero, is where the front also answers on every host of the engine
 	// (FrontHosts), for clients outside its network (Kubernetes: the Service's node port).

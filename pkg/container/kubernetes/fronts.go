@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"github.com/pkg/errors"
@@ -18,10 +19,11 @@ var (
 	_ container.Zoned    = &Runtime{}
 )
 
-// EnsureFront makes a NodePort Service in front of the ready Pods carrying spec.Select, or
-// returns the one of that name as it is. Its cluster address lasts as long as the Service,
-// whatever happens to the Pods; its node port reaches it through any node of the cluster, from
-// outside the cluster's network.
+// EnsureFront makes a Service in front of the ready Pods carrying spec.Select, or returns the
+// one of that name as it is. A NodePort Service's address is its cluster address, which lasts
+// as long as the Service whatever happens to the Pods; with ExternalFronts it is a LoadBalancer
+// Service and its address is the load balancer's. Either way its node port reaches it through
+// any node of the cluster.
 func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*container.Front, error) {
 	if f, err := r.InspectFront(ctx, spec.Name); !container.IsNotFound(err) {
 		return f, err
@@ -41,7 +43,7 @@ func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*c
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: serviceName(spec.Name), Namespace: r.namespace, Labels: objectLabels("front", spec.Labels), Annotations: annotated(spec.Labels)},
 		Spec: corev1.ServiceSpec{
-			Type: corev1.ServiceTypeNodePort, Selector: sel,
+			Type: r.fronts, Selector: sel,
 			Ports: []corev1.ServicePort{{Name: "front", Protocol: corev1.ProtocolTCP, Port: int32(spec.Port), TargetPort: intstr.FromInt32(int32(target))}},
 		},
 	}
@@ -86,10 +88,27 @@ func nodeReady(n *corev1.Node) bool {
 // frontNameAnnotation keeps a front's name (its Service's may be a hash of it).
 const frontNameAnnotation = "dockyard.x-k8s.io/front"
 
+// frontOf is the front a Service is. A LoadBalancer Service's address is the first of its
+// status.loadBalancer.ingress (an IP, else a host name), and none until it has one.
 func frontOf(svc *corev1.Service) *container.Front {
 	f := &container.Front{Name: svc.Annotations[frontNameAnnotation], Labels: exactLabels(svc.Annotations), Address: svc.Spec.ClusterIP}
 	if len(svc.Spec.Ports) > 0 {
 		f.Port, f.NodePort = int(svc.Spec.Ports[0].Port), int(svc.Spec.Ports[0].NodePort)
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		f.Address = ""
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if f.Address = in.IP; f.Address == "" {
+				f.Address = in.Hostname
+			}
+			if f.Address != "" {
+				break
+			}
+		}
+		if f.Address == "" {
+			f.Pending = fmt.Sprintf("Service %s/%s of type LoadBalancer has no address in its status.loadBalancer.ingress yet; "+
+				"the infrastructure cluster gives it one only if it has a load balancer implementation (a cloud's, MetalLB, Dockyard's for its own clusters)", svc.Namespace, svc.Name)
+		}
 	}
 	return f
 }

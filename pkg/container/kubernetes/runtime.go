@@ -25,13 +25,27 @@ type Runtime struct {
 	config    *rest.Config
 	client    kubernetes.Interface
 	namespace string
+	// fronts is the type of the Services fronts are: NodePort (clients in the cluster's
+	// network, or through a node), LoadBalancer (clients elsewhere: ExternalFronts).
+	fronts corev1.ServiceType
+}
+
+// Option changes how an engine works.
+type Option func(*Runtime)
+
+// ExternalFronts makes fronts Services of type LoadBalancer: their address is the one the
+// cluster's load balancer implementation (a cloud's, MetalLB, ...) gives them, which clients
+// outside the cluster's network reach; a management cluster that is not the infrastructure
+// cluster is such a client. Until the Service has one, the front has no address and says why.
+func ExternalFronts() Option {
+	return func(r *Runtime) { r.fronts = corev1.ServiceTypeLoadBalancer }
 }
 
 var _ container.Runtime = &Runtime{}
 
 // New returns the engine of a cluster's namespace, reached with a REST configuration. Connecting
 // does not talk to the cluster: call Info to learn whether it answers.
-func New(config *rest.Config, namespace string) (*Runtime, error) {
+func New(config *rest.Config, namespace string, opts ...Option) (*Runtime, error) {
 	if namespace == "" {
 		return nil, errors.New("the infrastructure cluster's namespace for Dockyard's Pods is empty")
 	}
@@ -42,16 +56,24 @@ func New(config *rest.Config, namespace string) (*Runtime, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "making a client of the infrastructure cluster")
 	}
-	return &Runtime{config: cfg, client: cs, namespace: namespace}, nil
+	return newRuntime(cfg, cs, namespace, opts...), nil
+}
+
+func newRuntime(cfg *rest.Config, cs kubernetes.Interface, namespace string, opts ...Option) *Runtime {
+	r := &Runtime{config: cfg, client: cs, namespace: namespace, fronts: corev1.ServiceTypeNodePort}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // NewFromKubeconfig returns the engine of a cluster's namespace from a kubeconfig's bytes.
-func NewFromKubeconfig(kubeconfig []byte, namespace string) (*Runtime, error) {
+func NewFromKubeconfig(kubeconfig []byte, namespace string, opts ...Option) (*Runtime, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
 		return nil, errors.Wrap(err, "reading the infrastructure cluster's kubeconfig")
 	}
-	return New(cfg, namespace)
+	return New(cfg, namespace, opts...)
 }
 
 // Namespace is where the engine's Pods live.
