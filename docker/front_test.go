@@ -97,6 +97,9 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	if created.ReadyPort != APIServerPort || created.Zone != "b" || len(created.SpreadFrom) == 0 || !container.MatchLabels(created.Labels, created.SpreadFrom) {
 		t.Errorf("the control plane node's spec: ready port %d, zone %q, spread from %v", created.ReadyPort, created.Zone, created.SpreadFrom)
 	}
+	if len(created.Ports) != 0 {
+		t.Errorf("a control plane node behind the engine's front publishes %+v", created.Ports)
+	}
 	if err := m.DeleteCluster(ctx, k, network); err != nil {
 		t.Fatal(err)
 	}

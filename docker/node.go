@@ -50,6 +50,9 @@ type NodeSpec struct {
 
 	// address is the node's fixed addresses on Network, picked by CreateNode.
 	address fixedAddresses
+	// fronted: the engine's front reaches the control plane nodes (a container.Balancer), so
+	// they publish nothing for the API server: there is no host to publish it on.
+	fronted bool
 }
 
 // IsPortInUse reports whether err says a node could not start because a host port it
@@ -150,7 +153,9 @@ func (s NodeSpec) containerSpec(privileged bool) container.ContainerSpec {
 	if s.Role == RoleControlPlane {
 		// An engine that balances traffic itself sends the API only to nodes serving it.
 		spec.ReadyPort = APIServerPort
-		spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: s.APIServerHostPort}}
+		if !s.fronted {
+			spec.Ports = []container.PortMapping{{ContainerPort: APIServerPort, Protocol: "tcp", HostIP: "127.0.0.1", HostPort: s.APIServerHostPort}}
+		}
 	}
 	for _, p := range s.Ports {
 		spec.Ports = append(spec.Ports, container.PortMapping{
@@ -198,6 +203,7 @@ func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Con
 			return nil, errors.Wrapf(err, "picking an address for node %s", name)
 		}
 	}
+	_, spec.fronted = m.runtime.(container.Balancer)
 	volumeLabels := spec.Cluster.MachineLabels(spec.Machine)
 	if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: volumeName(name), Labels: volumeLabels}); err != nil {
 		return nil, err
