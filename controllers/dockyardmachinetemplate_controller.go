@@ -107,7 +107,14 @@ func (r *DockyardMachineTemplateReconciler) Reconcile(ctx context.Context, req c
 		}
 	}()
 
-	info, err := r.Nodes.HostInfo(ctx)
+	// A cluster's template is sized on the engine its nodes run on (its infrastructure
+	// cluster); a template of no cluster (a ClusterClass's) on the manager's.
+	var info docker.HostInfo
+	if name != "" {
+		info, err = r.Nodes.ClusterHostInfo(ctx, docker.ClusterKey{Namespace: t.Namespace, Name: name})
+	} else {
+		info, err = r.Nodes.HostInfo(ctx)
+	}
 	if err != nil {
 		// Nothing changed: the deferred patch writes nothing, the status stays what it was.
 		return ctrl.Result{}, errors.Wrap(err, "sizing the template's nodes")

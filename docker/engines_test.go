@@ -63,6 +63,13 @@ func TestClustersRunOnTheEngineTheyResolveTo(t *testing.T) {
 	if node.m == m || node.m.runtime != other {
 		t.Error("the handle of a node on the other engine does not act there")
 	}
+	other.SetHost(fake.Host{CPUs: 32, MemoryBytes: 64 << 30, Architecture: "arm64"})
+	if info, err := m.ClusterHostInfo(ctx, onOther); err != nil || info.CPUs != 32 || info.Arch != "arm64" {
+		t.Errorf("the host of the other engine's cluster: %+v %v", info, err)
+	}
+	if info, err := m.ClusterHostInfo(ctx, onHost); err != nil || info.CPUs != fake.DefaultHost.CPUs {
+		t.Errorf("the host of the host engine's cluster: %+v %v", info, err)
+	}
 	if len(added) != 1 || added[0] != other {
 		t.Errorf("engines heard of: %d, want the other one once", len(added))
 	}

@@ -237,3 +237,13 @@ func (m *Manager) HostInfo(ctx context.Context) (HostInfo, error) {
 		Arch: container.GoArch(info.Architecture),
 	}, nil
 }
+
+// ClusterHostInfo is HostInfo of the engine a cluster's nodes run on: for nodes as Pods, the
+// infrastructure cluster's largest schedulable node.
+func (m *Manager) ClusterHostInfo(ctx context.Context, cluster ClusterKey) (HostInfo, error) {
+	on, err := m.on(ctx, cluster)
+	if err != nil {
+		return HostInfo{}, err
+	}
+	return on.HostInfo(ctx)
+}
