@@ -26,8 +26,8 @@ import (
 // DockyardCluster's namespace) when the policy allows that namespace. Objects are read from
 // reader (the manager's cache) and Secrets from secrets.
 func Infrastructure(reader, secrets client.Reader, management *rest.Config, p *policy.Policy) docker.InfrastructureFunc {
-	// A kubeconfig is read once per version of its Secret: every node layer call about a
-	// cluster asks for its infrastructure.
+	// A kubeconfig is read once per version of its Secret (every node layer call about a
+	// cluster asks for its infrastructure); a new version replaces the one before.
 	var (
 		mu     sync.Mutex
 		parsed = map[string]*docker.Infrastructure{}
@@ -45,10 +45,10 @@ func Infrastructure(reader, secrets client.Reader, management *rest.Config, p *p
 		if err := secrets.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}, &secret); err != nil {
 			return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
 		}
-		key := fmt.Sprintf("%s/%s/%s/%s", dc.Namespace, secret.Name, secret.ResourceVersion, k.Namespace)
+		key := fmt.Sprintf("%s/%s/%s", dc.Namespace, secret.Name, k.Namespace)
 		mu.Lock()
 		defer mu.Unlock()
-		if in, ok := parsed[key]; ok {
+		if in, ok := parsed[key]; ok && in.Version == secret.ResourceVersion {
 			return in, nil
 		}
 		in, err := secretInfrastructure(dc, &secret)
@@ -119,7 +119,7 @@ func secretInfrastructure(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*
 	// or as good as one: nothing says the management cluster routes to its Service range).
 	return &docker.Infrastructure{
 		Config: cfg, Namespace: ns, External: true,
-		ID: fmt.Sprintf("secret/%s/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, secret.ResourceVersion, ns),
+		ID: fmt.Sprintf("secret/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, ns), Version: secret.ResourceVersion,
 	}, nil
 }
 

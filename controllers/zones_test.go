@@ -81,8 +81,18 @@ func TestInfrastructureOfADockyardCluster(t *testing.T) {
 		}
 	}
 	in, err := infra(ctx, key("remote"))
-	if err != nil || in.Config.Host != "https://infra.example:6443" || in.Namespace != "from-kubeconfig" || !strings.Contains(in.ID, "/7/") || !in.External {
+	if err != nil || in.Config.Host != "https://infra.example:6443" || in.Namespace != "from-kubeconfig" || in.Version != "7" || !in.External {
 		t.Errorf("remote: %+v %v", in, err)
+	}
+	if again, err := infra(ctx, key("remote")); err != nil || again != in {
+		t.Errorf("the same version of the Secret is read again: %+v %v", again, err)
+	}
+	secret.Data[infrav1.InfrastructureKubeconfigKey] = []byte(strings.Replace(testKubeconfig, "infra.example", "infra-2.example", 1))
+	if err := c.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := infra(ctx, key("remote")); err != nil || changed.ID != in.ID || changed.Version == in.Version || changed.Config.Host != "https://infra-2.example:6443" {
+		t.Errorf("after the Secret changed: %+v %v; before %+v", changed, err, in)
 	}
 	if in, err := infra(ctx, key("remote-ns")); err != nil || in.Namespace != "pods" {
 		t.Errorf("remote with a namespace: %+v %v", in, err)

@@ -18,11 +18,57 @@ type EngineResolver func(ctx context.Context, cluster ClusterKey) (container.Run
 // engines holds the Managers of the engines resolved for clusters, one per engine.
 type engines struct {
 	resolve EngineResolver
-	// added hears of each engine once, when its first cluster resolves to it (EngineEvents.Add).
-	added func(container.Runtime)
+	// added hears of each engine once, when its first cluster resolves to it (EngineEvents.Add);
+	// retired when no cluster does any more (EngineEvents.Remove).
+	added, retired func(container.Runtime)
 
 	mu  sync.Mutex
 	sub map[container.Runtime]*Manager
+	// of is the engine each cluster last resolved to.
+	of map[ClusterKey]container.Runtime
+}
+
+// use records that a cluster's nodes are on rt now, retiring the engine they were on before
+// when no other cluster's are (a kubeconfig Secret that changed). Called with mu held.
+func (e *engines) use(cluster ClusterKey, rt container.Runtime) {
+	prev, ok := e.of[cluster]
+	if ok && prev == rt {
+		return
+	}
+	if e.of == nil {
+		e.of = map[ClusterKey]container.Runtime{}
+	}
+	e.of[cluster] = rt
+	if ok {
+		e.retireUnused(prev)
+	}
+}
+
+// forget drops a deleted cluster, retiring its engine when no other cluster is on it.
+func (e *engines) forget(cluster ClusterKey) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rt, ok := e.of[cluster]
+	if !ok {
+		return
+	}
+	delete(e.of, cluster)
+	e.retireUnused(rt)
+}
+
+func (e *engines) retireUnused(rt container.Runtime) {
+	for _, used := range e.of {
+		if used == rt {
+			return
+		}
+	}
+	if _, ok := e.sub[rt]; !ok {
+		return
+	}
+	delete(e.sub, rt)
+	if e.retired != nil {
+		e.retired(rt)
+	}
 }
 
 // on returns the Manager of the engine a cluster's nodes run on: m itself, or one of the same
@@ -44,6 +90,7 @@ func (m *Manager) on(ctx context.Context, cluster ClusterKey) (*Manager, error) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if sub, ok := e.sub[rt]; ok {
+		e.use(cluster, rt)
 		return sub, nil
 	}
 	sub := NewManager(rt, ManagerOptions{Privilege: m.privilege, Policy: m.policy})
@@ -53,6 +100,7 @@ func (m *Manager) on(ctx context.Context, cluster ClusterKey) (*Manager, error) 
 		e.sub = map[container.Runtime]*Manager{}
 	}
 	e.sub[rt] = sub
+	e.use(cluster, rt)
 	if e.added != nil {
 		e.added(rt)
 	}

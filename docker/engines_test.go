@@ -83,3 +83,53 @@ func TestClustersRunOnTheEngineTheyResolveTo(t *testing.T) {
 		t.Error("a cluster whose engine cannot be resolved was looked up on the Manager's engine")
 	}
 }
+
+// An engine no cluster resolves to any more is forgotten and no longer watched: when its last
+// cluster is deleted, or resolves to another engine (its kubeconfig Secret changed); not while
+// another cluster still runs on it.
+func TestEnginesNoClusterUsesAreRetired(t *testing.T) {
+	ctx := context.Background()
+	host, before, after := fake.New("node:v1"), fake.New("node:v1"), fake.New("node:v1")
+	a, b := ClusterKey{Namespace: "team-a", Name: "a"}, ClusterKey{Namespace: "team-a", Name: "b"}
+	on := map[ClusterKey]container.Runtime{a: before, b: before}
+	var added, retired []container.Runtime
+	m := NewManager(host, ManagerOptions{
+		Engines:       func(_ context.Context, c ClusterKey) (container.Runtime, error) { return on[c], nil },
+		EngineAdded:   func(rt container.Runtime) { added = append(added, rt) },
+		EngineRetired: func(rt container.Runtime) { retired = append(retired, rt) },
+	})
+	for _, k := range []ClusterKey{a, b} {
+		if _, err := m.EnsureNetwork(ctx, k, DefaultNetworkName(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	on[a] = after // a's Secret changed; b still runs on the engine before
+	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
+		t.Fatal(err)
+	}
+	if len(retired) != 0 {
+		t.Errorf("retired %d engines while cluster b runs on the one before", len(retired))
+	}
+	on[b] = after
+	if _, err := m.FindNode(ctx, b, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(retired) != 1 || retired[0] != before {
+		t.Errorf("retired %v, want the engine before once no cluster is on it", retired)
+	}
+	for _, k := range []ClusterKey{a, b} {
+		if err := m.DeleteCluster(ctx, k, DefaultNetworkName(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(retired) != 2 || retired[1] != after {
+		t.Errorf("retired %v, want the engine after once its clusters are deleted", retired)
+	}
+	if len(added) != 2 {
+		t.Errorf("added %d engines, want 2", len(added))
+	}
+	// A cluster back on a retired engine has it watched again.
+	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil || len(added) != 3 || added[2] != after {
+		t.Errorf("an engine used again: added %v, %v", added, err)
+	}
+}

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -76,8 +77,10 @@ func parseKey(value string) (ClusterKey, bool) {
 type EngineEvents struct {
 	rt container.Runtime
 	// ctx is Start's, which engines added later are watched under; pending were added before.
+	// stops ends the watch of an added engine (Remove).
 	ctx     context.Context
 	pending []container.Runtime
+	stops   map[container.Runtime]context.CancelFunc
 
 	mu          sync.Mutex
 	subscribers []chan Event
@@ -116,13 +119,14 @@ func (w *EngineEvents) Start(ctx context.Context) error {
 	w.pending = nil
 	w.mu.Unlock()
 	for _, rt := range pending {
-		go w.watch(ctx, rt)
+		w.Add(rt)
 	}
 	w.watch(ctx, w.rt)
 	return nil
 }
 
-// Add watches one more engine (a Kubernetes infrastructure a cluster runs on), from Start on.
+// Add watches one more engine (a Kubernetes infrastructure a cluster runs on), from Start on,
+// until Remove.
 func (w *EngineEvents) Add(rt container.Runtime) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -130,7 +134,27 @@ func (w *EngineEvents) Add(rt container.Runtime) {
 		w.pending = append(w.pending, rt)
 		return
 	}
-	go w.watch(w.ctx, rt)
+	if _, ok := w.stops[rt]; ok {
+		return
+	}
+	ctx, stop := context.WithCancel(w.ctx)
+	if w.stops == nil {
+		w.stops = map[container.Runtime]context.CancelFunc{}
+	}
+	w.stops[rt] = stop
+	go w.watch(ctx, rt)
+}
+
+// Remove stops watching an engine Add added (no cluster runs on it any more); one that is not
+// watched is not an error.
+func (w *EngineEvents) Remove(rt container.Runtime) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending = slices.DeleteFunc(w.pending, func(p container.Runtime) bool { return p == rt })
+	if stop, ok := w.stops[rt]; ok {
+		stop()
+		delete(w.stops, rt)
+	}
 }
 
 // watch follows one engine's events until ctx ends, subscribing again after the stream breaks.
@@ -145,6 +169,9 @@ func (w *EngineEvents) watch(ctx context.Context, rt container.Runtime) {
 			w.broadcast(ctx, Event{Kind: ResyncEvent})
 		}
 		for e := range events {
+			if ctx.Err() != nil {
+				continue // removed (or stopping): what is left of the stream is not heard
+			}
 			if ev, ok := eventOf(e); ok {
 				w.broadcast(ctx, ev)
 			}

@@ -101,3 +101,45 @@ func TestEventsInTheNodeLayersWords(t *testing.T) {
 		}
 	}
 }
+
+// An engine added to the watcher (before Start or after) is watched until it is removed; then
+// its events stop, while the manager's own engine's go on.
+func TestEngineEventsOfAddedEnginesStopWhenRemoved(t *testing.T) {
+	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), testr.New(t)))
+	defer cancel()
+	own, early, late := fake.New("img"), fake.New("img"), fake.New("img")
+	w := NewEngineEvents(own)
+	w.Add(early)
+	ch := w.Subscribe()
+	go func() { _ = w.Start(ctx) }()
+	w.Add(late)
+	w.Add(late) // once is enough: still one watch
+	for deadline := time.Now().Add(10 * time.Second); own.CallCount("Events") != 1 || early.CallCount("Events") != 1 || late.CallCount("Events") != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("watches: own %d, early %d, late %d, want one each", own.CallCount("Events"), early.CallCount("Events"), late.CallCount("Events"))
+		}
+	}
+	key := ClusterKey{Namespace: "ns", Name: "c"}
+	expect := func(rt *fake.Runtime, machine string, heard bool) {
+		t.Helper()
+		startFake(t, rt, machine+".ns", "net", key.MachineLabels(machine))
+		select {
+		case e := <-ch:
+			if !heard || e.Machine != machine {
+				t.Errorf("event %+v, want %v of machine %s", e, heard, machine)
+			}
+		case <-time.After(500 * time.Millisecond):
+			if heard {
+				t.Errorf("no event of machine %s", machine)
+			}
+		}
+	}
+	expect(early, "early", true)
+	expect(late, "late", true)
+	w.Remove(early)
+	w.Remove(late)
+	w.Remove(late) // not watched: nothing to do
+	expect(early, "early-2", false)
+	expect(late, "late-2", false)
+	expect(own, "own", true)
+}

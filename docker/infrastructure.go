@@ -17,9 +17,11 @@ type Infrastructure struct {
 	Config *rest.Config
 	// Namespace holds the Pods.
 	Namespace string
-	// ID names the infrastructure with the version of its credentials: the same ID is the same
-	// engine, another ID (a changed kubeconfig Secret) a new one.
-	ID string
+	// ID names the infrastructure (the kubeconfig Secret, or the management cluster, and the
+	// namespace). Version is its credentials' (the Secret's resourceVersion): an engine of the
+	// same ID and another Version replaces the one before, which is forgotten.
+	ID      string
+	Version string
 	// External says the management cluster is not the infrastructure cluster: it reaches the
 	// control plane endpoint from outside the infrastructure cluster's network, so the endpoint
 	// is a load balancer's address (kubernetes.ExternalFronts), not a cluster address.
@@ -30,11 +32,16 @@ type Infrastructure struct {
 type InfrastructureFunc func(ctx context.Context, cluster ClusterKey) (*Infrastructure, error)
 
 // KubernetesEngines resolves clusters to the Kubernetes engines their infrastructure names,
-// one engine per ID, made when a cluster first needs it.
+// one engine per ID and Version, made when a cluster first needs it; a new Version replaces
+// the engine of the one before.
 func KubernetesEngines(infra InfrastructureFunc) EngineResolver {
+	type engine struct {
+		version string
+		rt      container.Runtime
+	}
 	var (
 		mu   sync.Mutex
-		byID = map[string]container.Runtime{}
+		byID = map[string]engine{}
 	)
 	return func(ctx context.Context, cluster ClusterKey) (container.Runtime, error) {
 		in, err := infra(ctx, cluster)
@@ -43,8 +50,8 @@ func KubernetesEngines(infra InfrastructureFunc) EngineResolver {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if rt, ok := byID[in.ID]; ok {
-			return rt, nil
+		if e, ok := byID[in.ID]; ok && e.version == in.Version {
+			return e.rt, nil
 		}
 		var opts []kubernetes.Option
 		if in.External {
@@ -54,7 +61,7 @@ func KubernetesEngines(infra InfrastructureFunc) EngineResolver {
 		if err != nil {
 			return nil, errors.Wrapf(err, "connecting to infrastructure %s", in.ID)
 		}
-		byID[in.ID] = rt
+		byID[in.ID] = engine{version: in.Version, rt: rt}
 		return rt, nil
 	}
 }

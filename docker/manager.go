@@ -65,8 +65,10 @@ type ManagerOptions struct {
 	// clusters to their engines instead (tests).
 	Infrastructure InfrastructureFunc
 	Engines        EngineResolver
-	// EngineAdded hears of each engine Engines resolves, once (EngineEvents.Add watches it).
-	EngineAdded func(container.Runtime)
+	// EngineAdded hears of each engine Engines resolves, once (EngineEvents.Add watches it);
+	// EngineRetired of one no cluster resolves to any more, once its last cluster is deleted
+	// or resolves elsewhere (EngineEvents.Remove).
+	EngineAdded, EngineRetired func(container.Runtime)
 }
 
 // Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
@@ -111,7 +113,7 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 		opts.Engines = KubernetesEngines(opts.Infrastructure)
 	}
 	if opts.Engines != nil {
-		m.engines = &engines{resolve: opts.Engines, added: opts.EngineAdded}
+		m.engines = &engines{resolve: opts.Engines, added: opts.EngineAdded, retired: opts.EngineRetired}
 	}
 	return m
 }

@@ -219,12 +219,23 @@ func (m *Manager) ClusterNetwork(ctx context.Context, cluster ClusterKey, specNa
 
 // DeleteCluster removes everything left on the engine for a cluster: containers and volumes
 // carrying its label, and the network when Dockyard created it for this cluster. Callers make
-// sure no machine of the cluster is left first.
+// sure no machine of the cluster is left first. The engine of a cluster that ran elsewhere is
+// forgotten (and no longer watched) once no other cluster runs on it.
 func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network string) error {
-	m, err := m.on(ctx, cluster)
+	on, err := m.on(ctx, cluster)
 	if err != nil {
 		return err
 	}
+	if err := on.deleteCluster(ctx, cluster, network); err != nil {
+		return err
+	}
+	if m.engines != nil {
+		m.engines.forget(cluster)
+	}
+	return nil
+}
+
+func (m *Manager) deleteCluster(ctx context.Context, cluster ClusterKey, network string) error {
 	if err := m.removeLabelled(ctx, cluster.ClusterLabels()); err != nil {
 		return err
 	}

@@ -340,6 +340,7 @@ func run(o options) error {
 		Policy: hostPolicy, SubnetsInUse: inUse,
 		Infrastructure: controllers.Infrastructure(mgr.GetClient(), secretCachingClient, mgr.GetConfig(), hostPolicy),
 		EngineAdded:    engineEvents.Add,
+		EngineRetired:  engineEvents.Remove,
 	})
 
 	if err := mgr.Add(engineEvents); err != nil {
