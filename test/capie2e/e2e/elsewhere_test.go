@@ -103,7 +103,7 @@ var _ = Describe("Nodes as Pods of a cluster the management cluster reaches from
 				InfrastructureProvider: "dockyard", Flavor: "kubernetes", Namespace: namespace, ClusterName: clusterName,
 				KubernetesVersion:        e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
 				ControlPlaneMachineCount: ptr.To[int64](1), WorkerMachineCount: ptr.To[int64](1),
-				ClusterctlVariables:      map[string]string{"DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET": infraName + "-kubeconfig"},
+				ClusterctlVariables: map[string]string{"DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET": infraName + "-kubeconfig"},
 			},
 			WaitForClusterIntervals:      e2eConfig.GetIntervals("default", "wait-cluster"),
 			WaitForControlPlaneIntervals: e2eConfig.GetIntervals("default", "wait-control-plane"),
