@@ -68,8 +68,11 @@ func (m *Manager) createNetwork(ctx context.Context, cluster ClusterKey, spec Ne
 	subnet, ok := ipv4Subnet(n.Subnets)
 	if !ok && len(n.Subnets) == 0 && !spec.IPv6 {
 		// An engine whose networks have no subnets (Kubernetes: its CNI gives Pods their
-		// addresses) has no fixed addresses either: the network is the engine's alone.
-		return errors.Wrapf(m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels()}), "creating network %s", name)
+		// addresses) has no fixed addresses either: the network is the engine's alone. Its
+		// nodes accept only each other, and the API server's port from anywhere (the
+		// endpoint, whatever the management cluster's address).
+		return errors.Wrapf(m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: cluster.ClusterLabels(), OpenPorts: []int{APIServerPort}}),
+			"creating network %s", name)
 	}
 	if !ok {
 		return errors.Errorf("the engine picked no IPv4 subnet for network %s (%v)", name, n.Subnets)

@@ -9,12 +9,30 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
-// balancingEngine is the fake engine with fronts, as Kubernetes has them (Services).
+// balancingEngine is the fake engine with fronts, as Kubernetes has them (Services), and
+// networks without subnets (NetworkPolicies), whose specs it keeps.
 type balancingEngine struct {
 	*fake.Runtime
 	fronts map[string]container.FrontSpec
 	// pending, when set, is why fronts have no address yet.
-	pending string
+	pending  string
+	networks map[string]container.NetworkSpec
+}
+
+func (b *balancingEngine) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
+	if b.networks == nil {
+		b.networks = map[string]container.NetworkSpec{}
+	}
+	b.networks[spec.Name] = spec
+	return b.Runtime.CreateNetwork(ctx, spec)
+}
+
+func (b *balancingEngine) InspectNetwork(ctx context.Context, name string) (*container.Network, error) {
+	n, err := b.Runtime.InspectNetwork(ctx, name)
+	if n != nil {
+		n.Subnets, n.Gateways = nil, nil
+	}
+	return n, err
 }
 
 func (b *balancingEngine) EnsureFront(_ context.Context, spec container.FrontSpec) (*container.Front, error) {
@@ -99,6 +117,9 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	}
 	if len(created.Ports) != 0 {
 		t.Errorf("a control plane node behind the engine's front publishes %+v", created.Ports)
+	}
+	if n := engine.networks[network]; len(n.OpenPorts) != 1 || n.OpenPorts[0] != APIServerPort || n.Subnet != "" {
+		t.Errorf("the cluster's network %+v: want no subnet, and only the API server's port open to other networks", n)
 	}
 	if err := m.DeleteCluster(ctx, k, network); err != nil {
 		t.Fatal(err)

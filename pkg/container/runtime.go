@@ -385,6 +385,11 @@ type NetworkSpec struct {
 	IPv6Subnet  string
 	IPv6Gateway string
 	IPv6Range   string
+	// OpenPorts are TCP ports the network's containers accept from anywhere, on engines that
+	// isolate networks by policy rather than by bridge (Kubernetes: a NetworkPolicy admits
+	// only the network's own Pods, and these ports from any source). Engines of one host
+	// ignore it: their containers are reached from outside through published ports.
+	OpenPorts []int
 }
 
 // WantsIPv6 reports whether the spec asks for a dual-stack network.

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
@@ -29,9 +31,11 @@ func networksValue(names []string) string {
 	return string(b)
 }
 
-// CreateNetwork makes the network's NetworkPolicy: its Pods admit their network's Pods and
-// Pods of other namespaces, nothing else of the engine's namespace. Subnets are refused: the
-// cluster's network gives Pods their addresses.
+// CreateNetwork makes the network's NetworkPolicy: its Pods admit their network's Pods on every
+// port, and anyone on spec.OpenPorts (a cluster's API server: Cluster API's controllers, the
+// front's node port or load balancer); nothing else, from this namespace (other clusters) or
+// any other. Subnets are refused: the cluster's network gives Pods their addresses. The
+// policy holds only where the cluster's CNI enforces NetworkPolicies.
 func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
 	if err := validName("network", spec.Name); err != nil {
 		return err
@@ -40,17 +44,21 @@ func (r *Runtime) CreateNetwork(ctx context.Context, spec container.NetworkSpec)
 		return errors.Errorf("network %s: a Kubernetes infrastructure cluster gives Pods their addresses; a network cannot choose a subnet or IPv6", spec.Name)
 	}
 	member := map[string]string{networkLabel(spec.Name): ""}
+	ingress := []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: member}}}}}
+	if len(spec.OpenPorts) > 0 {
+		open := networkingv1.NetworkPolicyIngressRule{} // no From: any source
+		for _, p := range spec.OpenPorts {
+			port := intstr.FromInt32(int32(p)) //nolint:gosec // a port, at most 65535
+			open.Ports = append(open.Ports, networkingv1.NetworkPolicyPort{Protocol: ptr.To(corev1.ProtocolTCP), Port: &port})
+		}
+		ingress = append(ingress, open)
+	}
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: r.namespace, Labels: objectLabels("network", spec.Labels), Annotations: annotated(spec.Labels)},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: member},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
-				{PodSelector: &metav1.LabelSelector{MatchLabels: member}},
-				{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-					Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: []string{r.namespace},
-				}}}},
-			}}},
+			Ingress:     ingress,
 		},
 	}
 	if _, err := r.client.NetworkingV1().NetworkPolicies(r.namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
