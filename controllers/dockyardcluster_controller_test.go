@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -673,4 +674,33 @@ func TestClusterNetworkOutsideThePolicyIsNotAllowed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On an engine whose front gets its address later (a Service of type LoadBalancer of an
+// infrastructure cluster elsewhere), the cluster waits for it, saying why and looking again
+// within seconds, and takes the address as its endpoint once there is one.
+func TestClusterWaitsForItsLoadBalancersAddress(t *testing.T) {
+	f := newFixture(t)
+	engine := fake.NewBalancing(f.rt)
+	engine.SetPending("Service team-a/c1-lb of type LoadBalancer has no address yet")
+	f.nodes = docker.NewManager(engine, docker.ManagerOptions{})
+	for range 3 {
+		res, err := f.clusterReconciler().Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.dc)})
+		if err != nil || res.RequeueAfter == 0 || res.RequeueAfter > 10*time.Second {
+			t.Fatalf("waiting for the address: %+v %v", res, err)
+		}
+	}
+	dc := f.getDockyardCluster()
+	expectCondition(t, dc, infrav1.LoadBalancerAvailableCondition, metav1.ConditionFalse,
+		infrav1.LoadBalancerWaitingForAddressReason, "has no address yet", "Service team-a/c1-lb of type LoadBalancer")
+	if dc.Spec.ControlPlaneEndpoint.Host != "" || ptr.Deref(dc.Status.Initialization.Provisioned, false) {
+		t.Errorf("an endpoint %q (provisioned %v) without an address", dc.Spec.ControlPlaneEndpoint.Host, dc.Status.Initialization.Provisioned)
+	}
+	engine.SetPending("")
+	f.reconcileClusterN(2)
+	dc = f.getDockyardCluster()
+	if dc.Spec.ControlPlaneEndpoint.Host != fake.FrontAddress || !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
+		t.Errorf("endpoint %q, provisioned %v: want the front's address", dc.Spec.ControlPlaneEndpoint.Host, dc.Status.Initialization.Provisioned)
+	}
+	expectCondition(t, dc, infrav1.LoadBalancerAvailableCondition, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason)
 }

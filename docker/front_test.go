@@ -9,63 +9,6 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
-// balancingEngine is the fake engine with fronts, as Kubernetes has them (Services), and
-// networks without subnets (NetworkPolicies), whose specs it keeps.
-type balancingEngine struct {
-	*fake.Runtime
-	fronts map[string]container.FrontSpec
-	// pending, when set, is why fronts have no address yet.
-	pending  string
-	networks map[string]container.NetworkSpec
-}
-
-func (b *balancingEngine) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
-	if b.networks == nil {
-		b.networks = map[string]container.NetworkSpec{}
-	}
-	b.networks[spec.Name] = spec
-	return b.Runtime.CreateNetwork(ctx, spec)
-}
-
-func (b *balancingEngine) InspectNetwork(ctx context.Context, name string) (*container.Network, error) {
-	n, err := b.Runtime.InspectNetwork(ctx, name)
-	if n != nil {
-		n.Subnets, n.Gateways = nil, nil
-	}
-	return n, err
-}
-
-func (b *balancingEngine) EnsureFront(_ context.Context, spec container.FrontSpec) (*container.Front, error) {
-	if _, ok := b.fronts[spec.Name]; !ok {
-		b.fronts[spec.Name] = spec
-	}
-	return b.front(spec.Name), nil
-}
-
-func (b *balancingEngine) front(name string) *container.Front {
-	s := b.fronts[name]
-	if b.pending != "" {
-		return &container.Front{Name: name, Labels: s.Labels, Pending: b.pending, Port: s.Port, NodePort: 30001}
-	}
-	return &container.Front{Name: name, Labels: s.Labels, Address: "10.96.0.10", Port: s.Port, NodePort: 30001}
-}
-
-func (b *balancingEngine) InspectFront(_ context.Context, name string) (*container.Front, error) {
-	if _, ok := b.fronts[name]; !ok {
-		return nil, container.ErrNotFound
-	}
-	return b.front(name), nil
-}
-
-func (b *balancingEngine) FrontHosts(context.Context) ([]string, error) {
-	return []string{"172.18.0.2"}, nil
-}
-
-func (b *balancingEngine) RemoveFront(_ context.Context, name string) error {
-	delete(b.fronts, name)
-	return nil
-}
-
 // On an engine that balances traffic itself, a cluster's load balancer is the engine's front in
 // front of its control plane nodes: the handle the cluster controller gets runs and answers on
 // the front's address on the cluster's network, selects the control plane nodes on the API
@@ -73,7 +16,7 @@ func (b *balancingEngine) RemoveFront(_ context.Context, name string) error {
 // control plane nodes say when they serve (their ready port).
 func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	ctx := context.Background()
-	engine := &balancingEngine{Runtime: fake.New("node:v1"), fronts: map[string]container.FrontSpec{}}
+	engine := fake.NewBalancing(fake.New("node:v1"))
 	m := NewManager(engine, ManagerOptions{})
 	k := ClusterKey{Namespace: "team-a", Name: "pods"}
 	network := DefaultNetworkName(k)
@@ -93,7 +36,7 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	if hosts, port, err := lb.NodePort(ctx); err != nil || port != 30001 || len(hosts) != 1 {
 		t.Errorf("where the front answers from outside: %v port %d %v", hosts, port, err)
 	}
-	spec := engine.fronts[LoadBalancerName(k)]
+	spec := engine.Fronts()[LoadBalancerName(k)]
 	if spec.Port != 443 || spec.TargetPort != APIServerPort || !container.MatchLabels(k.labels(RoleControlPlane), spec.Select) || len(spec.Select) != len(k.labels(RoleControlPlane)) {
 		t.Errorf("the front %+v, want port 443 to the control plane nodes' %d", spec, APIServerPort)
 	}
@@ -118,14 +61,14 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	if len(created.Ports) != 0 {
 		t.Errorf("a control plane node behind the engine's front publishes %+v", created.Ports)
 	}
-	if n := engine.networks[network]; len(n.OpenPorts) != 1 || n.OpenPorts[0] != APIServerPort || n.Subnet != "" {
+	if n := engine.NetworkSpec(network); len(n.OpenPorts) != 1 || n.OpenPorts[0] != APIServerPort || n.Subnet != "" {
 		t.Errorf("the cluster's network %+v: want no subnet, and only the API server's port open to other networks", n)
 	}
 	if err := m.DeleteCluster(ctx, k, network); err != nil {
 		t.Fatal(err)
 	}
-	if len(engine.fronts) != 0 {
-		t.Errorf("fronts left after the cluster: %v", engine.fronts)
+	if fronts := engine.Fronts(); len(fronts) != 0 {
+		t.Errorf("fronts left after the cluster: %v", fronts)
 	}
 }
 
@@ -134,7 +77,8 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 // nothing more.
 func TestAFrontWithoutAnAddressSaysWhy(t *testing.T) {
 	ctx := context.Background()
-	engine := &balancingEngine{Runtime: fake.New("node:v1"), fronts: map[string]container.FrontSpec{}, pending: "no ingress yet"}
+	engine := fake.NewBalancing(fake.New("node:v1"))
+	engine.SetPending("no ingress yet")
 	m := NewManager(engine, ManagerOptions{})
 	k := ClusterKey{Namespace: "team-a", Name: "elsewhere"}
 	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: k, Image: "lb:v1", Network: DefaultNetworkName(k), Port: 6443})
@@ -144,7 +88,7 @@ func TestAFrontWithoutAnAddressSaysWhy(t *testing.T) {
 	if lb.Address("") != "" || lb.Pending() != "no ingress yet" {
 		t.Errorf("a front without an address: %q, pending %q", lb.Address(""), lb.Pending())
 	}
-	engine.pending = ""
+	engine.SetPending("")
 	if lb, err = m.FindLoadBalancer(ctx, k); err != nil || lb.Address("") != "10.96.0.10" || lb.Pending() != "" {
 		t.Errorf("the front once it has an address: %+v %v", lb, err)
 	}
