@@ -305,7 +305,7 @@ test-e2e-clusterctl-upgrade: images component-images release-manifests e2e-previ
 E2E_ZONES ?= a,b,c
 
 .PHONY: test-e2e-kubernetes
-test-e2e-kubernetes: images component-images release-manifests ## Nodes as Pods (part of make test-e2e-full): a management cluster with a worker per zone of E2E_ZONES is the infrastructure cluster of Cluster API's QuickStartSpec (3+3) and KCPRemediationSpec on the kubernetes flavor, and of a zone that goes away and comes back.
+test-e2e-kubernetes: images component-images release-manifests ## Nodes as Pods (part of make test-e2e-full): a management cluster with a worker per zone of E2E_ZONES is the infrastructure cluster of Cluster API's QuickStartSpec (3+3) and KCPRemediationSpec on the kubernetes flavor, and of a zone that goes away and comes back; and a Dockyard workload cluster as the infrastructure cluster of another, reached from outside.
 	$(MAKE) --no-print-directory test-e2e-kubernetes-run
 
 .PHONY: test-e2e-kubernetes-run
