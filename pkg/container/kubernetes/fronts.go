@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -98,10 +99,7 @@ func frontOf(svc *corev1.Service) *container.Front {
 	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 		f.Address = ""
 		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if f.Address = in.IP; f.Address == "" {
-				f.Address = in.Hostname
-			}
-			if f.Address != "" {
+			if f.Address = cmp.Or(in.IP, in.Hostname); f.Address != "" {
 				break
 			}
 		}
