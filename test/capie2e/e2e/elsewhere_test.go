@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -12,12 +11,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/test/framework"
-	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 )
@@ -34,7 +31,6 @@ var _ = Describe("Nodes as Pods of a cluster the management cluster reaches from
 		namespace := "elsewhere-" + rand.String(6)
 		infraName, clusterName := "infra-"+rand.String(6), "pods-"+rand.String(6)
 		framework.CreateNamespace(specCtx, framework.CreateNamespaceInput{Creator: c, Name: namespace})
-		logFolder := filepath.Join(artifactFolder, "clusters", mgmt.GetName())
 		deletePods := func(ctx SpecContext) {
 			cluster := &clusterv1.Cluster{}
 			err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clusterName}, cluster)
@@ -59,19 +55,7 @@ var _ = Describe("Nodes as Pods of a cluster the management cluster reaches from
 		}, NodeTimeout(20*time.Minute))
 
 		By("An infrastructure cluster: a workload cluster of the engine, 1 control plane and 1 worker")
-		infraResult := &clusterctl.ApplyClusterTemplateAndWaitResult{}
-		clusterctl.ApplyClusterTemplateAndWait(specCtx, clusterctl.ApplyClusterTemplateAndWaitInput{
-			ClusterProxy: mgmt,
-			ConfigCluster: clusterctl.ConfigClusterInput{
-				LogFolder: logFolder, ClusterctlConfigPath: clusterctlConfigPath, KubeconfigPath: mgmt.GetKubeconfigPath(),
-				InfrastructureProvider: "dockyard", Namespace: namespace, ClusterName: infraName,
-				KubernetesVersion:        e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
-				ControlPlaneMachineCount: ptr.To[int64](1), WorkerMachineCount: ptr.To[int64](1),
-			},
-			WaitForClusterIntervals:      e2eConfig.GetIntervals("default", "wait-cluster"),
-			WaitForControlPlaneIntervals: e2eConfig.GetIntervals("default", "wait-control-plane"),
-			WaitForMachineDeployments:    e2eConfig.GetIntervals("default", "wait-worker-nodes"),
-		}, infraResult)
+		createCluster(specCtx, mgmt, "", namespace, infraName, 1, 1, nil)
 
 		By("The node image loaded into its nodes (spec.loadImages, as dockyard load image does)")
 		nodeImage := e2eConfig.MustGetVariable("DOCKYARD_NODE_IMAGE_REPOSITORY") + ":" + e2eConfig.MustGetVariable("KUBERNETES_VERSION")
@@ -95,20 +79,8 @@ var _ = Describe("Nodes as Pods of a cluster the management cluster reaches from
 
 		By("A kubernetes flavor cluster on it, named by the kubeconfig Secret Cluster API keeps")
 		start := time.Now()
-		result := &clusterctl.ApplyClusterTemplateAndWaitResult{}
-		clusterctl.ApplyClusterTemplateAndWait(specCtx, clusterctl.ApplyClusterTemplateAndWaitInput{
-			ClusterProxy: mgmt,
-			ConfigCluster: clusterctl.ConfigClusterInput{
-				LogFolder: logFolder, ClusterctlConfigPath: clusterctlConfigPath, KubeconfigPath: mgmt.GetKubeconfigPath(),
-				InfrastructureProvider: "dockyard", Flavor: "kubernetes", Namespace: namespace, ClusterName: clusterName,
-				KubernetesVersion:        e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
-				ControlPlaneMachineCount: ptr.To[int64](1), WorkerMachineCount: ptr.To[int64](1),
-				ClusterctlVariables: map[string]string{"DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET": infraName + "-kubeconfig"},
-			},
-			WaitForClusterIntervals:      e2eConfig.GetIntervals("default", "wait-cluster"),
-			WaitForControlPlaneIntervals: e2eConfig.GetIntervals("default", "wait-control-plane"),
-			WaitForMachineDeployments:    e2eConfig.GetIntervals("default", "wait-worker-nodes"),
-		}, result)
+		createCluster(specCtx, mgmt, "kubernetes", namespace, clusterName, 1, 1,
+			map[string]string{"DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET": infraName + "-kubeconfig"})
 		report("1+1 cluster of nodes as Pods of another cluster Ready in %s", time.Since(start).Round(time.Second))
 
 		By("Its endpoint is the address of a Service of type LoadBalancer of the infrastructure cluster")

@@ -140,8 +140,6 @@ var _ = Describe("A zone goes away and comes back", kubernetesInfra, func() {
 		namespace := "zones-" + rand.String(6)
 		clusterName := "zones-" + rand.String(6)
 		framework.CreateNamespace(specCtx, framework.CreateNamespaceInput{Creator: c, Name: namespace})
-		logFolder := filepath.Join(artifactFolder, "clusters", infra.GetName())
-		result := &clusterctl.ApplyClusterTemplateAndWaitResult{}
 		DeferCleanup(func(ctx SpecContext) {
 			if skipCleanup {
 				return
@@ -154,18 +152,7 @@ var _ = Describe("A zone goes away and comes back", kubernetesInfra, func() {
 		}, NodeTimeout(15*time.Minute))
 
 		start := time.Now()
-		clusterctl.ApplyClusterTemplateAndWait(specCtx, clusterctl.ApplyClusterTemplateAndWaitInput{
-			ClusterProxy: infra,
-			ConfigCluster: clusterctl.ConfigClusterInput{
-				LogFolder: logFolder, ClusterctlConfigPath: clusterctlConfigPath, KubeconfigPath: infra.GetKubeconfigPath(),
-				InfrastructureProvider: "dockyard", Flavor: "kubernetes", Namespace: namespace, ClusterName: clusterName,
-				KubernetesVersion:        e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
-				ControlPlaneMachineCount: ptr.To[int64](3), WorkerMachineCount: ptr.To[int64](3),
-			},
-			WaitForClusterIntervals:      e2eConfig.GetIntervals("default", "wait-cluster"),
-			WaitForControlPlaneIntervals: e2eConfig.GetIntervals("default", "wait-control-plane"),
-			WaitForMachineDeployments:    e2eConfig.GetIntervals("default", "wait-worker-nodes"),
-		}, result)
+		result := createCluster(specCtx, infra, "kubernetes", namespace, clusterName, 3, 3, nil)
 		report("3+3 cluster of nodes as Pods Ready in %s", time.Since(start).Round(time.Second))
 		expectOnePerZone(c, namespace, clusterName)
 
@@ -300,6 +287,26 @@ var _ = Describe("A zone goes away and comes back", kubernetesInfra, func() {
 		}, e2eConfig.GetIntervals("default", "wait-worker-nodes")...)
 	})
 })
+
+// createCluster applies a flavor's template ("" the default) for a cluster of controlPlanes and
+// workers through proxy, with the template's variables vars, and waits for it as Cluster API's
+// specs do.
+func createCluster(ctx context.Context, proxy framework.ClusterProxy, flavor, namespace, name string, controlPlanes, workers int64, vars map[string]string) *clusterctl.ApplyClusterTemplateAndWaitResult {
+	result := &clusterctl.ApplyClusterTemplateAndWaitResult{}
+	clusterctl.ApplyClusterTemplateAndWait(ctx, clusterctl.ApplyClusterTemplateAndWaitInput{
+		ClusterProxy: proxy,
+		ConfigCluster: clusterctl.ConfigClusterInput{
+			LogFolder: filepath.Join(artifactFolder, "clusters", proxy.GetName()), ClusterctlConfigPath: clusterctlConfigPath,
+			KubeconfigPath: proxy.GetKubeconfigPath(), InfrastructureProvider: "dockyard", Flavor: flavor,
+			Namespace: namespace, ClusterName: name, KubernetesVersion: e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
+			ControlPlaneMachineCount: ptr.To(controlPlanes), WorkerMachineCount: ptr.To(workers), ClusterctlVariables: vars,
+		},
+		WaitForClusterIntervals:      e2eConfig.GetIntervals("default", "wait-cluster"),
+		WaitForControlPlaneIntervals: e2eConfig.GetIntervals("default", "wait-control-plane"),
+		WaitForMachineDeployments:    e2eConfig.GetIntervals("default", "wait-worker-nodes"),
+	}, result)
+	return result
+}
 
 // engineCommand runs the engine's command line on a container of the management cluster
 // (docker stop/start: the host of a zone going away and coming back).
