@@ -142,9 +142,7 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 			Expect(strings.Fields(a)).To(HaveLen(2), "container %s has no fixed address: %q", name, a)
 		}
 		restarted := restartEngine(ctx)
-		Eventually(func(g Gomega) {
-			g.Expect(clusterAvailable(getCluster(ctx, c))).To(BeTrue())
-		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+		waitClusterAvailable(ctx, c, clusterTimeout)
 		waitMachinesRunning(ctx, c, 1, 1)
 		wl, _ := workloadClient(ctx, c)
 		Eventually(func() error { return wl.List(ctx, &corev1.NamespaceList{}) }).

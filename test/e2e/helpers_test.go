@@ -249,11 +249,17 @@ func meta(list client.ObjectList) int {
 	return -1
 }
 
-// clusterAvailable is true once Cluster API reports the control plane initialized and the
-// cluster Available.
-func clusterAvailable(cluster *clusterv1.Cluster) bool {
-	return ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false) &&
-		conditions.IsTrue(cluster, clusterv1.AvailableCondition)
+// waitClusterAvailable waits until Cluster API reports the cluster's control plane initialized
+// and the cluster Available; on a timeout it says why not (Available's reason and message,
+// which name the conditions that are not yet true).
+func waitClusterAvailable(ctx context.Context, c clusterSpec, timeout time.Duration) {
+	Eventually(func(g Gomega) {
+		cluster := getCluster(ctx, c)
+		g.Expect(ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false)).To(BeTrue(), "cluster %s: control plane not initialized", c.name)
+		available := conditions.Get(cluster, clusterv1.AvailableCondition)
+		g.Expect(available).NotTo(BeNil(), "cluster %s has no Available condition", c.name)
+		g.Expect(available.Status).To(Equal(metav1.ConditionTrue), "cluster %s not Available: %s: %s", c.name, available.Reason, available.Message)
+	}).WithContext(ctx).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }
 
 // apiPoller sends requests through the load balancer while a rollout runs and counts the

@@ -28,9 +28,7 @@ var _ = Describe("Quick start with the default template", Ordered, func() {
 		created = time.Now()
 		createCluster(ctx, c)
 
-		Eventually(func(g Gomega) {
-			g.Expect(clusterAvailable(getCluster(ctx, c))).To(BeTrue())
-		}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+		waitClusterAvailable(ctx, c, clusterTimeout)
 		whenDone("quick start: to first control plane initialized and cluster Available", created)
 
 		waitMachinesRunning(ctx, c, 1, 1)

@@ -86,6 +86,9 @@ var _ = Describe("Two clusters on one network the user created", Ordered, func()
 		}
 		wg.Wait()
 		whenDone("shared network: two 1+0 clusters to Nodes Ready on one network", start)
+		for _, c := range []clusterSpec{one, two} {
+			waitClusterAvailable(ctx, c, clusterTimeout)
+		}
 
 		By("every container of both clusters is on the shared network, and nothing else was created")
 		for _, c := range []clusterSpec{one, two} {
@@ -114,7 +117,9 @@ var _ = Describe("Two clusters on one network the user created", Ordered, func()
 		whenDone("shared network: delete one cluster", start)
 		_, err := engine.InspectNetwork(ctx, network)
 		Expect(err).NotTo(HaveOccurred(), "the shared network after deleting a cluster on it")
-		Expect(clusterAvailable(getCluster(ctx, two))).To(BeTrue())
+		// Available, waited for: Cluster API computes it from health checks (etcd, the
+		// control plane's Pods, a remote probe) that may lag while the engine is busy.
+		waitClusterAvailable(ctx, two, 3*time.Minute)
 		_, kubeconfig := workloadClient(ctx, two)
 		out, err := kubectl(kubeconfig, "get", "nodes")
 		Expect(err).NotTo(HaveOccurred(), out)
