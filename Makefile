@@ -86,7 +86,7 @@ help: ## Show this help.
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code, CRDs, RBAC and webhook configurations.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=manager-role webhook \
-		paths=./pkg/manager/... paths=./api/... paths=./controllers/... paths=./pkg/webhooks/... \
+		paths=./cmd/manager/... paths=./api/... paths=./controllers/... paths=./pkg/webhooks/... \
 		output:crd:dir=config/crd/bases output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 
 .PHONY: verify-generate

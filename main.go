@@ -1,4 +1,4 @@
-// Command manager runs Dockyard's controllers and webhooks (package pkg/manager): a Cluster API
+// Command manager runs Dockyard's controllers and webhooks (package cmd/manager): a Cluster API
 // infrastructure provider whose nodes are containers on a local container engine.
 package main
 
@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/dockyard-dev/dockyard/pkg/manager"
+	"github.com/dockyard-dev/dockyard/cmd/manager"
 )
 
 func main() {

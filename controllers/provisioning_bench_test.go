@@ -35,7 +35,7 @@ import (
 // provisioned per second, the p50 and p99 time from creating a DockyardMachine to seeing it
 // provisioned, reconciles and API server writes per machine (the benchmark's own three creates
 // included), and the peak resident memory of the process running the manager. The manager's
-// clients have the shipped limits (pkg/manager's) unless -bench-raised-client-limits is given; the
+// clients have the shipped limits (cmd/manager's) unless -bench-raised-client-limits is given; the
 // name says which (client=shipped or client=raised).
 //
 //	go test ./controllers -run '^$' -bench 'BenchmarkProvisionMachines/.*/machines=1000$' -benchtime 1x

@@ -35,12 +35,12 @@ var (
 )
 
 // benchRaisedLimits gives the benchmarks' manager envtest's client limits (QPS 1000, burst 2000)
-// instead of the shipped ones (pkg/manager's defaults), so a run can show what the limits cost:
+// instead of the shipped ones (cmd/manager's defaults), so a run can show what the limits cost:
 //
 //	go test ./controllers -run '^$' -bench 'machines=1000$' -benchtime 1x -args -bench-raised-client-limits
-var benchRaisedLimits = flag.Bool("bench-raised-client-limits", false, "benchmarks: run the manager with envtest's client limits instead of pkg/manager's")
+var benchRaisedLimits = flag.Bool("bench-raised-client-limits", false, "benchmarks: run the manager with envtest's client limits instead of cmd/manager's")
 
-// clientLimits names the manager's client limits: "shipped" (pkg/manager's --kube-api-qps and
+// clientLimits names the manager's client limits: "shipped" (cmd/manager's --kube-api-qps and
 // --kube-api-burst defaults, and its ClusterCache's) when benchmarks run, unless raised; tests,
 // which check behaviour rather than throughput, keep envtest's ("envtest").
 func clientLimits() string {
@@ -65,7 +65,7 @@ func TestMain(m *testing.M) {
 		Setup: func(ctx context.Context, mgr ctrl.Manager) error {
 			return setupForTest(ctx, mgr, envRuntime, 10, shipped)
 		},
-		// The manager has only the permissions config/ grants it, and caches what pkg/manager's
+		// The manager has only the permissions config/ grants it, and caches what cmd/manager's
 		// does (Cluster API's choices: no Secrets or ConfigMaps but the labelled ones).
 		ManagerClusterRoles: []string{
 			filepath.Join(envtest.RepoRoot(), "config", "rbac", "role.yaml"),
@@ -91,8 +91,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// setupForTest wires the reconcilers, the ClusterCache and the webhooks like pkg/manager does; with
-// shipped, the ClusterCache's clients have pkg/manager's limits too.
+// setupForTest wires the reconcilers, the ClusterCache and the webhooks like cmd/manager does; with
+// shipped, the ClusterCache's clients have cmd/manager's limits too.
 func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtime, concurrency int, shipped bool) error {
 	nodes := docker.NewManager(engine, docker.ManagerOptions{})
 	secretClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
@@ -111,7 +111,7 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err != nil {
 		return err
 	}
-	//nolint:staticcheck // the same recorder as pkg/manager
+	//nolint:staticcheck // the same recorder as cmd/manager
 	clusterRecorder, machineRecorder := mgr.GetEventRecorderFor("dockyardcluster-controller"), mgr.GetEventRecorderFor("dockyardmachine-controller")
 	engineEvents := docker.NewEngineEvents(engine)
 	if err := mgr.Add(engineEvents); err != nil {
@@ -125,7 +125,7 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err := machineReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
-	//nolint:staticcheck // the same recorder as pkg/manager
+	//nolint:staticcheck // the same recorder as cmd/manager
 	poolReconciler := &DockyardMachinePoolReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("dockyardmachinepool-controller")}
 	if err := poolReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err

@@ -53,7 +53,7 @@ const ManagementResync = time.Minute
 // ManagementSelector returns the labels selecting the node containers of the management
 // cluster that node (a Kubernetes node name) belongs to: Dockyard's cluster label when the
 // node carries it, else kind's. The node's container is named as the node (kind's nodes,
-// pkg/mgmt's) or, for a node of a Dockyard cluster, "<node>.<namespace>": the manager runs in
+// cmd/tools/mgmt's) or, for a node of a Dockyard cluster, "<node>.<namespace>": the manager runs in
 // a cluster Dockyard made (after clusterctl move, or installed there by clusterctl init). It
 // returns nil when node is empty or no container is that node: the manager then runs somewhere
 // the engine's networks are routed to (the host).

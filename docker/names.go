@@ -63,7 +63,7 @@ func (k ClusterKey) labels(role Role) map[string]string {
 // Names on the engine are derived from the namespace and the name, so any two Cluster API
 // clusters coexist on one engine: a container is "<hostname>.<namespace>" (namespaces have no
 // dots, so the last dot separates it), a cluster's network "dockyard-<cluster>.<namespace>".
-// Clusters without a namespace (management clusters made by pkg/mgmt) keep the bare names.
+// Clusters without a namespace (management clusters made by cmd/tools/mgmt) keep the bare names.
 // Dockyard finds its containers and networks by their labels, never by these names, so
 // clusters made by earlier versions (named "<node>", "<cluster>-lb", "dockyard-<ns>-<cluster>")
 // keep working next to new ones.

@@ -2,7 +2,7 @@
 // systemd units and configuration, the load balancer's default configuration, the scripts of
 // the kube-proxy and flannel images, the pause program, the CNI manifest and the local
 // registry's configuration. They are embedded so that cmd/dockyard-build is self-contained and
-// so that their content keys the image caches (pkg/imagebuild hashes them).
+// so that their content keys the image caches (cmd/tools/imagebuild hashes them).
 package images
 
 import "embed"

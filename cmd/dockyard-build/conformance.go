@@ -13,8 +13,8 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
 
 // runConformance builds what Kubernetes' conformance tests need without a registry: e2e.test

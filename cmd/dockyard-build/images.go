@@ -9,9 +9,9 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
 
 // imageFlags are the flags every image command shares.

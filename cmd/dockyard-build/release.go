@@ -13,9 +13,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/release"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
-	"github.com/dockyard-dev/dockyard/pkg/release"
 	"github.com/dockyard-dev/dockyard/templates"
 )
 

@@ -11,10 +11,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/mgmt"
 	"github.com/dockyard-dev/dockyard/controllers"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
-	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 	"github.com/dockyard-dev/dockyard/pkg/repository/embedded"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
 )

@@ -13,17 +13,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/mirror"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
-	"github.com/dockyard-dev/dockyard/pkg/mirror"
 	"github.com/dockyard-dev/dockyard/pkg/repository"
 	"github.com/dockyard-dev/dockyard/pkg/repository/embedded"
 )
 
 // pullMissingImages pulls into Docker, where Dockyard's images are built, those of want it does
-// not hold from registry, where dockyard push images published them (pkg/mirror names them
+// not hold from registry, where dockyard push images published them (cmd/tools/mirror names them
 // there). Those the registry lacks are left for buildMissingImages, and said.
 func pullMissingImages(ctx context.Context, registry string, want []string) error {
 	rt, err := runtimes.New(runtimes.Config{Name: runtimes.Docker})

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 )
 
 func TestPlanImagesBuildsWhatIsMissingAndRefusesOthers(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
-	"github.com/dockyard-dev/dockyard/pkg/manager"
+	"github.com/dockyard-dev/dockyard/cmd/manager"
 )
 
 // managerName is the program name the binary runs Dockyard's manager by.

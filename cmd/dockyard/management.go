@@ -20,10 +20,10 @@ import (
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	clusterctllog "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/mgmt"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
-	"github.com/dockyard-dev/dockyard/pkg/mgmt"
 )
 
 // defaultKubernetesVersion is the version of the node images make images builds.

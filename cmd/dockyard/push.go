@@ -8,8 +8,8 @@ import (
 	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/mirror"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
-	"github.com/dockyard-dev/dockyard/pkg/mirror"
 )
 
 func pushCommand(g *globals) *cobra.Command {

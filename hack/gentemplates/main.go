@@ -1,7 +1,7 @@
 // Command gentemplates writes the clusterctl flavors in templates/ from templates/src/,
 // inlining the CNI installer (images/cni/install-cni.sh) where a source has a line
 // "#@install-cni", at that line's indentation: the flavors and the management cluster
-// (pkg/mgmt) run the same script. A source with "#@bootstrap-format" lines is written twice:
+// (cmd/tools/mgmt) run the same script. A source with "#@bootstrap-format" lines is written twice:
 // as itself, the lines dropped (CABPK's default, cloud-config), and as its ignition flavor
 // (cluster-template.yaml gives cluster-template-ignition.yaml), each line replaced by
 // "format: ignition" at its indentation, so the two flavors cannot drift apart; only the

@@ -16,7 +16,7 @@
 # server settles, and applying again (every control plane node runs it) changes nothing.
 #
 # One source for the clusterctl flavors (make templates inlines it), the management cluster
-# (pkg/mgmt) and test/images. Hence no dollar sign (clusterctl substitutes variables in the
+# (cmd/tools/mgmt) and test/images. Hence no dollar sign (clusterctl substitutes variables in the
 # templates embedding it) and no double braces (bootstrap data may be a jinja template).
 set -eu
 export KUBECONFIG=/etc/kubernetes/admin.conf

@@ -4,7 +4,7 @@
 // Dockyard:
 //
 //   - ClusterProvider is a framework bootstrap cluster provider: Dockyard's management cluster
-//     in one node container on the local engine (pkg/mgmt), with the e2e config's images
+//     in one node container on the local engine (cmd/tools/mgmt), with the e2e config's images
 //     preloaded and the engine's socket mounted for Dockyard's manager;
 //   - LogCollector is the framework's ClusterLogCollector: every node's journals, bootstrap
 //     output and engine inspect data, and the load balancer's, through Dockyard's node layer;

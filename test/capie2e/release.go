@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/release"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
-	"github.com/dockyard-dev/dockyard/pkg/release"
 )
 
 // Upgrade describes the provider versions Cluster API's ClusterctlUpgradeSpec moves between:

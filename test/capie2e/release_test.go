@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dockyard-dev/dockyard/pkg/release"
+	"github.com/dockyard-dev/dockyard/cmd/tools/release"
 )
 
 // suiteConfig is the suite's configuration as the framework loads it, its metadata file named

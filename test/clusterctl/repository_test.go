@@ -22,8 +22,8 @@ import (
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
-	"github.com/dockyard-dev/dockyard/pkg/mgmt"
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/mgmt"
 )
 
 // commonVariables are clusterctl's own; every other variable of a flavor carries DOCKYARD_.

@@ -20,7 +20,7 @@ import (
 
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 
-	"github.com/dockyard-dev/dockyard/pkg/release"
+	"github.com/dockyard-dev/dockyard/cmd/tools/release"
 	"github.com/dockyard-dev/dockyard/test/ci"
 )
 

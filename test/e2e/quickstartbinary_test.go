@@ -15,8 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/repository/embedded"
 )
 

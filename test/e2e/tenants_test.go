@@ -30,9 +30,9 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 

@@ -41,11 +41,11 @@ type Options struct {
 	// runs as ManagerUser with only those permissions instead of as an administrator, so a
 	// permission missing from config/ fails the tests the way it would fail the manager's pod.
 	ManagerClusterRoles []string
-	// ManagerQPS and ManagerBurst, when set, limit the manager's client as pkg/manager's
+	// ManagerQPS and ManagerBurst, when set, limit the manager's client as cmd/manager's
 	// --kube-api-qps and --kube-api-burst do; unset, it has envtest's (QPS 1000, burst 2000).
 	ManagerQPS   float32
 	ManagerBurst int
-	// ManagerOptions, when set, changes the manager's options before it is made (pkg/manager's
+	// ManagerOptions, when set, changes the manager's options before it is made (cmd/manager's
 	// cache and client options, for instance).
 	ManagerOptions func(*ctrl.Options)
 }

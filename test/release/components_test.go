@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/test/envtest"
 )
 

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/pkg/mgmt"
+	"github.com/dockyard-dev/dockyard/cmd/tools/mgmt"
 	"github.com/dockyard-dev/dockyard/test/capie2e"
 )
 

@@ -54,7 +54,7 @@ func RenderContainerdConfig(defaults string, o ContainerdOptions) (string, error
 		}
 	}
 	header := "# containerd configuration of a Dockyard node: `containerd config default` with the\n" +
-		"# settings of pkg/imagebuild.RenderContainerdConfig.\n\n"
+		"# settings of cmd/tools/imagebuild.RenderContainerdConfig.\n\n"
 	return header + config, nil
 }
 

@@ -23,7 +23,7 @@ import (
 	utilyaml "sigs.k8s.io/cluster-api/util/yaml"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/repository"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/fileutil"
-	"github.com/dockyard-dev/dockyard/pkg/imagebuild"
 )
 
 // Verify checks a release directory against its SHA256SUMS: every file listed has its sum, and
