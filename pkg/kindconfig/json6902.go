@@ -57,6 +57,14 @@ func applyJSON6902(path *field.Path, patches []kind.PatchJSON6902, f kubeadmFiel
 	return kubelet, errs
 }
 
+// registration is the registration in f of docKind, an InitConfiguration or a JoinConfiguration.
+func (f kubeadmFields) registration(docKind string) *bootstrapv1.NodeRegistrationOptions {
+	if docKind == "JoinConfiguration" {
+		return f.join
+	}
+	return f.init
+}
+
 // patchKubeadm applies one patch of a kubeadm document to the fields it has in f.
 func patchKubeadm(pp *field.Path, p kind.PatchJSON6902, ops jsonpatch.Patch, f kubeadmFields) field.ErrorList {
 	v1beta3 := p.Version == "v1beta3"
@@ -70,10 +78,7 @@ func patchKubeadm(pp *field.Path, p kind.PatchJSON6902, ops jsonpatch.Patch, f k
 		doc["controllerManager"] = map[string]any{"extraArgs": argsView(f.cluster.ControllerManager.ExtraArgs, v1beta3)}
 		doc["scheduler"] = map[string]any{"extraArgs": argsView(f.cluster.Scheduler.ExtraArgs, v1beta3)}
 	case "InitConfiguration", "JoinConfiguration":
-		reg := f.init
-		if p.Kind == "JoinConfiguration" {
-			reg = f.join
-		}
+		reg := f.registration(p.Kind)
 		if reg == nil {
 			return nil
 		}
@@ -81,73 +86,98 @@ func patchKubeadm(pp *field.Path, p kind.PatchJSON6902, ops jsonpatch.Patch, f k
 	default:
 		return field.ErrorList{field.NotSupported(pp.Child("kind"), p.Kind, []string{"ClusterConfiguration", "InitConfiguration", "JoinConfiguration"})}
 	}
+	doc, errs := patchView(pp, p, ops, doc)
+	if len(errs) > 0 {
+		return errs
+	}
+	r := &viewReader{pp: pp, p: p}
+	if p.Kind == "ClusterConfiguration" {
+		r.readCluster(doc, f.cluster)
+	} else {
+		r.readRegistration(doc, f.registration(p.Kind))
+	}
+	r.refuseRest(doc, "")
+	return r.errs
+}
+
+// patchView owns the patching: it applies ops to doc, the view of p's document, as JSON.
+func patchView(pp *field.Path, p kind.PatchJSON6902, ops jsonpatch.Patch, doc map[string]any) (map[string]any, field.ErrorList) {
 	view, err := json.Marshal(doc)
 	if err != nil {
-		return field.ErrorList{field.InternalError(pp, err)}
+		return nil, field.ErrorList{field.InternalError(pp, err)}
 	}
 	out, err := ops.Apply(view)
 	if err != nil {
-		return field.ErrorList{field.Invalid(pp.Child("patch"), p.Patch, fmt.Sprintf(
+		return nil, field.ErrorList{field.Invalid(pp.Child("patch"), p.Patch, fmt.Sprintf(
 			"applying it to %s as Cluster API has it (%s): %v", p.Kind, view, err))}
 	}
 	doc = map[string]any{}
 	if err := json.Unmarshal(out, &doc); err != nil {
-		return field.ErrorList{field.InternalError(pp, err)}
+		return nil, field.ErrorList{field.InternalError(pp, err)}
 	}
-	var errs field.ErrorList
-	refuseRest := func(m map[string]any, prefix string) {
-		for _, k := range sortedKeys(m) {
-			errs = append(errs, field.Forbidden(pp.Child("patch"), fmt.Sprintf(
-				"%s field %s%s: Dockyard turns only the fields Cluster API has into its objects", p.Kind, prefix, k)))
+	return doc, nil
+}
+
+// viewReader owns reading a patched view back into Cluster API's fields, refusing the rest.
+type viewReader struct {
+	pp   *field.Path
+	p    kind.PatchJSON6902
+	errs field.ErrorList
+}
+
+// readCluster owns a ClusterConfiguration's view: the components' arguments, the SANs.
+func (r *viewReader) readCluster(doc map[string]any, cc *bootstrapv1.ClusterConfiguration) {
+	for _, c := range []struct {
+		name string
+		args *[]bootstrapv1.Arg
+	}{{"apiServer", &cc.APIServer.ExtraArgs}, {"controllerManager", &cc.ControllerManager.ExtraArgs}, {"scheduler", &cc.Scheduler.ExtraArgs}} {
+		component, _ := take[map[string]any](doc, c.name)
+		if component == nil {
+			component = map[string]any{}
 		}
-	}
-	// readArgs replaces into with the arguments at key of m.
-	readArgs := func(m map[string]any, key, prefix string, into *[]bootstrapv1.Arg) {
-		v, ok := take[any](m, key)
-		if !ok {
-			*into = nil
-			return
-		}
-		a, err := args(v)
-		if err != nil {
-			errs = append(errs, field.Invalid(pp.Child("patch"), p.Patch, fmt.Sprintf("%s%s: %v", prefix, key, err)))
-			return
-		}
-		*into = a
-	}
-	if p.Kind == "ClusterConfiguration" {
-		for _, c := range []struct {
-			name string
-			args *[]bootstrapv1.Arg
-		}{{"apiServer", &f.cluster.APIServer.ExtraArgs}, {"controllerManager", &f.cluster.ControllerManager.ExtraArgs}, {"scheduler", &f.cluster.Scheduler.ExtraArgs}} {
-			component, _ := take[map[string]any](doc, c.name)
-			if component == nil {
-				component = map[string]any{}
+		r.readArgs(component, "extraArgs", c.name+".", c.args)
+		if c.name == "apiServer" {
+			cc.APIServer.CertSANs = nil
+			sans, _ := take[[]any](component, "certSANs")
+			for _, s := range sans {
+				cc.APIServer.CertSANs = append(cc.APIServer.CertSANs, fmt.Sprint(s))
 			}
-			readArgs(component, "extraArgs", c.name+".", c.args)
-			if c.name == "apiServer" {
-				f.cluster.APIServer.CertSANs = nil
-				sans, _ := take[[]any](component, "certSANs")
-				for _, s := range sans {
-					f.cluster.APIServer.CertSANs = append(f.cluster.APIServer.CertSANs, fmt.Sprint(s))
-				}
-			}
-			refuseRest(component, c.name+".")
 		}
-	} else {
-		reg := f.init
-		if p.Kind == "JoinConfiguration" {
-			reg = f.join
-		}
-		nr, _ := take[map[string]any](doc, "nodeRegistration")
-		if nr == nil {
-			nr = map[string]any{}
-		}
-		readArgs(nr, "kubeletExtraArgs", "nodeRegistration.", &reg.KubeletExtraArgs)
-		refuseRest(nr, "nodeRegistration.")
+		r.refuseRest(component, c.name+".")
 	}
-	refuseRest(doc, "")
-	return errs
+}
+
+// readRegistration owns an Init- or JoinConfiguration's view: the kubelet's arguments.
+func (r *viewReader) readRegistration(doc map[string]any, reg *bootstrapv1.NodeRegistrationOptions) {
+	nr, _ := take[map[string]any](doc, "nodeRegistration")
+	if nr == nil {
+		nr = map[string]any{}
+	}
+	r.readArgs(nr, "kubeletExtraArgs", "nodeRegistration.", &reg.KubeletExtraArgs)
+	r.refuseRest(nr, "nodeRegistration.")
+}
+
+// readArgs replaces into with the arguments at key of m.
+func (r *viewReader) readArgs(m map[string]any, key, prefix string, into *[]bootstrapv1.Arg) {
+	v, ok := take[any](m, key)
+	if !ok {
+		*into = nil
+		return
+	}
+	a, err := args(v)
+	if err != nil {
+		r.errs = append(r.errs, field.Invalid(r.pp.Child("patch"), r.p.Patch, fmt.Sprintf("%s%s: %v", prefix, key, err)))
+		return
+	}
+	*into = a
+}
+
+// refuseRest refuses, by name, every field left in m, the part of the view at prefix.
+func (r *viewReader) refuseRest(m map[string]any, prefix string) {
+	for _, k := range sortedKeys(m) {
+		r.errs = append(r.errs, field.Forbidden(r.pp.Child("patch"), fmt.Sprintf(
+			"%s field %s%s: Dockyard turns only the fields Cluster API has into its objects", r.p.Kind, prefix, k)))
+	}
 }
 
 // argsView is extra arguments as kubeadm writes them: v1beta3's map (a later argument of a name

@@ -101,36 +101,24 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 	if err != nil {
 		return nil, err
 	}
-	// changes reads the cluster's kubeadmConfigPatches and a node's, for its machine template.
-	changes := func(i int, n kind.Node) (kubeadmChanges, error) {
-		controlPlane := n.Role != kind.WorkerRole
-		c, errs := readPatches(field.NewPath("kubeadmConfigPatches"), cfg.KubeadmConfigPatches, controlPlane)
-		nc, nerrs := readPatches(field.NewPath("nodes").Index(i).Child("kubeadmConfigPatches"), n.KubeadmConfigPatches, controlPlane)
-		if errs = append(errs, nerrs...); len(errs) > 0 {
-			return c, errors.Wrap(errs.ToAggregate(), "kind's configuration")
-		}
-		c.apiServer = append(c.apiServer, nc.apiServer...)
-		c.controllerManager = append(c.controllerManager, nc.controllerManager...)
-		c.scheduler = append(c.scheduler, nc.scheduler...)
-		c.certSANs = append(c.certSANs, nc.certSANs...)
-		c.initKubelet = append(c.initKubelet, nc.initKubelet...)
-		c.joinKubelet = append(c.joinKubelet, nc.joinKubelet...)
-		c.kubeletConfiguration = append(c.kubeletConfiguration, nc.kubeletConfiguration...)
-		return c, nil
+	cp, groups := nodeGroups(cfg)
+	if err := controlPlane(o, cfg, cp, len(groups) > 0); err != nil {
+		return nil, err
 	}
-	// jsonPatches applies the cluster's kubeadmConfigPatchesJSON6902, then node i's, to the
-	// fields of its machine template, and returns the kubelet's JSON patches.
-	jsonPatches := func(i int, f kubeadmFields) ([]string, error) {
-		kubelet, errs := applyJSON6902(field.NewPath("kubeadmConfigPatchesJSON6902"), cfg.KubeadmConfigPatchesJSON6902, f)
-		nk, nerrs := applyJSON6902(field.NewPath("nodes").Index(i).Child("kubeadmConfigPatchesJSON6902"), cfg.Nodes[i].KubeadmConfigPatchesJSON6902, f)
-		if errs = append(errs, nerrs...); len(errs) > 0 {
-			return nil, errors.Wrap(errs.ToAggregate(), "kind's configuration")
-		}
-		return append(kubelet, nk...), nil
+	// The networking between the control plane and the workers: its error (disableDefaultCNI's)
+	// comes after the control plane's patches' and before the workers'.
+	if err := networking(o, cfg); err != nil {
+		return nil, err
 	}
-	// Nodes by index: the control plane's, and the workers' in groups of identical ones.
-	var cp []int
-	var groups [][]int
+	out, err := appendObjects(append([]*unstructured.Unstructured{}, o.others...), o.cluster, o.dockyard, o.controlPlane, o.controlPlaneMT)
+	if err != nil {
+		return nil, err
+	}
+	return appendWorkers(out, o, cfg, name, groups)
+}
+
+// nodeGroups owns the nodes' roles: the control plane's, the workers' in identical groups.
+func nodeGroups(cfg *kind.Cluster) (cp []int, groups [][]int) {
 	for i, n := range cfg.Nodes {
 		if n.Role != kind.WorkerRole {
 			cp = append(cp, i)
@@ -143,7 +131,11 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 		}
 		groups[g] = append(groups[g], i)
 	}
-	// The cluster.
+	return cp, groups
+}
+
+// networking owns kind's networking: the subnets, the API server's port, the CNI, kube-proxy.
+func networking(o *objects, cfg *kind.Cluster) error {
 	cn := &o.cluster.Spec.ClusterNetwork
 	if cfg.Networking.PodSubnet != "" {
 		cn.Pods.CIDRBlocks = strings.Split(cfg.Networking.PodSubnet, ",")
@@ -154,12 +146,37 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 	if cfg.Networking.APIServerPort > 0 {
 		o.dockyard.Spec.LoadBalancer.HostPort = cfg.Networking.APIServerPort
 	}
+	spec := &o.controlPlane.Spec.KubeadmConfigSpec
+	if cfg.Networking.DisableDefaultCNI {
+		if err := withoutDefaultCNI(spec); err != nil {
+			return err
+		}
+	}
+	if cfg.Networking.KubeProxyMode == noKubeProxy {
+		spec.InitConfiguration.SkipPhases = appendNew(spec.InitConfiguration.SkipPhases, "addon/kube-proxy")
+	}
+	return nil
+}
 
-	// The control plane: one template for every control plane node.
+// controlPlane owns the control plane: one template and kubeadm configuration for its nodes (cp).
+func controlPlane(o *objects, cfg *kind.Cluster, cp []int, workers bool) error {
 	o.controlPlane.Spec.Replicas = ptr.To(int32(len(cp)))
 	machine(&o.controlPlaneMT.Spec.Template.Spec, cfg, cfg.Nodes[cp[0]])
 	spec := &o.controlPlane.Spec.KubeadmConfigSpec
-	cc := &spec.ClusterConfiguration
+	clusterSettings(&spec.ClusterConfiguration, cfg)
+	for _, reg := range []*bootstrapv1.NodeRegistrationOptions{&spec.InitConfiguration.NodeRegistration, &spec.JoinConfiguration.NodeRegistration} {
+		kubelet(reg, cfg, cfg.Nodes[cp[0]])
+		if !workers {
+			// kind's single-role clusters schedule pods on the control plane.
+			reg.Taints = &[]corev1.Taint{}
+		}
+	}
+	// kubeadmConfigPatches last: in kind they apply to the configuration kind made.
+	return controlPlanePatches(spec, cfg, cp[0])
+}
+
+// clusterSettings owns kind's cluster-wide settings: the feature gates, the runtime config.
+func clusterSettings(cc *bootstrapv1.ClusterConfiguration, cfg *kind.Cluster) {
 	if gates := featureGates(cfg.FeatureGates); gates != "" {
 		cc.APIServer.ExtraArgs = setArg(cc.APIServer.ExtraArgs, "feature-gates", gates)
 		cc.ControllerManager.ExtraArgs = setArg(cc.ControllerManager.ExtraArgs, "feature-gates", gates)
@@ -168,93 +185,124 @@ func Apply(cfg *kind.Cluster, name string, objs []*unstructured.Unstructured) ([
 	if len(cfg.RuntimeConfig) > 0 {
 		cc.APIServer.ExtraArgs = setArg(cc.APIServer.ExtraArgs, "runtime-config", joinMap(cfg.RuntimeConfig, "="))
 	}
-	for _, reg := range []*bootstrapv1.NodeRegistrationOptions{&spec.InitConfiguration.NodeRegistration, &spec.JoinConfiguration.NodeRegistration} {
-		kubelet(reg, cfg, cfg.Nodes[cp[0]])
-		if len(groups) == 0 {
-			// kind's single-role clusters schedule pods on the control plane.
-			reg.Taints = &[]corev1.Taint{}
-		}
-	}
-	// kubeadmConfigPatches last: in kind they apply to the configuration kind made.
-	c, err := changes(cp[0], cfg.Nodes[cp[0]])
+}
+
+// controlPlanePatches owns the control plane's kubeadm patches, the cluster's and node i's.
+func controlPlanePatches(spec *bootstrapv1.KubeadmConfigSpec, cfg *kind.Cluster, i int) error {
+	c, err := nodePatches(cfg, i)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	cc := &spec.ClusterConfiguration
 	cc.APIServer.ExtraArgs = mergeArgs(cc.APIServer.ExtraArgs, c.apiServer)
 	cc.ControllerManager.ExtraArgs = mergeArgs(cc.ControllerManager.ExtraArgs, c.controllerManager)
 	cc.Scheduler.ExtraArgs = mergeArgs(cc.Scheduler.ExtraArgs, c.scheduler)
 	cc.APIServer.CertSANs = appendNew(cc.APIServer.CertSANs, c.certSANs...)
 	spec.InitConfiguration.NodeRegistration.KubeletExtraArgs = mergeArgs(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, c.initKubelet)
 	spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs = mergeArgs(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, c.joinKubelet)
-	// JSON 6902 patches after the others, as in kind.
-	kubeletJSON, err := jsonPatches(cp[0], kubeadmFields{cluster: cc, init: &spec.InitConfiguration.NodeRegistration, join: &spec.JoinConfiguration.NodeRegistration})
+	kubeletJSON, err := nodeJSONPatches(cfg, i, kubeadmFields{cluster: cc, init: &spec.InitConfiguration.NodeRegistration, join: &spec.JoinConfiguration.NodeRegistration})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if files := kubeletPatchFiles(c.kubeletConfiguration, kubeletJSON); len(files) > 0 {
 		spec.Files = append(spec.Files, files...)
 		spec.InitConfiguration.Patches.Directory = patchesDir
 		spec.JoinConfiguration.Patches.Directory = patchesDir
 	}
-	if cfg.Networking.DisableDefaultCNI {
-		if err := withoutDefaultCNI(spec); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.Networking.KubeProxyMode == noKubeProxy {
-		spec.InitConfiguration.SkipPhases = appendNew(spec.InitConfiguration.SkipPhases, "addon/kube-proxy")
-	}
+	return nil
+}
 
-	// The workers: the flavor's MachineDeployment and its templates for the first group, copies
-	// named <cluster>-md-<i> for the others; none: the first with no replicas.
-	out := append([]*unstructured.Unstructured{}, o.others...)
-	add := func(objs ...runtime.Object) error {
-		for _, obj := range objs {
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-			if err != nil {
-				return errors.Wrap(err, "converting the cluster's objects")
-			}
-			out = append(out, &unstructured.Unstructured{Object: u})
-		}
-		return nil
-	}
-	if err := add(o.cluster, o.dockyard, o.controlPlane, o.controlPlaneMT); err != nil {
-		return nil, err
-	}
+// appendWorkers owns the workers: a MachineDeployment with its templates for each group of them.
+func appendWorkers(out []*unstructured.Unstructured, o *objects, cfg *kind.Cluster, name string, groups [][]int) ([]*unstructured.Unstructured, error) {
+	// The flavor's MachineDeployment and its templates for the first group, copies named
+	// <cluster>-md-<i> for the others; none: the first with no replicas.
 	if len(groups) == 0 {
 		o.workers.Spec.Replicas = ptr.To[int32](0)
-		if err := add(o.workers, o.workersMT, o.workersCT); err != nil {
-			return nil, err
-		}
-		return out, nil
+		return appendObjects(out, o.workers, o.workersMT, o.workersCT)
 	}
 	for i, g := range groups {
-		md, mt, ct := o.workers.DeepCopy(), o.workersMT.DeepCopy(), o.workersCT.DeepCopy()
-		n := fmt.Sprintf("%s-md-%d", name, i)
-		md.Name, mt.Name, ct.Name = n, n, n
-		md.Spec.Template.Spec.InfrastructureRef.Name = n
-		md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = n
-		md.Spec.Replicas = ptr.To(int32(len(g)))
-		node := cfg.Nodes[g[0]]
-		machine(&mt.Spec.Template.Spec, cfg, node)
-		join := &ct.Spec.Template.Spec.JoinConfiguration
-		kubelet(&join.NodeRegistration, cfg, node)
-		c, err := changes(g[0], node)
+		objs, err := workerGroup(o, cfg, fmt.Sprintf("%s-md-%d", name, i), g)
 		if err != nil {
 			return nil, err
 		}
-		join.NodeRegistration.KubeletExtraArgs = mergeArgs(join.NodeRegistration.KubeletExtraArgs, c.joinKubelet)
-		kubeletJSON, err := jsonPatches(g[0], kubeadmFields{join: &join.NodeRegistration})
+		if out, err = appendObjects(out, objs...); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// workerGroup owns a group of identical workers (g): a MachineDeployment and templates named n.
+func workerGroup(o *objects, cfg *kind.Cluster, n string, g []int) ([]runtime.Object, error) {
+	md, mt, ct := o.workers.DeepCopy(), o.workersMT.DeepCopy(), o.workersCT.DeepCopy()
+	md.Name, mt.Name, ct.Name = n, n, n
+	md.Spec.Template.Spec.InfrastructureRef.Name = n
+	md.Spec.Template.Spec.Bootstrap.ConfigRef.Name = n
+	md.Spec.Replicas = ptr.To(int32(len(g)))
+	node := cfg.Nodes[g[0]]
+	machine(&mt.Spec.Template.Spec, cfg, node)
+	kubelet(&ct.Spec.Template.Spec.JoinConfiguration.NodeRegistration, cfg, node)
+	if err := workerPatches(&ct.Spec.Template.Spec, cfg, g[0]); err != nil {
+		return nil, err
+	}
+	return []runtime.Object{md, mt, ct}, nil
+}
+
+// workerPatches owns a worker group's kubeadm patches, the cluster's and node i's.
+func workerPatches(spec *bootstrapv1.KubeadmConfigSpec, cfg *kind.Cluster, i int) error {
+	c, err := nodePatches(cfg, i)
+	if err != nil {
+		return err
+	}
+	join := &spec.JoinConfiguration
+	join.NodeRegistration.KubeletExtraArgs = mergeArgs(join.NodeRegistration.KubeletExtraArgs, c.joinKubelet)
+	kubeletJSON, err := nodeJSONPatches(cfg, i, kubeadmFields{join: &join.NodeRegistration})
+	if err != nil {
+		return err
+	}
+	if files := kubeletPatchFiles(c.kubeletConfiguration, kubeletJSON); len(files) > 0 {
+		spec.Files = append(spec.Files, files...)
+		join.Patches.Directory = patchesDir
+	}
+	return nil
+}
+
+// nodePatches reads the cluster's kubeadmConfigPatches, then node i's, for its machine template.
+func nodePatches(cfg *kind.Cluster, i int) (kubeadmChanges, error) {
+	controlPlane := cfg.Nodes[i].Role != kind.WorkerRole
+	c, errs := readPatches(field.NewPath("kubeadmConfigPatches"), cfg.KubeadmConfigPatches, controlPlane)
+	nc, nerrs := readPatches(field.NewPath("nodes").Index(i).Child("kubeadmConfigPatches"), cfg.Nodes[i].KubeadmConfigPatches, controlPlane)
+	if errs = append(errs, nerrs...); len(errs) > 0 {
+		return c, errors.Wrap(errs.ToAggregate(), "kind's configuration")
+	}
+	c.apiServer = append(c.apiServer, nc.apiServer...)
+	c.controllerManager = append(c.controllerManager, nc.controllerManager...)
+	c.scheduler = append(c.scheduler, nc.scheduler...)
+	c.certSANs = append(c.certSANs, nc.certSANs...)
+	c.initKubelet = append(c.initKubelet, nc.initKubelet...)
+	c.joinKubelet = append(c.joinKubelet, nc.joinKubelet...)
+	c.kubeletConfiguration = append(c.kubeletConfiguration, nc.kubeletConfiguration...)
+	return c, nil
+}
+
+// nodeJSONPatches applies the cluster's JSON 6902 patches, then node i's, returning the kubelet's.
+func nodeJSONPatches(cfg *kind.Cluster, i int, f kubeadmFields) ([]string, error) {
+	kubelet, errs := applyJSON6902(field.NewPath("kubeadmConfigPatchesJSON6902"), cfg.KubeadmConfigPatchesJSON6902, f)
+	nk, nerrs := applyJSON6902(field.NewPath("nodes").Index(i).Child("kubeadmConfigPatchesJSON6902"), cfg.Nodes[i].KubeadmConfigPatchesJSON6902, f)
+	if errs = append(errs, nerrs...); len(errs) > 0 {
+		return nil, errors.Wrap(errs.ToAggregate(), "kind's configuration")
+	}
+	return append(kubelet, nk...), nil
+}
+
+// appendObjects owns the conversion of the output: it appends objs to out, unstructured.
+func appendObjects(out []*unstructured.Unstructured, objs ...runtime.Object) ([]*unstructured.Unstructured, error) {
+	for _, obj := range objs {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
-			return nil, err
+			return nil, errors.Wrap(err, "converting the cluster's objects")
 		}
-		if files := kubeletPatchFiles(c.kubeletConfiguration, kubeletJSON); len(files) > 0 {
-			ct.Spec.Template.Spec.Files = append(ct.Spec.Template.Spec.Files, files...)
-			join.Patches.Directory = patchesDir
-		}
-		if err := add(md, mt, ct); err != nil {
-			return nil, err
-		}
+		out = append(out, &unstructured.Unstructured{Object: u})
 	}
 	return out, nil
 }

@@ -512,3 +512,303 @@ func TestContainerdConfigPatches(t *testing.T) {
 		}
 	}
 }
+
+// Apply's parts, one case each: the objects' order, the control plane's node, the settings every
+// node gets, the subnets, and the patches of each machine template (the cluster's, then its
+// node's).
+func TestApplyParts(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		config string
+		objs   func([]*unstructured.Unstructured) []*unstructured.Unstructured
+		check  func(t *testing.T, objs []*unstructured.Unstructured)
+	}{{
+		name:   "objects in order: the others, the cluster's, each group's",
+		config: "nodes: [{role: control-plane}, {role: worker}, {role: worker, labels: {tier: b}}, {role: worker}]",
+		objs:   withConfigMap,
+		check:  wantObjectsInOrder,
+	}, {
+		name:   "the control plane's template from its first node, wherever it is",
+		config: "nodes: [{role: worker}, {role: control-plane, image: cp:v1, labels: {tier: control}}, {role: control-plane, image: cp:v1, labels: {tier: control}}]",
+		check:  wantControlPlaneFromItsFirstNode,
+	}, {
+		name:   "feature gates on every kubelet",
+		config: "featureGates: {CSIMigration: true}\nnodes: [{role: control-plane}, {role: worker}]",
+		check:  wantFeatureGatesOnEveryKubelet,
+	}, {
+		name:   "dual-stack subnets",
+		config: "networking: {ipFamily: dual, podSubnet: '10.244.0.0/16,fd00:10:244::/56', serviceSubnet: '10.96.0.0/16,fd00:10:96::/112'}",
+		check:  wantDualStackSubnets,
+	}, {
+		name: "the control plane's patches: the cluster's, then its node's",
+		config: `kubeadmConfigPatches:
+- '{kind: ClusterConfiguration, controllerManager: {extraArgs: {v: "2"}}, scheduler: {extraArgs: {v: "3", profiling: "false"}}}'
+- '{kind: InitConfiguration, nodeRegistration: {kubeletExtraArgs: {v: "9"}}}'
+- '{kind: JoinConfiguration, nodeRegistration: {kubeletExtraArgs: {v: "1"}}}'
+- '{kind: KubeletConfiguration, maxPods: 100}'
+kubeadmConfigPatchesJSON6902:
+- {group: kubelet.config.k8s.io, version: v1beta1, kind: KubeletConfiguration, patch: '[{op: add, path: /c, value: 1}]'}
+nodes:
+- role: control-plane
+  kubeadmConfigPatches:
+  - '{kind: ClusterConfiguration, controllerManager: {extraArgs: [{name: v, value: "4"}]}, scheduler: {extraArgs: {v: "5"}}}'
+  - '{kind: KubeletConfiguration, maxPods: 120}'
+  kubeadmConfigPatchesJSON6902:
+  - {group: kubelet.config.k8s.io, version: v1beta1, kind: KubeletConfiguration, patch: '[{op: add, path: /x, value: 1}]'}
+- role: worker`,
+		check: wantControlPlanePatches,
+	}, {
+		name: "a JSON 6902 patch's view replaces the fields it has",
+		config: `kubeadmConfigPatchesJSON6902:
+- {group: kubeadm.k8s.io, version: v1beta3, kind: ClusterConfiguration, patch: '[{op: remove, path: /apiServer/certSANs/0}, {op: remove, path: /scheduler/extraArgs}]'}
+- {group: kubeadm.k8s.io, version: v1beta4, kind: JoinConfiguration, patch: '[{op: remove, path: /nodeRegistration/kubeletExtraArgs}]'}`,
+		check: wantJSON6902ViewReplaced,
+	}, {
+		name: "each worker group's patches are its own nodes'",
+		config: `nodes:
+- role: control-plane
+- role: worker
+- role: worker
+  labels: {tier: b}
+  kubeadmConfigPatches: ['{kind: KubeletConfiguration, maxPods: 150}']
+  kubeadmConfigPatchesJSON6902:
+  - {group: kubeadm.k8s.io, version: v1beta4, kind: JoinConfiguration, patch: '[{op: add, path: /nodeRegistration/kubeletExtraArgs/-, value: {name: v, value: "7"}}]'}`,
+		check: wantWorkerGroupsPatches,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load([]byte(header + c.config + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := generated(t)
+			if c.objs != nil {
+				objs = c.objs(objs)
+			}
+			out, err := Apply(cfg, "dev", objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, out)
+		})
+	}
+}
+
+// withConfigMap adds to the generated objects one Apply does not change, ConfigMap dev-extra.
+func withConfigMap(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	other := &unstructured.Unstructured{}
+	other.SetAPIVersion("v1")
+	other.SetKind("ConfigMap")
+	other.SetName("dev-extra")
+	return append(objs, other)
+}
+
+// wantObjectsInOrder checks the objects' order: the others, the cluster's, each group's.
+func wantObjectsInOrder(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var got []string
+	for _, u := range objs {
+		got = append(got, u.GetKind()+" "+u.GetName())
+	}
+	want := []string{"ConfigMap dev-extra", "Cluster dev", "DockyardCluster dev", "KubeadmControlPlane dev-control-plane", "DockyardMachineTemplate dev-control-plane",
+		"MachineDeployment dev-md-0", "DockyardMachineTemplate dev-md-0", "KubeadmConfigTemplate dev-md-0",
+		"MachineDeployment dev-md-1", "DockyardMachineTemplate dev-md-1", "KubeadmConfigTemplate dev-md-1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("objects %q, want %q", got, want)
+	}
+	for name, replicas := range map[string]int32{"dev-md-0": 2, "dev-md-1": 1} {
+		if md := get(t, objs, "MachineDeployment", name, &clusterv1.MachineDeployment{}); *md.Spec.Replicas != replicas {
+			t.Errorf("%s: %d replicas, want %d", name, *md.Spec.Replicas, replicas)
+		}
+	}
+}
+
+// wantControlPlaneFromItsFirstNode checks the control plane's template is its first node's.
+func wantControlPlaneFromItsFirstNode(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	spec := kcp.Spec.KubeadmConfigSpec
+	if *kcp.Spec.Replicas != 2 || arg(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels") != "tier=control" ||
+		arg(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels") != "tier=control" {
+		t.Errorf("control plane %d replicas, registration %+v", *kcp.Spec.Replicas, spec.InitConfiguration.NodeRegistration)
+	}
+	if mt := get(t, objs, "DockyardMachineTemplate", "dev-control-plane", &infrav1.DockyardMachineTemplate{}); mt.Spec.Template.Spec.Image != "cp:v1" {
+		t.Errorf("control plane image %q, want cp:v1", mt.Spec.Template.Spec.Image)
+	}
+	if mt := get(t, objs, "DockyardMachineTemplate", "dev-md-0", &infrav1.DockyardMachineTemplate{}); mt.Spec.Template.Spec.Image == "cp:v1" {
+		t.Error("the worker got the control plane's image")
+	}
+	ct := get(t, objs, "KubeadmConfigTemplate", "dev-md-0", &bootstrapv1.KubeadmConfigTemplate{})
+	if got := arg(ct.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "node-labels"); got != "" {
+		t.Errorf("worker node-labels %q, want none", got)
+	}
+}
+
+// wantFeatureGatesOnEveryKubelet checks the feature gates of the kubelets that join.
+func wantFeatureGatesOnEveryKubelet(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	kcp := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{})
+	ct := get(t, objs, "KubeadmConfigTemplate", "dev-md-0", &bootstrapv1.KubeadmConfigTemplate{})
+	for what, args := range map[string][]bootstrapv1.Arg{
+		"control plane join": kcp.Spec.KubeadmConfigSpec.JoinConfiguration.NodeRegistration.KubeletExtraArgs,
+		"worker join":        ct.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs,
+	} {
+		if got := arg(args, "feature-gates"); got != "CSIMigration=true" {
+			t.Errorf("%s feature-gates %q", what, got)
+		}
+	}
+}
+
+// wantDualStackSubnets checks both families of each subnet reach the Cluster.
+func wantDualStackSubnets(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	cn := get(t, objs, "Cluster", "dev", &clusterv1.Cluster{}).Spec.ClusterNetwork
+	if p, s := cn.Pods.CIDRBlocks, cn.Services.CIDRBlocks; !slices.Equal(p, []string{"10.244.0.0/16", "fd00:10:244::/56"}) ||
+		!slices.Equal(s, []string{"10.96.0.0/16", "fd00:10:96::/112"}) {
+		t.Errorf("pods %v, services %v", p, s)
+	}
+}
+
+// wantControlPlanePatches checks the control plane's patches: the cluster's, then its node's.
+func wantControlPlanePatches(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	spec := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{}).Spec.KubeadmConfigSpec
+	cc := spec.ClusterConfiguration
+	for _, a := range []struct{ what, got, want string }{
+		{"controller manager -v (the node's)", arg(cc.ControllerManager.ExtraArgs, "v"), "4"},
+		{"controller manager lease (the flavor's)", arg(cc.ControllerManager.ExtraArgs, "leader-elect-lease-duration"), "60s"},
+		{"scheduler -v (the node's)", arg(cc.Scheduler.ExtraArgs, "v"), "5"},
+		{"scheduler profiling (the cluster's)", arg(cc.Scheduler.ExtraArgs, "profiling"), "false"},
+		{"init kubelet -v", arg(spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, "v"), "9"},
+		{"join kubelet -v", arg(spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "v"), "1"},
+	} {
+		if a.got != a.want {
+			t.Errorf("%s %q, want %q", a.what, a.got, a.want)
+		}
+	}
+	var files []string
+	for _, f := range spec.Files {
+		if strings.Contains(f.Path, "kubeletconfiguration") {
+			files = append(files, f.Path+": "+f.Content)
+		}
+	}
+	if want := []string{
+		"/etc/dockyard/kubeadm-patches/kubeletconfiguration100+strategic.yaml: maxPods: 100\n",
+		"/etc/dockyard/kubeadm-patches/kubeletconfiguration101+strategic.yaml: maxPods: 120\n",
+		`/etc/dockyard/kubeadm-patches/kubeletconfiguration200+json.json: [{"op":"add","path":"/c","value":1}]`,
+		`/etc/dockyard/kubeadm-patches/kubeletconfiguration201+json.json: [{"op":"add","path":"/x","value":1}]`,
+	}; !slices.Equal(files, want) {
+		t.Errorf("control plane kubelet patches %q, want %q", files, want)
+	}
+	ct := get(t, objs, "KubeadmConfigTemplate", "dev-md-0", &bootstrapv1.KubeadmConfigTemplate{}).Spec.Template.Spec
+	if got := arg(ct.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "v"); got != "1" {
+		t.Errorf("worker join kubelet -v %q, want the cluster's 1", got)
+	}
+	if f := ct.Files; len(f) != 2 || f[0].Content != "maxPods: 100\n" || f[1].Content != `[{"op":"add","path":"/c","value":1}]` {
+		t.Errorf("worker files %+v, want the cluster's kubelet patches only", f)
+	}
+}
+
+// wantJSON6902ViewReplaced checks a JSON 6902 patch replaces what its view has, removals included.
+func wantJSON6902ViewReplaced(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	flavor := get(t, generated(t), "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{}).Spec.KubeadmConfigSpec
+	spec := get(t, objs, "KubeadmControlPlane", "dev-control-plane", &controlplanev1.KubeadmControlPlane{}).Spec.KubeadmConfigSpec
+	if got, want := spec.ClusterConfiguration.APIServer.CertSANs, flavor.ClusterConfiguration.APIServer.CertSANs[1:]; !slices.Equal(got, want) {
+		t.Errorf("certSANs %v, want %v", got, want)
+	}
+	if got := spec.ClusterConfiguration.Scheduler.ExtraArgs; len(got) != 0 {
+		t.Errorf("scheduler args %+v, want none", got)
+	}
+	if got := spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs; len(got) != 0 {
+		t.Errorf("join kubelet args %+v, want none", got)
+	}
+	if got, want := spec.InitConfiguration.NodeRegistration.KubeletExtraArgs, flavor.InitConfiguration.NodeRegistration.KubeletExtraArgs; len(got) == 0 || len(got) != len(want) {
+		t.Errorf("init kubelet args %+v, want the flavor's %+v", got, want)
+	}
+}
+
+// wantWorkerGroupsPatches checks each worker group gets its own nodes' patches.
+func wantWorkerGroupsPatches(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	first := get(t, objs, "KubeadmConfigTemplate", "dev-md-0", &bootstrapv1.KubeadmConfigTemplate{}).Spec.Template.Spec
+	if got := arg(first.JoinConfiguration.NodeRegistration.KubeletExtraArgs, "v"); got != "" || len(first.Files) != 0 || first.JoinConfiguration.Patches.Directory != "" {
+		t.Errorf("dev-md-0: -v %q, files %+v, patches %q: want none", got, first.Files, first.JoinConfiguration.Patches.Directory)
+	}
+	second := get(t, objs, "KubeadmConfigTemplate", "dev-md-1", &bootstrapv1.KubeadmConfigTemplate{}).Spec.Template.Spec
+	join := second.JoinConfiguration
+	if got := arg(join.NodeRegistration.KubeletExtraArgs, "v"); got != "7" || arg(join.NodeRegistration.KubeletExtraArgs, "node-labels") != "tier=b" {
+		t.Errorf("dev-md-1 kubelet args %+v, want -v 7 and its labels", join.NodeRegistration.KubeletExtraArgs)
+	}
+	if f := second.Files; len(f) != 1 || f[0].Path != "/etc/dockyard/kubeadm-patches/kubeletconfiguration100+strategic.yaml" ||
+		f[0].Content != "maxPods: 150\n" || join.Patches.Directory != "/etc/dockyard/kubeadm-patches" {
+		t.Errorf("dev-md-1 files %+v, patches %q", f, join.Patches.Directory)
+	}
+}
+
+// Apply stops at the first part that fails, in order: the control plane's kubeadmConfigPatches
+// (the cluster's, then its node's), its JSON 6902 patches, the networking, then each worker
+// group's patches, whose errors name the group's first node.
+func TestApplyErrorOrder(t *testing.T) {
+	const forbidden = ": Dockyard turns only the fields Cluster API has into its objects"
+	const noCNI = "networking.disableDefaultCNI: the generated KubeadmControlPlane does not install the CNI with /etc/dockyard/install-cni.sh (a kind configuration applies to the default flavor's objects)"
+	for _, c := range []struct {
+		name   string
+		config string
+		noCNI  bool // the flavor's control plane does not install the CNI
+		want   string
+	}{{
+		name:   "the cluster's kubeadmConfigPatches, then the node's",
+		config: "kubeadmConfigPatches: ['{kind: ClusterConfiguration, apiServer: {timeoutForControlPlane: 4m}}']\nnodes: [{role: control-plane, kubeadmConfigPatches: ['{kind: InitConfiguration, x: 1}']}]",
+		want: "kind's configuration: [kubeadmConfigPatches[0]: Forbidden: ClusterConfiguration field apiServer.timeoutForControlPlane" + forbidden +
+			", nodes[0].kubeadmConfigPatches[0]: Forbidden: InitConfiguration field x" + forbidden + "]",
+	}, {
+		name:   "kubeadmConfigPatches before JSON 6902 patches",
+		config: "kubeadmConfigPatches: ['{kind: InitConfiguration, x: 1}']\nkubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta3, kind: JoinConfiguration, patch: '[{op: add, path: /y, value: 1}]'}]",
+		want:   "kind's configuration: kubeadmConfigPatches[0]: Forbidden: InitConfiguration field x" + forbidden,
+	}, {
+		name:   "the control plane's patches before the networking",
+		config: "networking: {disableDefaultCNI: true}\nnodes: [{role: control-plane, kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta4, kind: InitConfiguration, patch: '[{op: add, path: /nodeRegistration/taints, value: []}]'}]}]",
+		noCNI:  true,
+		want:   "kind's configuration: nodes[0].kubeadmConfigPatchesJSON6902[0].patch: Forbidden: InitConfiguration field nodeRegistration.taints" + forbidden,
+	}, {
+		name:   "the networking before the workers' patches",
+		config: "networking: {disableDefaultCNI: true}\nnodes: [{role: control-plane}, {role: worker, kubeadmConfigPatches: ['{kind: JoinConfiguration, x: 1}']}]",
+		noCNI:  true,
+		want:   noCNI,
+	}, {
+		name:   "a worker group's kubeadmConfigPatches, by its first node",
+		config: "nodes: [{role: control-plane}, {role: worker}, {role: worker, labels: {a: b}, kubeadmConfigPatches: ['{kind: JoinConfiguration, x: 1}']}]",
+		want:   "kind's configuration: nodes[2].kubeadmConfigPatches[0]: Forbidden: JoinConfiguration field x" + forbidden,
+	}, {
+		name:   "a worker group's JSON 6902 patches, by its first node",
+		config: "nodes: [{role: control-plane}, {role: worker}, {role: worker, labels: {a: b}, kubeadmConfigPatchesJSON6902: [{group: kubeadm.k8s.io, version: v1beta3, kind: JoinConfiguration, patch: '[{op: add, path: /y, value: 1}]'}]}]",
+		want:   "kind's configuration: nodes[2].kubeadmConfigPatchesJSON6902[0].patch: Forbidden: JoinConfiguration field y" + forbidden,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load([]byte(header + c.config + "\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := generated(t)
+			if c.noCNI {
+				for _, u := range objs {
+					if u.GetKind() != "KubeadmControlPlane" {
+						continue
+					}
+					commands, _, _ := unstructured.NestedStringSlice(u.Object, "spec", "kubeadmConfigSpec", "postKubeadmCommands")
+					commands = slices.DeleteFunc(commands, func(c string) bool { return c == "sh /etc/dockyard/install-cni.sh" })
+					if err := unstructured.SetNestedStringSlice(u.Object, commands, "spec", "kubeadmConfigSpec", "postKubeadmCommands"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			out, err := Apply(cfg, "dev", objs)
+			if err == nil || err.Error() != c.want {
+				t.Errorf("error %v, want %s", err, c.want)
+			}
+			if out != nil {
+				t.Errorf("objects %d with the error, want none", len(out))
+			}
+		})
+	}
+}
