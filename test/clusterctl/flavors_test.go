@@ -597,13 +597,22 @@ func testDescribe(ctx context.Context, t *testing.T, repo repository, plane *fra
 			t.Fatalf("creating %s: %v", id(&o), err)
 		}
 	}
-	poll(ctx, t, 3*time.Minute, "Dockyard to report the missing image", func() error {
+	// Cluster API copies the reason into the Cluster's InfrastructureReady at its own pace:
+	// describe runs once both say it.
+	poll(ctx, t, 3*time.Minute, "Dockyard to report the missing image, and Cluster API to copy the reason", func() error {
 		dc := &infrav1.DockyardCluster{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, dc); err != nil {
 			return err
 		}
 		if r := conditions.GetReason(dc, infrav1.LoadBalancerAvailableCondition); r != infrav1.LoadBalancerImageFailedReason {
 			return errors.Errorf("LoadBalancerAvailable reason %q", r)
+		}
+		cluster := &clusterv1.Cluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster); err != nil {
+			return err
+		}
+		if r := conditions.GetReason(cluster, clusterv1.ClusterInfrastructureReadyCondition); r != infrav1.LoadBalancerImageFailedReason {
+			return errors.Errorf("the Cluster's InfrastructureReady reason %q", r)
 		}
 		return nil
 	})
