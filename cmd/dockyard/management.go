@@ -113,21 +113,38 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 	if err != nil {
 		return "", err
 	}
-	want := append([]string{nodeImage, lbImage}, images...)
+	if err := provideImages(ctx, g, o, nodes, append([]string{nodeImage, lbImage}, images...)); err != nil {
+		return "", err
+	}
+	path, kubeconfig, err := createManagementCluster(ctx, g, o, nodes, socket, nodeImage, images)
+	if err != nil {
+		return "", err
+	}
+	if err := installProviders(ctx, g, o, config, path, kubeconfig, nodeImage, lbImage); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// provideImages gets the images the engine lacks from --image-registry, or builds them
+// (--images local), then copies them from Docker when the engine is another.
+func provideImages(ctx context.Context, g *globals, o *managementOptions, nodes *docker.Manager, want []string) error {
 	if o.imageRegistry != "" {
 		if err := pullMissingImages(ctx, o.imageRegistry, want); err != nil {
-			return "", err
+			return err
 		}
 	}
 	if o.images == "local" {
 		if err := buildMissingImages(ctx, o.kubernetesVersion, want); err != nil {
-			return "", err
+			return err
 		}
 	}
-	if err := copyFromDocker(ctx, g, o, nodes, want); err != nil {
-		return "", err
-	}
+	return copyFromDocker(ctx, g, o, nodes, want)
+}
 
+// createManagementCluster creates the management cluster's node container with the images it
+// preloads, writes its kubeconfig, and returns the kubeconfig's path and content.
+func createManagementCluster(ctx context.Context, g *globals, o *managementOptions, nodes *docker.Manager, socket, nodeImage string, images []string) (string, []byte, error) {
 	start := time.Now()
 	say("management cluster %s: Kubernetes %s in a node container", g.managementName, o.kubernetesVersion)
 	if len(o.zones) > 0 {
@@ -139,14 +156,19 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 		EngineSocket: socket, Zones: o.zones, Logf: say,
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	path := g.kubeconfigPath(mc.Name)
 	if err := writeKubeconfig(path, mc.Kubeconfig); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	say("management cluster ready in %s", time.Since(start).Round(time.Second))
+	return path, mc.Kubeconfig, nil
+}
 
+// installProviders has clusterctl install cert-manager, Cluster API and Dockyard in the
+// management cluster, unless Dockyard is installed already.
+func installProviders(ctx context.Context, g *globals, o *managementOptions, config, path string, kubeconfig []byte, nodeImage, lbImage string) error {
 	step := time.Now()
 	say("clusterctl init: cert-manager, Cluster API (core, kubeadm bootstrap and control plane) and Dockyard")
 	setVariables(map[string]string{
@@ -154,17 +176,17 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 		"DOCKYARD_NODE_IMAGE_REPOSITORY": strings.TrimSuffix(nodeImage, ":"+o.kubernetesVersion),
 		"DOCKYARD_CONTAINER_RUNTIME":     g.runtime.Name,
 	})
-	installed, err := dockyardInstalled(ctx, mc.Kubeconfig)
+	installed, err := dockyardInstalled(ctx, kubeconfig)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if installed {
 		say("Dockyard is installed already (clusterctl's Provider infrastructure-dockyard exists)")
-		return path, nil
+		return nil
 	}
 	c, err := clusterctl(ctx, config)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if _, err := c.Init(ctx, clusterctlclient.InitOptions{
 		Kubeconfig:              clusterctlclient.Kubeconfig{Path: path},
@@ -172,10 +194,10 @@ func ensureManagement(ctx context.Context, g *globals, o *managementOptions) (st
 		WaitProviders:           true,
 		WaitProviderTimeout:     10 * time.Minute,
 	}); err != nil {
-		return "", errors.Wrap(err, "clusterctl init")
+		return errors.Wrap(err, "clusterctl init")
 	}
 	say("every provider's pods are ready in %s; kubeconfig %s", time.Since(step).Round(time.Second), path)
-	return path, nil
+	return nil
 }
 
 // dockyardInstalled reports whether clusterctl installed Dockyard in a cluster.

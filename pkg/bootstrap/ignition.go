@@ -586,11 +586,26 @@ func deviceMount(u igntypes.Unit) string {
 // node image may or may not have (CABPK's ntpd.service), so its commands only run when systemd
 // knows the unit.
 func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
-	type unitAction struct {
-		name                         string
-		known                        bool // written by this plan
-		mask, enable, disable, start bool
+	actions, err := writeUnits(units, b)
+	if err != nil {
+		return err
 	}
+	if len(actions) == 0 {
+		return nil
+	}
+	return runUnitActions(actions, b)
+}
+
+// unitAction is what the plan has systemd do with one unit.
+type unitAction struct {
+	name                         string
+	known                        bool // written by this plan
+	mask, enable, disable, start bool
+}
+
+// writeUnits checks the units, writes their contents and drop-ins, and returns what systemd is
+// to do with each; a unit that mounts a device is ignored.
+func writeUnits(units []igntypes.Unit, b *planBuilder) ([]*unitAction, error) {
 	// A unit may appear more than once (CABPK appends the KubeadmConfig's additional config to
 	// its own); its actions are merged and done once, in the order of its first appearance.
 	var actions []*unitAction
@@ -602,32 +617,17 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 	for i, u := range units {
 		where := fmt.Sprintf("systemd.units[%d] (%s)", i, quoteForError(u.Name))
 		if err := checkUnitFileName(u.Name); err != nil {
-			return errors.Wrap(err, where)
+			return nil, errors.Wrap(err, where)
 		}
 		if !systemdUnitTypes[path.Ext(u.Name)] {
-			return errors.Errorf("%s: %s is not a systemd unit type Ignition accepts", where, quoteForError(path.Ext(u.Name)))
+			return nil, errors.Errorf("%s: %s is not a systemd unit type Ignition accepts", where, quoteForError(path.Ext(u.Name)))
 		}
 		if dev := deviceMount(u); dev != "" {
 			b.ignore(fmt.Sprintf("Ignition systemd unit %s (mounts %s)", strconv.Quote(u.Name), quoteForError(dev)))
 			continue
 		}
-		for j, d := range u.Dropins {
-			if err := checkUnitFileName(d.Name); err != nil {
-				return errors.Wrapf(err, "%s: dropins[%d]", where, j)
-			}
-			if path.Ext(d.Name) != ".conf" {
-				return errors.Errorf("%s: dropins[%d] (%s): a drop-in name must end in .conf", where, j, quoteForError(d.Name))
-			}
-			if d.Contents == "" {
-				continue
-			}
-			if err := b.addFile(&File{
-				Path:    path.Join(systemdUnitDir, u.Name+".d", d.Name),
-				Content: []byte(d.Contents),
-				Mode:    defaultFileMode,
-			}); err != nil {
-				return err
-			}
+		if err := writeDropins(where, u, b); err != nil {
+			return nil, err
 		}
 		a := byName[u.Name]
 		if a == nil {
@@ -644,7 +644,7 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 				Content: []byte(u.Contents),
 				Mode:    defaultFileMode,
 			}); err != nil {
-				return err
+				return nil, err
 			}
 			a.known = true
 		}
@@ -652,6 +652,36 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 		a.enable = a.enable || u.Enable || (u.Enabled != nil && *u.Enabled)
 		a.disable = a.disable || (u.Enabled != nil && !*u.Enabled)
 	}
+	settleUnitActions(actions)
+	return actions, nil
+}
+
+// writeDropins checks the names of a unit's drop-ins and writes the ones with contents.
+func writeDropins(where string, u igntypes.Unit, b *planBuilder) error {
+	for j, d := range u.Dropins {
+		if err := checkUnitFileName(d.Name); err != nil {
+			return errors.Wrapf(err, "%s: dropins[%d]", where, j)
+		}
+		if path.Ext(d.Name) != ".conf" {
+			return errors.Errorf("%s: dropins[%d] (%s): a drop-in name must end in .conf", where, j, quoteForError(d.Name))
+		}
+		if d.Contents == "" {
+			continue
+		}
+		if err := b.addFile(&File{
+			Path:    path.Join(systemdUnitDir, u.Name+".d", d.Name),
+			Content: []byte(d.Contents),
+			Mode:    defaultFileMode,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleUnitActions neither enables nor disables a masked unit, does not disable an enabled
+// one, and starts the enabled ones.
+func settleUnitActions(actions []*unitAction) {
 	for _, a := range actions {
 		if a.mask {
 			a.enable, a.disable = false, false
@@ -659,19 +689,13 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 		a.disable = a.disable && !a.enable
 		a.start = a.enable
 	}
-	if len(actions) == 0 {
-		return nil
-	}
+}
 
+// runUnitActions has systemd pick the units up, then masks, enables or disables, and starts
+// them, each step over every unit before the next.
+func runUnitActions(actions []*unitAction, b *planBuilder) error {
 	if err := b.run("systemctl", "daemon-reload"); err != nil {
 		return err
-	}
-	systemctl := func(verb string, a *unitAction) error {
-		if a.known {
-			return b.run(argv([]string{"systemctl", verb}, a.name)...)
-		}
-		q := ShellQuote(a.name)
-		return b.addCommand(&Command{Script: fmt.Sprintf("if systemctl cat -- %s >/dev/null 2>&1; then systemctl %s -- %s; fi", q, verb, q)})
 	}
 	for _, a := range actions {
 		if a.mask {
@@ -684,9 +708,9 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 		var err error
 		switch {
 		case a.enable:
-			err = systemctl("enable", a)
+			err = unitCommand(b, "enable", a)
 		case a.disable:
-			err = systemctl("disable", a)
+			err = unitCommand(b, "disable", a)
 		}
 		if err != nil {
 			return err
@@ -694,10 +718,20 @@ func ignitionUnits(units []igntypes.Unit, b *planBuilder) error {
 	}
 	for _, a := range actions {
 		if a.start {
-			if err := systemctl("start", a); err != nil {
+			if err := unitCommand(b, "start", a); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// unitCommand runs a systemctl verb on a unit; on one this plan did not write, only when
+// systemd knows it.
+func unitCommand(b *planBuilder, verb string, a *unitAction) error {
+	if a.known {
+		return b.run(argv([]string{"systemctl", verb}, a.name)...)
+	}
+	q := ShellQuote(a.name)
+	return b.addCommand(&Command{Script: fmt.Sprintf("if systemctl cat -- %s >/dev/null 2>&1; then systemctl %s -- %s; fi", q, verb, q)})
 }

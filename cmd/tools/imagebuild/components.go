@@ -274,78 +274,9 @@ func (b *Builder) componentImages(ctx context.Context, list []KubeadmImage, k8sB
 	versions := map[Component]string{}
 	var out []namedImage
 	for _, want := range list {
-		var (
-			layers     []v1.Layer
-			entrypoint []string
-			version    = want.Tag
-		)
-		switch want.Component {
-		case ComponentAPIServer, ComponentControllerManager, ComponentScheduler, ComponentProxy:
-			c := string(want.Component)
-			dst := "/usr/local/bin/" + c
-			if want.Component == ComponentProxy {
-				// kubeadm runs /usr/local/bin/kube-proxy: there, a wrapper that keeps kube-proxy
-				// from failing on the conntrack table size a container cannot change (see
-				// images/kube-proxy/kube-proxy); the binary itself lives beside it.
-				l, err := b.binaryLayer(c,
-					[]binaryFile{{Src: k8sBins[c], Dst: "/usr/local/lib/kube-proxy/kube-proxy", Mode: 0o755}},
-					map[string][]byte{dst: mustEmbedded("kube-proxy/kube-proxy")})
-				if err != nil {
-					return nil, nil, err
-				}
-				layers = []v1.Layer{iptables.Layer, l}
-			} else {
-				l, err := b.binaryLayer(c, []binaryFile{{Src: k8sBins[c], Dst: dst, Mode: 0o755}}, nil)
-				if err != nil {
-					return nil, nil, err
-				}
-				layers = []v1.Layer{base, l}
-			}
-			entrypoint = []string{dst}
-		case ComponentEtcd:
-			v, err := EtcdModuleVersion(want.Tag)
-			if err != nil {
-				return nil, nil, err
-			}
-			build, err := gobuild.Etcd(v)
-			if err != nil {
-				return nil, nil, err
-			}
-			bins, err := b.runBuild(ctx, build)
-			if err != nil {
-				return nil, nil, err
-			}
-			l, err := b.binaryLayer("etcd", []binaryFile{{Src: bins["etcd"], Dst: "/usr/local/bin/etcd", Mode: 0o755}}, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			layers, entrypoint, version = []v1.Layer{base, l}, []string{"/usr/local/bin/etcd"}, v
-		case ComponentCoreDNS:
-			v, err := CoreDNSModuleVersion(want.Tag)
-			if err != nil {
-				return nil, nil, err
-			}
-			bins, err := b.runBuild(ctx, coreDNSBuild(v))
-			if err != nil {
-				return nil, nil, err
-			}
-			l, err := b.binaryLayer("coredns", []binaryFile{{Src: bins["coredns"], Dst: "/coredns", Mode: 0o755}}, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			layers, entrypoint, version = []v1.Layer{base, l}, []string{"/coredns"}, v
-		case ComponentPause:
-			bins, err := b.runBuild(ctx, pauseBuild(want.Tag))
-			if err != nil {
-				return nil, nil, err
-			}
-			l, err := b.binaryLayer("pause", []binaryFile{{Src: bins["pause"], Dst: "/pause", Mode: 0o755}}, nil)
-			if err != nil {
-				return nil, nil, err
-			}
-			layers, entrypoint = []v1.Layer{l}, []string{"/pause"}
-		default:
-			return nil, nil, errors.Errorf("no recipe for %s", want.Ref)
+		layers, entrypoint, version, err := b.componentRecipe(ctx, want, k8sBins, base, iptables)
+		if err != nil {
+			return nil, nil, err
 		}
 		img, err := assemble(layers, imageConfig{Entrypoint: entrypoint, Labels: componentLabels(string(want.Component), want.Tag)})
 		if err != nil {
@@ -355,4 +286,82 @@ func (b *Builder) componentImages(ctx context.Context, list []KubeadmImage, k8sB
 		out = append(out, namedImage{Ref: want.Ref, Image: img})
 	}
 	return out, versions, nil
+}
+
+// componentRecipe returns the layers, entrypoint and version of the image of one component
+// kubeadm lists.
+func (b *Builder) componentRecipe(ctx context.Context, want KubeadmImage, k8sBins map[string]string, base *fileLayer, iptables *Rootfs) ([]v1.Layer, []string, string, error) {
+	switch want.Component {
+	case ComponentAPIServer, ComponentControllerManager, ComponentScheduler, ComponentProxy:
+		layers, dst, err := b.kubernetesComponentLayers(want.Component, k8sBins, base, iptables)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return layers, []string{dst}, want.Tag, nil
+	case ComponentEtcd:
+		v, err := EtcdModuleVersion(want.Tag)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		build, err := gobuild.Etcd(v)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		l, err := b.builtBinaryLayer(ctx, build, "etcd", "/usr/local/bin/etcd")
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return []v1.Layer{base, l}, []string{"/usr/local/bin/etcd"}, v, nil
+	case ComponentCoreDNS:
+		v, err := CoreDNSModuleVersion(want.Tag)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		l, err := b.builtBinaryLayer(ctx, coreDNSBuild(v), "coredns", "/coredns")
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return []v1.Layer{base, l}, []string{"/coredns"}, v, nil
+	case ComponentPause:
+		l, err := b.builtBinaryLayer(ctx, pauseBuild(want.Tag), "pause", "/pause")
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return []v1.Layer{l}, []string{"/pause"}, want.Tag, nil
+	default:
+		return nil, nil, "", errors.Errorf("no recipe for %s", want.Ref)
+	}
+}
+
+// kubernetesComponentLayers returns the layers of a Kubernetes component's image and the path
+// of its entrypoint: the binary on the static base, kube-proxy behind its wrapper on iptables.
+func (b *Builder) kubernetesComponentLayers(component Component, k8sBins map[string]string, base *fileLayer, iptables *Rootfs) ([]v1.Layer, string, error) {
+	c := string(component)
+	dst := "/usr/local/bin/" + c
+	if component == ComponentProxy {
+		// kubeadm runs /usr/local/bin/kube-proxy: there, a wrapper that keeps kube-proxy
+		// from failing on the conntrack table size a container cannot change (see
+		// images/kube-proxy/kube-proxy); the binary itself lives beside it.
+		l, err := b.binaryLayer(c,
+			[]binaryFile{{Src: k8sBins[c], Dst: "/usr/local/lib/kube-proxy/kube-proxy", Mode: 0o755}},
+			map[string][]byte{dst: mustEmbedded("kube-proxy/kube-proxy")})
+		if err != nil {
+			return nil, "", err
+		}
+		return []v1.Layer{iptables.Layer, l}, dst, nil
+	}
+	l, err := b.binaryLayer(c, []binaryFile{{Src: k8sBins[c], Dst: dst, Mode: 0o755}}, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	return []v1.Layer{base, l}, dst, nil
+}
+
+// builtBinaryLayer builds a Go binary and returns a layer holding it at dst (layer kind name).
+func (b *Builder) builtBinaryLayer(ctx context.Context, build gobuild.Build, name, dst string) (*fileLayer, error) {
+	bins, err := b.runBuild(ctx, build)
+	if err != nil {
+		return nil, err
+	}
+	return b.binaryLayer(name, []binaryFile{{Src: bins[name], Dst: dst, Mode: 0o755}}, nil)
 }

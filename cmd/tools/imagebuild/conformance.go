@@ -304,62 +304,9 @@ func (b *Builder) conformanceImage(ctx context.Context, img ConformanceImage, la
 func (b *Builder) conformanceRecipe(ctx context.Context, c *conformanceBuild, img ConformanceImage) ([]v1.Layer, imageConfig, error) {
 	switch img.Name {
 	case "agnhost", "nautilus":
-		// agnhost as upstream: its binary (and agnhost-2, for the entrypoint tests) in /, the
-		// porter's certificate, CoreDNS for the DNS tests that run it. nautilus is agnhost's
-		// test-webserver serving an image and data.json from /.
-		fs, err := c.rootfsOf(ctx, b, e2eAgnhostRootfs())
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		coredns, err := b.runBuild(ctx, coreDNSBuild(DefaultConformanceCoreDNSVersion))
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		porter := filepath.Join(c.k8sDir, "test", "images", "agnhost", "porter")
-		l, err := b.filesLayer("e2e-agnhost", []layerFile{
-			{Dst: "/agnhost", Mode: 0o755, Src: c.k8s[gobuild.Agnhost]},
-			{Dst: "/agnhost-2", Link: "agnhost"},
-			{Dst: "/localhost.crt", Mode: 0o644, Src: filepath.Join(porter, "localhost.crt")},
-			{Dst: "/localhost.key", Mode: 0o644, Src: filepath.Join(porter, "localhost.key")},
-			{Dst: "/coredns", Mode: 0o755, Src: coredns["coredns"]},
-		})
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		cfg := imageConfig{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, WorkingDir: "/"}
-		if img.Name == "agnhost" {
-			return []v1.Layer{fs.Layer, l}, cfg, nil
-		}
-		html := filepath.Join(c.k8sDir, "test", "images", "nautilus", "html")
-		n, err := b.filesLayer("e2e-nautilus", []layerFile{
-			{Dst: "/nautilus.jpg", Mode: 0o644, Src: filepath.Join(html, "nautilus.jpg")},
-			{Dst: "/data.json", Mode: 0o644, Src: filepath.Join(html, "data.json")},
-		})
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		cfg.Cmd = []string{"test-webserver"}
-		return []v1.Layer{fs.Layer, l, n}, cfg, nil
+		return b.agnhostRecipe(ctx, c, img)
 	case "busybox":
-		source, err := b.sourceTarball(ctx, busyboxSource)
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		fs, err := c.rootfsOf(ctx, b, e2eBusyboxRootfs(source))
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		bin, applets := fs.Outputs["busybox"], strings.Fields(string(fs.Outputs["busybox-applets"]))
-		if len(bin) == 0 || len(applets) == 0 {
-			return nil, imageConfig{}, errors.New("the busybox root filesystem has no busybox binary or applet list")
-		}
-		files := busyboxFiles(bin, applets)
-		l, err := b.filesLayer("e2e-busybox", files)
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		return []v1.Layer{c.base, l}, imageConfig{Cmd: []string{"sh"},
-			Labels: map[string]string{LabelPrefix + "version.busybox": busyboxSource.Pool}}, nil
+		return b.busyboxRecipe(ctx, c)
 	case "httpd":
 		fs, err := c.rootfsOf(ctx, b, e2eHTTPDRootfs())
 		if err != nil {
@@ -389,31 +336,9 @@ func (b *Builder) conformanceRecipe(ctx context.Context, c *conformanceBuild, im
 		}
 		return []v1.Layer{c.base, l}, imageConfig{Cmd: []string{"nnp"}}, nil
 	case "sample-apiserver":
-		build, err := gobuild.SampleAPIServer(c.kubernetesVersion)
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		l, err := b.goBinaryLayer(ctx, build, "sample-apiserver", "/sample-apiserver")
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		return []v1.Layer{c.base, l}, imageConfig{Entrypoint: []string{"/sample-apiserver"},
-			Labels: map[string]string{LabelPrefix + "version.sample-apiserver": build.Version}}, nil
+		return b.sampleAPIServerRecipe(ctx, c)
 	case "etcd":
-		v, err := EtcdModuleVersion(img.Tag)
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		build, err := gobuild.Etcd(v)
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		l, err := b.goBinaryLayer(ctx, build, "etcd", "/usr/local/bin/etcd")
-		if err != nil {
-			return nil, imageConfig{}, err
-		}
-		return []v1.Layer{c.base, l}, imageConfig{Entrypoint: []string{"/usr/local/bin/etcd"},
-			Labels: map[string]string{LabelPrefix + "version.etcd": v}}, nil
+		return b.etcdRecipe(ctx, c, img)
 	case "pause":
 		l, err := b.goBinaryLayer(ctx, pauseBuild(img.Tag), "pause", "/pause")
 		if err != nil {
@@ -422,6 +347,104 @@ func (b *Builder) conformanceRecipe(ctx context.Context, c *conformanceBuild, im
 		return []v1.Layer{l}, imageConfig{Entrypoint: []string{"/pause"}}, nil
 	}
 	return nil, imageConfig{}, errors.Errorf("no recipe for %s", img.Name)
+}
+
+// agnhostRecipe returns the layers and configuration of agnhost, or of nautilus on top of it.
+func (b *Builder) agnhostRecipe(ctx context.Context, c *conformanceBuild, img ConformanceImage) ([]v1.Layer, imageConfig, error) {
+	// agnhost as upstream: its binary (and agnhost-2, for the entrypoint tests) in /, the
+	// porter's certificate, CoreDNS for the DNS tests that run it. nautilus is agnhost's
+	// test-webserver serving an image and data.json from /.
+	fs, err := c.rootfsOf(ctx, b, e2eAgnhostRootfs())
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	coredns, err := b.runBuild(ctx, coreDNSBuild(DefaultConformanceCoreDNSVersion))
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	porter := filepath.Join(c.k8sDir, "test", "images", "agnhost", "porter")
+	l, err := b.filesLayer("e2e-agnhost", []layerFile{
+		{Dst: "/agnhost", Mode: 0o755, Src: c.k8s[gobuild.Agnhost]},
+		{Dst: "/agnhost-2", Link: "agnhost"},
+		{Dst: "/localhost.crt", Mode: 0o644, Src: filepath.Join(porter, "localhost.crt")},
+		{Dst: "/localhost.key", Mode: 0o644, Src: filepath.Join(porter, "localhost.key")},
+		{Dst: "/coredns", Mode: 0o755, Src: coredns["coredns"]},
+	})
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	cfg := imageConfig{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}, WorkingDir: "/"}
+	if img.Name == "agnhost" {
+		return []v1.Layer{fs.Layer, l}, cfg, nil
+	}
+	html := filepath.Join(c.k8sDir, "test", "images", "nautilus", "html")
+	n, err := b.filesLayer("e2e-nautilus", []layerFile{
+		{Dst: "/nautilus.jpg", Mode: 0o644, Src: filepath.Join(html, "nautilus.jpg")},
+		{Dst: "/data.json", Mode: 0o644, Src: filepath.Join(html, "data.json")},
+	})
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	cfg.Cmd = []string{"test-webserver"}
+	return []v1.Layer{fs.Layer, l, n}, cfg, nil
+}
+
+// busyboxRecipe returns the layers and configuration of busybox: the binary built from source
+// and a link per applet, on the base.
+func (b *Builder) busyboxRecipe(ctx context.Context, c *conformanceBuild) ([]v1.Layer, imageConfig, error) {
+	source, err := b.sourceTarball(ctx, busyboxSource)
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	fs, err := c.rootfsOf(ctx, b, e2eBusyboxRootfs(source))
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	bin, applets := fs.Outputs["busybox"], strings.Fields(string(fs.Outputs["busybox-applets"]))
+	if len(bin) == 0 || len(applets) == 0 {
+		return nil, imageConfig{}, errors.New("the busybox root filesystem has no busybox binary or applet list")
+	}
+	files := busyboxFiles(bin, applets)
+	l, err := b.filesLayer("e2e-busybox", files)
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	return []v1.Layer{c.base, l}, imageConfig{Cmd: []string{"sh"},
+		Labels: map[string]string{LabelPrefix + "version.busybox": busyboxSource.Pool}}, nil
+}
+
+// sampleAPIServerRecipe returns the layers and configuration of sample-apiserver, built at
+// the version the conformance tests' Kubernetes requires.
+func (b *Builder) sampleAPIServerRecipe(ctx context.Context, c *conformanceBuild) ([]v1.Layer, imageConfig, error) {
+	build, err := gobuild.SampleAPIServer(c.kubernetesVersion)
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	l, err := b.goBinaryLayer(ctx, build, "sample-apiserver", "/sample-apiserver")
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	return []v1.Layer{c.base, l}, imageConfig{Entrypoint: []string{"/sample-apiserver"},
+		Labels: map[string]string{LabelPrefix + "version.sample-apiserver": build.Version}}, nil
+}
+
+// etcdRecipe returns the layers and configuration of etcd, built at the module version of the
+// image's tag.
+func (b *Builder) etcdRecipe(ctx context.Context, c *conformanceBuild, img ConformanceImage) ([]v1.Layer, imageConfig, error) {
+	v, err := EtcdModuleVersion(img.Tag)
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	build, err := gobuild.Etcd(v)
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	l, err := b.goBinaryLayer(ctx, build, "etcd", "/usr/local/bin/etcd")
+	if err != nil {
+		return nil, imageConfig{}, err
+	}
+	return []v1.Layer{c.base, l}, imageConfig{Entrypoint: []string{"/usr/local/bin/etcd"},
+		Labels: map[string]string{LabelPrefix + "version.etcd": v}}, nil
 }
 
 // goBinaryLayer builds a Go binary and returns a layer holding it at dst (layer "e2e-<name>").

@@ -97,74 +97,20 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 		return nil, err
 	}
 	defer unlock()
-	wanted := func(refs ...string) bool {
-		return len(r.Only) == 0 || slices.ContainsFunc(refs, func(ref string) bool { return slices.Contains(r.Only, ref) })
-	}
 	var list []componentImage
-
-	if ref := ManagerImageName(r.Dockyard); wanted(ref) {
-		manager := r.ManagerBinary
-		if manager == "" {
-			if manager, err = b.buildManager(ctx, r.RepoDir); err != nil {
-				return nil, err
-			}
-		} else if err := checkStatic(manager); err != nil {
-			return nil, errors.Wrap(err, "making Dockyard's manager image of this binary")
-		}
-		list = append(list, componentImage{Ref: ref, Binary: manager, Path: "/manager", User: nonRootUser,
-			Title: "dockyard-manager", Version: r.Dockyard})
-	}
-
-	capiRefs := map[string]string{}
-	for _, c := range sortedKeys(clusterAPIControllers) {
-		capiRefs[c] = ClusterAPIImageName(c, r.ClusterAPI)
-	}
-	if wanted(slices.Collect(maps.Values(capiRefs))...) {
-		capi, err := gobuild.ClusterAPI(r.ClusterAPI, gobuild.ClusterAPICore, gobuild.ClusterAPIKubeadmBootstrap, gobuild.ClusterAPIKubeadmControlPlane)
+	for _, images := range []func(context.Context, Release) ([]componentImage, error){
+		b.managerImages, b.clusterAPIImages, b.certManagerImages,
+	} {
+		l, err := images(ctx, r)
 		if err != nil {
 			return nil, err
 		}
-		// At Dockyard's versions of the modules both use, as make mgmt-binaries builds them: the
-		// managers' compilations are shared with Dockyard's.
-		if r.RepoDir != "" {
-			if capi, err = capi.PinnedTo(filepath.Join(r.RepoDir, "go.mod")); err != nil {
-				return nil, err
-			}
-		} else {
-			capi = capi.PinnedToModules(r.Modules)
-		}
-		capiBins, err := b.runBuild(ctx, capi)
-		if err != nil {
-			return nil, err
-		}
-		for _, c := range sortedKeys(clusterAPIControllers) {
-			list = append(list, componentImage{Ref: capiRefs[c], Binary: capiBins[clusterAPIControllers[c]],
-				Path: "/manager", User: nonRootUser, Title: c, Version: r.ClusterAPI})
-		}
-	}
-
-	var cmRefs []string
-	for _, c := range gobuild.CertManagerCommands {
-		cmRefs = append(cmRefs, CertManagerImageName(c, r.CertManager))
-	}
-	if wanted(cmRefs...) {
-		cm, err := gobuild.CertManager(r.CertManager)
-		if err != nil {
-			return nil, err
-		}
-		cmBins, err := b.runBuild(ctx, cm)
-		if err != nil {
-			return nil, err
-		}
-		for i, c := range gobuild.CertManagerCommands {
-			list = append(list, componentImage{Ref: cmRefs[i], Binary: cmBins[c],
-				Path: "/app/cmd/" + c + "/" + c, User: certManagerUser, Title: "cert-manager-" + c, Version: r.CertManager})
-		}
+		list = append(list, l...)
 	}
 
 	var names []string
 	for _, ci := range list {
-		if !wanted(ci.Ref) {
+		if !releaseWants(r, ci.Ref) {
 			continue
 		}
 		if err := b.componentImage(ctx, ci); err != nil {
@@ -174,6 +120,93 @@ func (b *Builder) ReleaseImages(ctx context.Context, r Release) ([]string, error
 	}
 	b.logf("release images ready in %s", time.Since(start).Round(time.Second))
 	return names, nil
+}
+
+// releaseWants reports whether a release builds any of the images: all of them, unless its
+// Only names some.
+func releaseWants(r Release, refs ...string) bool {
+	return len(r.Only) == 0 || slices.ContainsFunc(refs, func(ref string) bool { return slices.Contains(r.Only, ref) })
+}
+
+// managerImages returns Dockyard's manager image when the release builds it, of the binary it
+// names or one built from its source tree.
+func (b *Builder) managerImages(ctx context.Context, r Release) ([]componentImage, error) {
+	ref := ManagerImageName(r.Dockyard)
+	if !releaseWants(r, ref) {
+		return nil, nil
+	}
+	manager := r.ManagerBinary
+	if manager == "" {
+		var err error
+		if manager, err = b.buildManager(ctx, r.RepoDir); err != nil {
+			return nil, err
+		}
+	} else if err := checkStatic(manager); err != nil {
+		return nil, errors.Wrap(err, "making Dockyard's manager image of this binary")
+	}
+	return []componentImage{{Ref: ref, Binary: manager, Path: "/manager", User: nonRootUser,
+		Title: "dockyard-manager", Version: r.Dockyard}}, nil
+}
+
+// clusterAPIImages returns the images of Cluster API's controllers when the release builds any
+// of them, their binaries built at Dockyard's versions of the modules both use.
+func (b *Builder) clusterAPIImages(ctx context.Context, r Release) ([]componentImage, error) {
+	capiRefs := map[string]string{}
+	for _, c := range sortedKeys(clusterAPIControllers) {
+		capiRefs[c] = ClusterAPIImageName(c, r.ClusterAPI)
+	}
+	if !releaseWants(r, slices.Collect(maps.Values(capiRefs))...) {
+		return nil, nil
+	}
+	capi, err := gobuild.ClusterAPI(r.ClusterAPI, gobuild.ClusterAPICore, gobuild.ClusterAPIKubeadmBootstrap, gobuild.ClusterAPIKubeadmControlPlane)
+	if err != nil {
+		return nil, err
+	}
+	// At Dockyard's versions of the modules both use, as make mgmt-binaries builds them: the
+	// managers' compilations are shared with Dockyard's.
+	if r.RepoDir != "" {
+		if capi, err = capi.PinnedTo(filepath.Join(r.RepoDir, "go.mod")); err != nil {
+			return nil, err
+		}
+	} else {
+		capi = capi.PinnedToModules(r.Modules)
+	}
+	capiBins, err := b.runBuild(ctx, capi)
+	if err != nil {
+		return nil, err
+	}
+	var list []componentImage
+	for _, c := range sortedKeys(clusterAPIControllers) {
+		list = append(list, componentImage{Ref: capiRefs[c], Binary: capiBins[clusterAPIControllers[c]],
+			Path: "/manager", User: nonRootUser, Title: c, Version: r.ClusterAPI})
+	}
+	return list, nil
+}
+
+// certManagerImages returns the images of cert-manager's commands when the release builds any
+// of them.
+func (b *Builder) certManagerImages(ctx context.Context, r Release) ([]componentImage, error) {
+	var cmRefs []string
+	for _, c := range gobuild.CertManagerCommands {
+		cmRefs = append(cmRefs, CertManagerImageName(c, r.CertManager))
+	}
+	if !releaseWants(r, cmRefs...) {
+		return nil, nil
+	}
+	cm, err := gobuild.CertManager(r.CertManager)
+	if err != nil {
+		return nil, err
+	}
+	cmBins, err := b.runBuild(ctx, cm)
+	if err != nil {
+		return nil, err
+	}
+	var list []componentImage
+	for i, c := range gobuild.CertManagerCommands {
+		list = append(list, componentImage{Ref: cmRefs[i], Binary: cmBins[c],
+			Path: "/app/cmd/" + c + "/" + c, User: certManagerUser, Title: "cert-manager-" + c, Version: r.CertManager})
+	}
+	return list, nil
 }
 
 // componentImage assembles and loads one image unless the engine has it from the same binary:

@@ -141,6 +141,18 @@ func (b *Builder) buildRootfs(ctx context.Context, spec RootfsSpec, dir, id stri
 	}
 	defer func() { _ = removeTree(work) }()
 	root := filepath.Join(work, "root")
+	if err := b.debootstrap(ctx, spec, work, root); err != nil {
+		return err
+	}
+	if err := setupRootfs(ctx, spec, work, root); err != nil {
+		return err
+	}
+	return packRootfs(ctx, root, dir)
+}
+
+// debootstrap installs the suite's minimal base and the spec's packages in root, logging to
+// work.
+func (b *Builder) debootstrap(ctx context.Context, spec RootfsSpec, work, root string) error {
 	// One package cache per root filesystem: debootstrap runs for different root filesystems
 	// run in parallel and must not download into the same directory.
 	debs := filepath.Join(b.CacheDir, "debs", b.suite()+"-"+spec.Name)
@@ -158,7 +170,12 @@ func (b *Builder) buildRootfs(ctx context.Context, spec RootfsSpec, dir, id stri
 	if err := runLogged(ctx, logFile, nil, "debootstrap", args...); err != nil {
 		return errors.Errorf("debootstrap: %v\n%s", err, tailFile(logFile, 30)+tailFile(filepath.Join(root, "debootstrap", "debootstrap.log"), 20))
 	}
+	return nil
+}
 
+// setupRootfs puts the spec's files in root's /.dockyard/in and runs its script, then the
+// cleaning script, chrooted in root.
+func setupRootfs(ctx context.Context, spec RootfsSpec, work, root string) error {
 	in := filepath.Join(root, ".dockyard", "in")
 	if err := os.MkdirAll(in, 0o755); err != nil {
 		return err
@@ -176,7 +193,12 @@ func (b *Builder) buildRootfs(ctx context.Context, spec RootfsSpec, dir, id stri
 			return errors.Errorf("setup script: %v\n%s", err, tailFile(filepath.Join(work, "setup.log"), 30))
 		}
 	}
+	return nil
+}
 
+// packRootfs moves the scripts' outputs out of root and writes root as the layer, both into
+// dir, which it replaces whole once they are complete.
+func packRootfs(ctx context.Context, root, dir string) error {
 	// Collect the scripts' outputs next to the layer, then leave them out of it.
 	tmpDir := dir + ".tmp"
 	if err := os.RemoveAll(tmpDir); err != nil {

@@ -53,35 +53,73 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 
 // podOf renders the Pod of a container spec.
 func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated bool) (*corev1.Pod, error) {
-	if err := validName("container", spec.Name); err != nil {
+	if err := podCanRun(spec); err != nil {
 		return nil, err
-	}
-	for family, a := range map[string]string{"IPv4": spec.IPv4Address, "IPv6": spec.IPv6Address} {
-		if a != "" {
-			return nil, errors.Errorf("container %s: a Pod cannot have a fixed %s address (%s); the cluster's network gives Pods theirs", spec.Name, family, a)
-		}
-	}
-	if len(spec.Security.DeviceCgroupRules) > 0 && !spec.Security.Privileged {
-		return nil, errors.Errorf("container %s: a Pod cannot be granted devices by cgroup rules (%v); run it privileged", spec.Name, spec.Security.DeviceCgroupRules)
-	}
-	if spec.Hostname != "" {
-		if errs := validation.IsDNS1123Label(spec.Hostname); len(errs) > 0 {
-			return nil, errors.Errorf("container %s: hostname %q cannot be a Pod's: %s", spec.Name, spec.Hostname, strings.Join(errs, "; "))
-		}
-	}
-	if spec.Image == "" {
-		return nil, errors.Errorf("container %s names no image", spec.Name)
 	}
 	if spec.Network != "" {
 		if _, err := r.InspectNetwork(ctx, spec.Network); err != nil {
 			return nil, errors.Wrapf(err, "container %s", spec.Name)
 		}
 	}
+	meta, err := r.podMeta(spec)
+	if err != nil {
+		return nil, err
+	}
+	main := nodeContainer(spec)
+	pod := &corev1.Pod{ObjectMeta: meta, Spec: podBase(spec, gated)}
+	if spec.DNSSearch != nil {
+		dns, err := r.clusterDNS(ctx)
+		if err != nil {
+			return nil, errors.Wrapf(err, "container %s asks for its own DNS search list", spec.Name)
+		}
+		pod.Spec.DNSPolicy = corev1.DNSNone
+		pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{dns}, Searches: *spec.DNSSearch}
+	}
+	if err := podVolumes(spec, pod, &main); err != nil {
+		return nil, err
+	}
+	main.ReadinessProbe = readinessProbe(spec.ReadyPort)
+	pod.Spec.Containers = []corev1.Container{main}
+	spread, err := r.spreadConstraints(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	pod.Spec.TopologySpreadConstraints = spread
+	pod.Spec.Affinity = zoneAffinity(spec.Zone)
+	return pod, nil
+}
+
+// podCanRun refuses a spec a Pod cannot honour: fixed addresses, device rules without
+// privileges, a hostname that is no DNS label, no image.
+func podCanRun(spec container.ContainerSpec) error {
+	if err := validName("container", spec.Name); err != nil {
+		return err
+	}
+	for family, a := range map[string]string{"IPv4": spec.IPv4Address, "IPv6": spec.IPv6Address} {
+		if a != "" {
+			return errors.Errorf("container %s: a Pod cannot have a fixed %s address (%s); the cluster's network gives Pods theirs", spec.Name, family, a)
+		}
+	}
+	if len(spec.Security.DeviceCgroupRules) > 0 && !spec.Security.Privileged {
+		return errors.Errorf("container %s: a Pod cannot be granted devices by cgroup rules (%v); run it privileged", spec.Name, spec.Security.DeviceCgroupRules)
+	}
+	if spec.Hostname != "" {
+		if errs := validation.IsDNS1123Label(spec.Hostname); len(errs) > 0 {
+			return errors.Errorf("container %s: hostname %q cannot be a Pod's: %s", spec.Name, spec.Hostname, strings.Join(errs, "; "))
+		}
+	}
+	if spec.Image == "" {
+		return errors.Errorf("container %s names no image", spec.Name)
+	}
+	return nil
+}
+
+// podMeta names the Pod and carries the spec's labels, the spec itself and its network.
+func (r *Runtime) podMeta(spec container.ContainerSpec) (metav1.ObjectMeta, error) {
 	kept, err := json.Marshal(spec)
 	if err != nil {
-		return nil, errors.Wrapf(err, "recording the spec of container %s", spec.Name)
+		return metav1.ObjectMeta{}, errors.Wrapf(err, "recording the spec of container %s", spec.Name)
 	}
-
 	labels := objectLabels("container", spec.Labels)
 	labels[podLabel] = podSelectorValue(spec.Name)
 	annotations := annotated(spec.Labels)
@@ -90,7 +128,12 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 		labels[networkLabel(spec.Network)] = ""
 		annotations[networksAnnotation] = networksValue([]string{spec.Network})
 	}
+	return metav1.ObjectMeta{Name: spec.Name, Namespace: r.namespace, Labels: labels, Annotations: annotations}, nil
+}
 
+// nodeContainer is the Pod's one container: the spec's image, command, environment, ports,
+// security and resources, before its volumes and probe.
+func nodeContainer(spec container.ContainerSpec) corev1.Container {
 	main := corev1.Container{
 		Name: mainContainer, Image: spec.Image, Command: spec.Entrypoint, Args: spec.Cmd,
 		TTY: spec.Tty, Stdin: spec.Tty,
@@ -104,35 +147,37 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 	for _, p := range spec.Ports {
 		main.Ports = append(main.Ports, corev1.ContainerPort{ContainerPort: int32(p.ContainerPort), Protocol: protocol(p.Protocol)})
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: r.namespace, Labels: labels, Annotations: annotations},
-		Spec: corev1.PodSpec{
-			Hostname:                      spec.Hostname,
-			RestartPolicy:                 restartPolicy(spec.RestartPolicy),
-			AutomountServiceAccountToken:  ptr.To(false),
-			EnableServiceLinks:            ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](10),
-		},
+	return main
+}
+
+// podBase is the Pod's spec before its containers: hostname, restart policy, what a node does
+// without, the tolerations of a lost host and, when gated, the start gate.
+func podBase(spec container.ContainerSpec, gated bool) corev1.PodSpec {
+	ps := corev1.PodSpec{
+		Hostname:                      spec.Hostname,
+		RestartPolicy:                 restartPolicy(spec.RestartPolicy),
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		TerminationGracePeriodSeconds: ptr.To[int64](10),
 	}
 	// A container's host that stops answering takes the container with it, as a host would:
 	// the Pod is evicted soon after Kubernetes declares the node lost, instead of the default
 	// five minutes, so the container is reported gone while its Pod is still being removed.
 	for _, taint := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
-		pod.Spec.Tolerations = append(pod.Spec.Tolerations, corev1.Toleration{
+		ps.Tolerations = append(ps.Tolerations, corev1.Toleration{
 			Key: taint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(lostHostSeconds),
 		})
 	}
 	if gated {
-		pod.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: startGate}}
+		ps.SchedulingGates = []corev1.PodSchedulingGate{{Name: startGate}}
 	}
-	if spec.DNSSearch != nil {
-		dns, err := r.clusterDNS(ctx)
-		if err != nil {
-			return nil, errors.Wrapf(err, "container %s asks for its own DNS search list", spec.Name)
-		}
-		pod.Spec.DNSPolicy = corev1.DNSNone
-		pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{dns}, Searches: *spec.DNSSearch}
-	}
+	return ps
+}
+
+// podVolumes gives the Pod a volume per mount and mounts it in main: a named volume is an
+// empty directory its init container seeds from the image (and labels the Pod), tmpfs is one in
+// memory, a bind is a host path (an optional one is left out).
+func podVolumes(spec container.ContainerSpec, pod *corev1.Pod, main *corev1.Container) error {
 	for i, m := range spec.Mounts {
 		vol := fmt.Sprintf("m%d", i)
 		switch m.Type {
@@ -150,49 +195,65 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 			}
 			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: m.Source}}})
 		default:
-			return nil, errors.Errorf("container %s: unknown mount type %q", spec.Name, m.Type)
+			return errors.Errorf("container %s: unknown mount type %q", spec.Name, m.Type)
 		}
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: m.Target, ReadOnly: m.ReadOnly})
 	}
-	if spec.ReadyPort != 0 {
-		main.ReadinessProbe = &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(spec.ReadyPort))}},
-			PeriodSeconds: 2, FailureThreshold: 2,
+	return nil
+}
+
+// readinessProbe checks that the container listens on its ready port; nil when it has none.
+func readinessProbe(port int) *corev1.Probe {
+	if port == 0 {
+		return nil
+	}
+	return &corev1.Probe{
+		ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}},
+		PeriodSeconds: 2, FailureThreshold: 2,
+	}
+}
+
+// spreadConstraints spread the Pods that share the spec's SpreadFrom labels over zones and
+// hosts; none when it has no such labels.
+func (r *Runtime) spreadConstraints(ctx context.Context, spec container.ContainerSpec) ([]corev1.TopologySpreadConstraint, error) {
+	if len(spec.SpreadFrom) == 0 {
+		return nil, nil
+	}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{}}
+	for k, v := range spec.SpreadFrom {
+		if key, ok := labelKey(k); ok {
+			sel.MatchLabels[key] = labelValue(v)
 		}
 	}
-	pod.Spec.Containers = []corev1.Container{main}
-	if len(spec.SpreadFrom) > 0 {
-		sel := &metav1.LabelSelector{MatchLabels: map[string]string{}}
-		for k, v := range spec.SpreadFrom {
-			if key, ok := labelKey(k); ok {
-				sel.MatchLabels[key] = labelValue(v)
-			}
-		}
-		// Over zones strictly, where the cluster has them (a node without one is then no place
-		// for a container that spreads), counting only the zones whose nodes take Pods (a lost
-		// zone does not hold the others back); over hosts as a preference.
-		zones, err := r.Zones(ctx)
-		if err != nil {
-			return nil, errors.Wrapf(err, "container %s", spec.Name)
-		}
-		if len(zones) > 0 {
-			pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
-				MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel,
-				NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
-			})
-		}
-		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
-			MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel,
+	// Over zones strictly, where the cluster has them (a node without one is then no place
+	// for a container that spreads), counting only the zones whose nodes take Pods (a lost
+	// zone does not hold the others back); over hosts as a preference.
+	zones, err := r.Zones(ctx)
+	if err != nil {
+		return nil, errors.Wrapf(err, "container %s", spec.Name)
+	}
+	var constraints []corev1.TopologySpreadConstraint
+	if len(zones) > 0 {
+		constraints = append(constraints, corev1.TopologySpreadConstraint{
+			MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel,
+			NodeTaintsPolicy: ptr.To(corev1.NodeInclusionPolicyHonor),
 		})
 	}
-	if spec.Zone != "" {
-		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{spec.Zone}}},
-			}}},
-		}}
+	return append(constraints, corev1.TopologySpreadConstraint{
+		MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: sel,
+	}), nil
+}
+
+// zoneAffinity keeps the Pod on the nodes of its zone; nil when it names none.
+func zoneAffinity(zone string) *corev1.Affinity {
+	if zone == "" {
+		return nil
 	}
-	return pod, nil
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}},
+		}}},
+	}}
 }
 
 // seedContainer fills an empty volume with the image's files at the volume's mount point, as
