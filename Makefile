@@ -127,7 +127,7 @@ mgmt-binaries: envtest-assets ## Build the management plane's binaries: Cluster 
 # Packages with a target of their own, which provides what they need: the other engines' (make
 # test-engines) and the real clusterctl's (make test-clusterctl). Elsewhere they skip, or fail in
 # CI, where a test that cannot run never passes.
-OWN_TARGET_PACKAGES = /pkg/container/podman /pkg/container/containerd /pkg/container/kubernetes /test/clusterctl
+OWN_TARGET_PACKAGES = /pkg/container/podman /pkg/container/containerd /pkg/container/kubernetes/onacluster /test/clusterctl
 
 .PHONY: test-deps
 test-deps: envtest-assets $(KUSTOMIZE) node-image lb-image registry-image mgmt-binaries ## What make test needs built (a row of its own in make test-all, which says what CPU it used).

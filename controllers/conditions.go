@@ -7,6 +7,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/cluster-api/util/conditions"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 // Condition messages follow Cluster API's v1beta2 conventions, which its summaries and its
@@ -90,3 +93,12 @@ func tail(s string, n int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xc0 != 0x80 }
+
+// infrastructureReason is the reason of a cluster whose engine cannot be resolved: the policy
+// refused its infrastructure, or it cannot be used.
+func infrastructureReason(err error) string {
+	if policy.IsRefused(err) {
+		return infrav1.NotAllowedReason
+	}
+	return infrav1.InfrastructureUnavailableReason
+}

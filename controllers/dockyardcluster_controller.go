@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
@@ -36,8 +37,9 @@ import (
 // DockyardClusterReconciler reconciles DockyardClusters: a container network and a haproxy load
 // balancer whose address becomes the cluster's control plane endpoint.
 type DockyardClusterReconciler struct {
-	Client   client.Client
-	Nodes    *docker.Manager
+	Client client.Client
+	// Engines gives each cluster the node layer of the engine its nodes run on.
+	Engines  *infrastructure.Engines
 	Recorder record.EventRecorder
 	// EngineEvents, when set, wake the reconciler up when a cluster's load balancer or control
 	// plane container starts, stops or vanishes, or a network goes away.
@@ -115,7 +117,13 @@ func (r *DockyardClusterReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			"Waiting for a Cluster to reference this DockyardCluster in spec.infrastructureRef")
 		return ctrl.Result{}, nil
 	}
-	return r.reconcileNormal(ctx, &clusterScope{dc: dc, cluster: cluster, key: docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}})
+	// The engine the cluster's nodes run on, chosen once for the whole reconcile.
+	nodes, err := r.Engines.For(ctx, dc)
+	if err != nil {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrastructureReason(err), "%v", err)
+		return ctrl.Result{RequeueAfter: networkRetry}, nil
+	}
+	return r.reconcileNormal(ctx, &clusterScope{dc: dc, cluster: cluster, nodes: nodes, key: docker.ClusterKey{Namespace: dc.Namespace, Name: cluster.Name}})
 }
 
 // networkRetry is how often a cluster whose network the user has to create or change looks
@@ -126,7 +134,9 @@ const networkRetry = 10 * time.Second
 type clusterScope struct {
 	dc      *infrav1.DockyardCluster
 	cluster *clusterv1.Cluster
-	key     docker.ClusterKey
+	// nodes is the node layer of the engine the cluster's nodes run on.
+	nodes *docker.Manager
+	key   docker.ClusterKey
 	// network is the name of the cluster's network, subnets its address ranges.
 	network string
 	subnets []string
@@ -163,7 +173,7 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, s *clus
 		// A zone whose hosts all went (or came back) leaves (or joins) the failure domains.
 		return ctrl.Result{RequeueAfter: zoneResync}, nil
 	}
-	if r.Nodes.HasManagementNodes() {
+	if s.nodes.HasManagementNodes() {
 		// Nodes that join the management cluster later must join this network too.
 		return ctrl.Result{RequeueAfter: docker.ManagementResync}, nil
 	}
@@ -175,11 +185,11 @@ func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, s *clus
 func (r *DockyardClusterReconciler) reconcileNetwork(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
 	dc := s.dc
 	var err error
-	if s.network, err = clusterNetwork(ctx, r.Nodes, dc, s.key); err != nil {
+	if s.network, err = clusterNetwork(ctx, s.nodes, dc, s.key); err != nil {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "%v", err)
 		return ctrl.Result{}, false, err
 	}
-	net, err := r.Nodes.EnsureClusterNetwork(ctx, s.key, networkSpec(s.cluster, dc, s.network))
+	subnets, err := s.nodes.EnsureNetwork(ctx, s.key, networkSpec(s.cluster, dc, s.network))
 	if policy.IsRefused(err) {
 		// A subnet in use now may be free later (its network removed): looked at again.
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NotAllowedReason, "Network %s: %v", s.network, err)
@@ -198,7 +208,7 @@ func (r *DockyardClusterReconciler) reconcileNetwork(ctx context.Context, s *clu
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.NetworkFailedReason, "Creating network %s failed: %v", s.network, err)
 		return ctrl.Result{}, false, err
 	}
-	s.subnets = net.Subnets
+	s.subnets = subnets
 	return ctrl.Result{}, true, nil
 }
 
@@ -214,7 +224,7 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
 		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
 	}
-	lb, err := r.Nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{
+	lb, err := s.nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{
 		Cluster: s.key, Image: image, Network: s.network,
 		Port: int(dc.Spec.ControlPlaneEndpoint.Port), HostPort: int(dc.Spec.LoadBalancer.HostPort),
 	})
@@ -233,13 +243,13 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 		return ctrl.Result{}, false, err
 	}
 	s.lb, s.address = lb, lb.Address(s.network)
-	if pending := lb.Pending(); pending != "" {
+	if lb.Pending != "" {
 		// Given by the infrastructure cluster, maybe never: looked at again, not at once.
-		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerWaitingForAddressReason, "Load balancer %s has no address yet: %s", lb.Name, pending)
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerWaitingForAddressReason, "Load balancer %s has no address yet: %s", lb.Name, lb.Pending)
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, false, nil
 	}
-	if !lb.Running() || s.address == "" {
-		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason, "Load balancer %s is %s", lb.Name, lb.State())
+	if !lb.Running || s.address == "" {
+		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerStartingReason, "Load balancer %s is %s", lb.Name, lb.State)
 		return ctrl.Result{RequeueAfter: time.Second}, false, nil
 	}
 	r.keepHostPort(s)
@@ -249,7 +259,7 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 		err = moveWithCluster(ctx, r.Client, dc)
 	}
 	if err == nil {
-		_, err = lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, r.Nodes, s.key, s.network))
+		_, err = lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, s.nodes, s.key, s.network))
 	}
 	if err != nil {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerConfigFailedReason, "%v", err)
@@ -279,7 +289,7 @@ func (r *DockyardClusterReconciler) keepHostPort(s *clusterScope) {
 		return
 	}
 	why := fmt.Sprintf("it was created before that port was kept, on one the engine picked; it moves to port %d the next time it is re-created", kept)
-	if s.lb.TakenHostPort() == kept {
+	if s.lb.TakenHostPort == kept {
 		why = fmt.Sprintf("another process or container held port %d when the load balancer was created; Dockyard tries it again each time it re-creates the load balancer", kept)
 	}
 	command := "dockyard get kubeconfig " + s.cluster.Name
@@ -309,7 +319,7 @@ func (r *DockyardClusterReconciler) reconcileEndpoint(ctx context.Context, s *cl
 			s.address, host)
 		return ctrl.Result{}, false, nil
 	}
-	zones, err := r.Nodes.Zones(ctx, s.key)
+	zones, err := s.nodes.Zones(ctx)
 	if err != nil {
 		setLoadBalancerCondition(dc, metav1.ConditionFalse, infrav1.LoadBalancerFailedReason, "%v", err)
 		return ctrl.Result{}, false, err
@@ -360,13 +370,19 @@ func (r *DockyardClusterReconciler) reconcileDelete(ctx context.Context, dc *inf
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 
-	network, err := clusterNetwork(ctx, r.Nodes, dc, key)
+	nodes, err := r.Engines.For(ctx, dc)
+	if err != nil {
+		return ctrl.Result{}, errors.Wrapf(err, "finding the engine of cluster %s", key)
+	}
+	network, err := clusterNetwork(ctx, nodes, dc, key)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.Nodes.DeleteCluster(ctx, key, network); err != nil {
+	if err := nodes.DeleteCluster(ctx, key, network); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "deleting the containers, volumes and network of cluster %s", key)
 	}
+	// No cluster runs on its engine any more: forgotten, and no longer watched.
+	r.Engines.Release(dc)
 	log.Info("Deleted the load balancer and network of the cluster")
 	r.Recorder.Eventf(dc, corev1.EventTypeNormal, "Deleted", "Deleted the load balancer and network of cluster %s", key)
 	controllerutil.RemoveFinalizer(dc, infrav1.ClusterFinalizer)

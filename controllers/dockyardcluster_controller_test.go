@@ -405,7 +405,7 @@ func TestClusterOnAnExistingNetworkWaitsForItAndKeepsIt(t *testing.T) {
 func TestClusterOnAnotherClustersNetworkIsNotUsable(t *testing.T) {
 	f := newFixture(t)
 	other := docker.ClusterKey{Namespace: testNS, Name: "other"}
-	if _, err := f.nodes.EnsureNetwork(f.ctx, other, docker.DefaultNetworkName(other)); err != nil {
+	if _, err := f.nodes.EnsureNetwork(f.ctx, other, docker.NetworkSpec{Name: docker.DefaultNetworkName(other)}); err != nil {
 		t.Fatal(err)
 	}
 	dc := f.getDockyardCluster()

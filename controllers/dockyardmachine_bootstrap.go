@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 )
 
@@ -56,32 +55,10 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
-
 	switch status.Phase {
-	case docker.BootstrapNotStarted:
-		plan, err := r.bootstrapPlan(ctx, s)
-		if err != nil {
-			setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, "%v", err)
-			r.Recorder.Eventf(dm, corev1.EventTypeWarning, "BootstrapDataInvalid", "%v", err)
-			// Nothing to retry until the data changes, which updates the Machine.
-			return ctrl.Result{}, false, nil
-		}
-		if err := node.StartBootstrap(ctx, plan, timeout); err != nil {
-			return ctrl.Result{}, false, err
-		}
-		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapRunningReason, "Running %d bootstrap steps in node %s%s",
-			len(plan.Steps), node.Name, ignoredNote(plan))
-		r.Recorder.Eventf(dm, corev1.EventTypeNormal, "BootstrapStarted", "Started the bootstrap data in node %s", node.Name)
-		return ctrl.Result{RequeueAfter: bootstrapPoll}, false, nil
-
-	case docker.BootstrapRunning:
-		elapsed := time.Since(status.StartedAt).Round(time.Second)
-		if !status.StartedAt.IsZero() && elapsed > timeout+30*time.Second {
-			// systemd's RuntimeMaxSec should have stopped it; make sure.
-			if err := node.StopBootstrap(ctx); err != nil {
-				return ctrl.Result{}, false, err
-			}
-		}
+	case bootstrap.NotStarted:
+		return r.startBootstrap(ctx, s, timeout)
+	case bootstrap.Running:
 		// The message names the step and when the run began, not the seconds since: a poll
 		// that finds the same step then writes nothing (each write wakes Cluster API's Machine
 		// controller; with the seconds in it, every node was written every bootstrapPoll).
@@ -92,8 +69,7 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapRunningReason, "Running bootstrap step %d in node %s%s",
 			status.Step, node.Name, since)
 		return ctrl.Result{RequeueAfter: bootstrapPoll}, false, nil
-
-	case docker.BootstrapSucceeded:
+	case bootstrap.Succeeded:
 		if !conditions.IsTrue(dm, infrav1.BootstrapSucceededCondition) {
 			note := ""
 			if plan, err := r.bootstrapPlan(ctx, s); err == nil {
@@ -104,19 +80,45 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 		}
 		return ctrl.Result{}, true, nil
 	}
+	r.reportBootstrapEnded(ctx, s, status, timeout)
+	return ctrl.Result{}, false, nil
+}
 
-	// Failed, timed out or interrupted: kubeadm must not run twice in one node, so this is
-	// final for the node. A MachineHealthCheck (or the user) replaces the Machine.
+// startBootstrap translates the bootstrap data and starts it in the node; data that cannot be
+// translated is reported and waits for a change.
+func (r *DockyardMachineReconciler) startBootstrap(ctx context.Context, s *machineScope, timeout time.Duration) (ctrl.Result, bool, error) {
+	dm, node := s.dm, s.node
+	plan, err := r.bootstrapPlan(ctx, s)
+	if err != nil {
+		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapDataInvalidReason, "%v", err)
+		r.Recorder.Eventf(dm, corev1.EventTypeWarning, "BootstrapDataInvalid", "%v", err)
+		// Nothing to retry until the data changes, which updates the Machine.
+		return ctrl.Result{}, false, nil
+	}
+	if err := node.StartBootstrap(ctx, plan, timeout); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.BootstrapRunningReason, "Running %d bootstrap steps in node %s%s",
+		len(plan.Steps), node.Name, ignoredNote(plan))
+	r.Recorder.Eventf(dm, corev1.EventTypeNormal, "BootstrapStarted", "Started the bootstrap data in node %s", node.Name)
+	return ctrl.Result{RequeueAfter: bootstrapPoll}, false, nil
+}
+
+// reportBootstrapEnded reports a bootstrap that failed, timed out or was interrupted: kubeadm
+// must not run twice in one node, so this is final for the node. A MachineHealthCheck (or the
+// user) replaces the Machine.
+func (r *DockyardMachineReconciler) reportBootstrapEnded(ctx context.Context, s *machineScope, status bootstrap.Status, timeout time.Duration) {
+	dm := s.dm
 	step := fmt.Sprintf("step %d", status.Step)
 	if plan, err := r.bootstrapPlan(ctx, s); err == nil && status.Step >= 1 && status.Step <= len(plan.Steps) {
 		step = fmt.Sprintf("step %d/%d (%s)", status.Step, len(plan.Steps), describeStep(plan.Steps[status.Step-1]))
 	}
 	var reason, msg string
 	switch status.Phase {
-	case docker.BootstrapTimedOut:
+	case bootstrap.TimedOut:
 		reason = infrav1.BootstrapTimedOutReason
 		msg = fmt.Sprintf("Bootstrap did not finish within %s; it was at %s", timeout, step)
-	case docker.BootstrapInterrupted:
+	case bootstrap.Interrupted:
 		reason = infrav1.BootstrapInterruptedReason
 		msg = fmt.Sprintf("Bootstrap stopped at %s when the node restarted; it is not run again. Delete the Machine to replace it", step)
 	default:
@@ -133,7 +135,6 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 		r.Recorder.Eventf(dm, corev1.EventTypeWarning, reason, "%s", msg)
 	}
 	setBootstrapCondition(dm, metav1.ConditionFalse, reason, "%s", msg)
-	return ctrl.Result{}, false, nil
 }
 
 // finalBootstrapReasons end a node's bootstrap for good; a MachineHealthCheck (or the user)
@@ -156,7 +157,7 @@ func (r *DockyardMachineReconciler) bootstrapPlan(ctx context.Context, s *machin
 }
 
 func (r *DockyardMachineReconciler) readBootstrapPlan(ctx context.Context, s *machineScope) (*bootstrap.Plan, error) {
-	name, hostname := ptr.Deref(s.bootstrapData, ""), s.node.Hostname()
+	name, hostname := ptr.Deref(s.bootstrapData, ""), s.node.Hostname
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.dm.Namespace, Name: name}, secret); err != nil {
 		return nil, errors.Wrapf(err, "reading bootstrap data secret %s", name)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 )
@@ -50,7 +51,8 @@ const (
 type DockyardMachineReconciler struct {
 	Client       client.Client
 	ClusterCache clustercache.ClusterCache
-	Nodes        *docker.Manager
+	// Engines gives each machine the node layer of the engine its cluster's nodes run on.
+	Engines *infrastructure.Engines
 	// NodeImageRepository is tagged with the Machine's version when spec.image is empty.
 	NodeImageRepository string
 	Recorder            record.EventRecorder
@@ -126,7 +128,9 @@ type machineScope struct {
 	cluster *clusterv1.Cluster
 	key     docker.ClusterKey
 	// dc is the Cluster's DockyardCluster; nil when the Cluster's infrastructure is another kind.
-	dc      *infrav1.DockyardCluster
+	dc *infrav1.DockyardCluster
+	// nodes is the node layer of the engine the cluster's nodes run on, chosen once from dc.
+	nodes   *docker.Manager
 	network string
 	// bootstrapData and version are the Machine's, or for a MachinePool's instance the
 	// MachinePool's (Cluster API gives a MachinePool Machine neither).

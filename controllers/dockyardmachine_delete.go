@@ -6,7 +6,10 @@ import (
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
@@ -16,7 +19,6 @@ import (
 // then removes the container and its volumes. It works without the Machine, the Cluster or the
 // container.
 func (r *DockyardMachineReconciler) reconcileDelete(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	dm := s.dm
 	if !controllerutil.ContainsFinalizer(dm, infrav1.MachineFinalizer) {
 		return ctrl.Result{}, nil
@@ -28,35 +30,51 @@ func (r *DockyardMachineReconciler) reconcileDelete(ctx context.Context, s *mach
 		return ctrl.Result{}, nil
 	}
 
-	node, err := r.Nodes.FindNode(ctx, s.key, dm.Name)
+	var err error
+	if s.dc, err = r.clusterInfrastructure(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The engine the cluster's nodes run on, chosen once for the whole reconcile.
+	if s.nodes, err = r.Engines.For(ctx, s.dc); err != nil {
+		return ctrl.Result{}, errors.Wrapf(err, "finding the engine of DockyardMachine %s", dm.Name)
+	}
+	node, err := s.nodes.FindNode(ctx, s.key, dm.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if node != nil && node.Running() {
-		if err := node.StopBootstrap(ctx); err != nil {
-			log.Info("Could not stop the bootstrap before deleting the node", "error", err.Error())
+	if node != nil && node.Running && node.Role == docker.RoleControlPlane {
+		if s.network, err = clusterNetwork(ctx, s.nodes, s.dc, s.key); err != nil {
+			return ctrl.Result{}, err
 		}
-		if node.Role == docker.RoleControlPlane {
-			if s.cluster != nil {
-				if s.dc, err = r.dockyardCluster(ctx, s.cluster); err != nil {
-					return ctrl.Result{}, err
-				}
-			}
-			if s.network, err = clusterNetwork(ctx, r.Nodes, s.dc, s.key); err != nil {
-				return ctrl.Result{}, err
-			}
-			if err := r.updateLoadBalancer(ctx, s); err != nil {
-				return ctrl.Result{}, err
-			}
+		if err := r.updateLoadBalancer(ctx, s); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
-	if err := r.Nodes.DeleteNode(ctx, s.key, dm.Name); err != nil {
+	if err := s.nodes.DeleteNode(ctx, s.key, dm.Name); err != nil {
 		return ctrl.Result{}, errors.Wrapf(err, "deleting the node container of DockyardMachine %s", dm.Name)
 	}
 	if node != nil {
-		log.Info("Deleted node container", "container", node.Name)
+		ctrl.LoggerFrom(ctx).Info("Deleted node container", "container", node.Name)
 		r.Recorder.Eventf(dm, corev1.EventTypeNormal, "NodeDeleted", "Deleted node container %s and its volumes", node.Name)
 	}
 	controllerutil.RemoveFinalizer(dm, infrav1.MachineFinalizer)
 	return ctrl.Result{}, nil
+}
+
+// clusterInfrastructure returns the DockyardCluster of a machine's cluster, found by the Cluster's
+// infrastructureRef, or by the cluster-name label when the Cluster is gone; nil when there is
+// none (a cluster whose infrastructure is another kind, or gone: its nodes are then looked for on
+// the manager's engine).
+func (r *DockyardMachineReconciler) clusterInfrastructure(ctx context.Context, s *machineScope) (*infrav1.DockyardCluster, error) {
+	if s.cluster != nil {
+		return r.dockyardCluster(ctx, s.cluster)
+	}
+	list := &infrav1.DockyardClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(s.key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: s.key.Name}); err != nil {
+		return nil, errors.Wrapf(err, "listing the DockyardClusters of cluster %s", s.key)
+	}
+	if len(list.Items) != 1 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
 }

@@ -24,6 +24,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/patch"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
@@ -50,10 +51,15 @@ func (r *DockyardMachineReconciler) reconcilePrerequisites(ctx context.Context, 
 	if s.dc, err = r.dockyardCluster(ctx, cluster); err != nil {
 		return ctrl.Result{}, false, err
 	}
-	if s.network, err = clusterNetwork(ctx, r.Nodes, s.dc, s.key); err != nil {
+	// The engine the cluster's nodes run on, chosen once for the whole reconcile.
+	if s.nodes, err = r.Engines.For(ctx, s.dc); err != nil {
+		setWaiting(dm, infrastructureReason(err), fmt.Sprintf("The cluster's infrastructure (DockyardCluster %s, spec.infrastructure) cannot be used: %v", s.dc.Name, err))
+		return ctrl.Result{RequeueAfter: registryRetry}, false, nil
+	}
+	if s.network, err = clusterNetwork(ctx, s.nodes, s.dc, s.key); err != nil {
 		return ctrl.Result{}, false, err
 	}
-	if s.node, err = r.Nodes.FindNode(ctx, s.key, dm.Name); err != nil {
+	if s.node, err = s.nodes.FindNode(ctx, s.key, dm.Name); err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
 		return ctrl.Result{}, false, err
 	}
@@ -95,7 +101,7 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 			return r.startFailed(dm, node.Name, err)
 		}
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
-	case !node.Running():
+	case !node.Running:
 		r.reportStopped(ctx, s)
 		return ctrl.Result{}, false, nil
 	}
@@ -112,7 +118,7 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 	if bootstrapFailedForGood(dm) {
 		return ctrl.Result{}, true, nil // nothing more will run in the node: it is not looked into
 	}
-	state, err := node.Check(ctx)
+	state, err := node.Ready(ctx)
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
@@ -127,7 +133,7 @@ func (r *DockyardMachineReconciler) reconcileContainer(ctx context.Context, s *m
 		setBootstrapCondition(dm, metav1.ConditionFalse, infrav1.WaitingForContainerReason, "Waiting for systemd and containerd in the node container")
 		return ctrl.Result{RequeueAfter: nodeBootPoll}, false, nil
 	}
-	if err := node.ConfigureContainerd(ctx, docker.ContainerdPatches{Merge: dm.Spec.ContainerdConfigPatches, JSON6902: dm.Spec.ContainerdConfigPatchesJSON6902}); err != nil {
+	if err := node.ConfigureContainerd(ctx, patch.Containerd{Merge: dm.Spec.ContainerdConfigPatches, JSON6902: dm.Spec.ContainerdConfigPatchesJSON6902}); err != nil {
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerdConfigFailedReason, "%v", err)
 		return ctrl.Result{}, false, err
 	}
@@ -175,7 +181,7 @@ func (r *DockyardMachineReconciler) useRegistry(ctx context.Context, s *machineS
 		s.dm.Status.Registry = ""
 		return true, nil
 	}
-	reg, err := r.Nodes.ConnectRegistry(ctx, s.dc.Spec.Registry, s.network, s.dm.Namespace)
+	reg, err := s.nodes.ConnectRegistry(ctx, s.dc.Spec.Registry, s.network, s.dm.Namespace)
 	if docker.IsRegistryNotServed(err) {
 		setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.RegistryNotAllowedReason, "%v", err)
 		return false, nil
@@ -268,20 +274,20 @@ func (r *DockyardMachineReconciler) reconcileLoadBalancer(ctx context.Context, s
 func (r *DockyardMachineReconciler) reconcileProvisioned(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	dm, machine, node := s.dm, s.machine, s.node
 	dm.Spec.ProviderID = infrav1.ProviderIDPrefix + node.Name
-	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Hostname()}}
-	for _, address := range node.Addresses(s.network) {
+	dm.Status.Addresses = clusterv1.MachineAddresses{{Type: clusterv1.MachineHostName, Address: node.Hostname}}
+	for _, address := range node.Addresses[s.network] {
 		dm.Status.Addresses = append(dm.Status.Addresses,
 			clusterv1.MachineAddress{Type: clusterv1.MachineInternalIP, Address: address},
 			clusterv1.MachineAddress{Type: clusterv1.MachineExternalIP, Address: address})
 	}
 	dm.Status.FailureDomain = machine.Spec.FailureDomain
-	dm.Status.Ports = publishedPorts(dm.Spec.Ports, node.Ports())
+	dm.Status.Ports = publishedPorts(dm.Spec.Ports, node.Ports)
 	if !ptr.Deref(dm.Status.Initialization.Provisioned, false) {
 		ctrl.LoggerFrom(ctx).Info("Machine provisioned", "providerID", dm.Spec.ProviderID)
 	}
 	dm.Status.Initialization.Provisioned = ptr.To(true)
 	if !machine.Status.NodeRef.IsDefined() {
-		result, err := r.setNodeProviderID(ctx, s, node.Hostname())
+		result, err := r.setNodeProviderID(ctx, s, node.Hostname)
 		return result, false, err
 	}
 	return ctrl.Result{}, true, nil
@@ -297,7 +303,7 @@ func (r *DockyardMachineReconciler) refreshNode(ctx context.Context, s *machineS
 	}
 	if s.dc != nil && s.dc.Spec.Registry != "" {
 		dm := s.dm.DeepCopy() // the condition stays as it is on a provisioned machine
-		ok, err := r.useRegistry(ctx, &machineScope{dm: dm, dc: s.dc, node: s.node, network: s.network})
+		ok, err := r.useRegistry(ctx, &machineScope{dm: dm, dc: s.dc, nodes: s.nodes, node: s.node, network: s.network})
 		if err != nil || !ok {
 			r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, conditions.GetReason(dm, infrav1.ContainerProvisionedCondition), "Pointing node %s at local registry %s: %s",
 				s.node.Name, s.dc.Spec.Registry, conditions.GetMessage(dm, infrav1.ContainerProvisionedCondition))
@@ -379,18 +385,17 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	for _, p := range dm.Spec.Ports {
 		spec.Ports = append(spec.Ports, docker.Port{ContainerPort: int(p.ContainerPort), Protocol: p.Protocol, HostIP: p.ListenAddress, HostPort: int(p.HostPort)})
 	}
-	if err := r.Nodes.AllowedNode(spec); err != nil {
+	node, err := s.nodes.AddNode(ctx, spec)
+	switch {
+	case policy.IsRefused(err):
 		// Retrying cannot help; the manager reconciles everything again when it restarts with
 		// another policy.
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.NotAllowedReason, "%v", err)
 		return nil, nil
-	}
-	if err := r.Nodes.EnsureImage(ctx, s.key, image); err != nil {
+	case docker.IsImageError(err):
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ImageFailedReason, "%v", err)
 		return nil, err
-	}
-	node, err := r.Nodes.AddNode(ctx, spec)
-	if err != nil {
+	case err != nil:
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "Creating node container %s: %v", spec.Name(), err)
 		return nil, err
 	}
@@ -422,15 +427,15 @@ func (r *DockyardMachineReconciler) updateLoadBalancer(ctx context.Context, s *m
 	if s.dc == nil {
 		return nil
 	}
-	lb, err := r.Nodes.FindLoadBalancer(ctx, s.key)
-	if err != nil || lb == nil || !lb.Running() {
+	lb, err := s.nodes.FindLoadBalancer(ctx, s.key)
+	if err != nil || lb == nil || !lb.Running {
 		return err // no load balancer (being replaced or deleted): the cluster reconciler renders it
 	}
 	tmpl, err := loadBalancerTemplate(ctx, r.Client, s.dc)
 	if err != nil {
 		return err
 	}
-	changed, err := lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, r.Nodes, s.key, s.network))
+	changed, err := lb.Update(ctx, tmpl, controlPlaneBackends(r.Client, s.nodes, s.key, s.network))
 	if err != nil {
 		return errors.Wrap(err, "updating the cluster's load balancer")
 	}

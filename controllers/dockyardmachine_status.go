@@ -35,16 +35,16 @@ func (r *DockyardMachineReconciler) reportVanished(ctx context.Context, s *machi
 func (r *DockyardMachineReconciler) reportStopped(ctx context.Context, s *machineScope) {
 	node := s.node
 	msg := fmt.Sprintf("Node container %s is %s (exit code %d); it is not restarted. Delete the Machine (or let a MachineHealthCheck remediate it) to replace it",
-		node.Name, node.State(), node.ExitCode())
+		node.Name, node.State, node.ExitCode)
 	if conditions.GetReason(s.dm, infrav1.ContainerProvisionedCondition) != infrav1.ContainerStoppedReason {
 		// Its console (systemd's shutdown output) is for the log, not for the condition.
-		logs, err := node.LastOutput(ctx, stoppedOutputTail)
+		logs, err := node.Console(ctx, stoppedOutputTail)
 		if err != nil {
 			logs = fmt.Sprintf("(unavailable: %v)", err)
 		}
-		ctrl.LoggerFrom(ctx).Info("Node container stopped", "container", node.Name, "exitCode", node.ExitCode(),
+		ctrl.LoggerFrom(ctx).Info("Node container stopped", "container", node.Name, "exitCode", node.ExitCode,
 			"lastOutput", conditionMessage(bootstrap.Redact(logs)))
-		r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.ContainerStoppedReason, "Node container %s is %s (exit code %d)", node.Name, node.State(), node.ExitCode())
+		r.Recorder.Eventf(s.dm, corev1.EventTypeWarning, infrav1.ContainerStoppedReason, "Node container %s is %s (exit code %d)", node.Name, node.State, node.ExitCode)
 	}
 	setContainerCondition(s.dm, metav1.ConditionFalse, infrav1.ContainerStoppedReason, "%s", msg)
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 )
 
@@ -42,8 +43,9 @@ const (
 // zero (Cluster API's InfraMachineTemplate contract).
 type DockyardMachineTemplateReconciler struct {
 	Client client.Client
-	// Nodes is the node layer: the engine's host sizes nodes without limits.
-	Nodes            *docker.Manager
+	// Engines gives the node layer of the engine a cluster's nodes run on, whose hosts size
+	// nodes without limits.
+	Engines          *infrastructure.Engines
 	WatchFilterValue string
 }
 
@@ -109,12 +111,11 @@ func (r *DockyardMachineTemplateReconciler) Reconcile(ctx context.Context, req c
 
 	// A cluster's template is sized on the engine its nodes run on (its infrastructure
 	// cluster); a template of no cluster (a ClusterClass's) on the manager's.
-	var info docker.HostInfo
-	if name != "" {
-		info, err = r.Nodes.ClusterHostInfo(ctx, docker.ClusterKey{Namespace: t.Namespace, Name: name})
-	} else {
-		info, err = r.Nodes.HostInfo(ctx)
+	nodes, err := r.engineOf(ctx, t.Namespace, name, cluster)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
+	info, err := nodes.HostInfo(ctx)
 	if err != nil {
 		// Nothing changed: the deferred patch writes nothing, the status stays what it was.
 		return ctrl.Result{}, errors.Wrap(err, "sizing the template's nodes")
@@ -126,6 +127,26 @@ func (r *DockyardMachineTemplateReconciler) Reconcile(ctx context.Context, req c
 	t.Status.Capacity = capacity
 	t.Status.NodeInfo = nodeInfo
 	return ctrl.Result{RequeueAfter: templateResync}, nil
+}
+
+// engineOf is the node layer of the engine the nodes of cluster name run on: its
+// DockyardCluster's infrastructure, found by the Cluster's infrastructureRef or, before the
+// Cluster is there (a template applied with it), by the cluster-name label; the manager's own
+// for no cluster, or one whose infrastructure is another kind.
+func (r *DockyardMachineTemplateReconciler) engineOf(ctx context.Context, namespace, name string, cluster *clusterv1.Cluster) (*docker.Manager, error) {
+	if name == "" || (cluster != nil && !isDockyardCluster(cluster)) {
+		return r.Engines.Host(), nil
+	}
+	list := &infrav1.DockyardClusterList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return nil, errors.Wrapf(err, "listing the DockyardClusters of cluster %s", name)
+	}
+	for i := range list.Items {
+		if dc := &list.Items[i]; cluster == nil || dc.Name == cluster.Spec.InfrastructureRef.Name {
+			return r.Engines.For(ctx, dc)
+		}
+	}
+	return r.Engines.Host(), nil
 }
 
 // templateNode is the capacity and node info of a node with the given limits on an engine's

@@ -16,6 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
@@ -41,7 +42,7 @@ func newTemplateFixture(t *testing.T, objs ...client.Object) *templateFixture {
 }
 
 func (f *templateFixture) reconcile(name string) (ctrl.Result, error) {
-	r := &DockyardMachineTemplateReconciler{Client: f.c, Nodes: docker.NewManager(f.rt, docker.ManagerOptions{})}
+	r := &DockyardMachineTemplateReconciler{Client: f.c, Engines: infrastructure.New(docker.NewManager(f.rt, docker.ManagerOptions{}), infrastructure.Options{Secrets: f.c})}
 	return r.Reconcile(f.ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: testNS, Name: name}})
 }
 

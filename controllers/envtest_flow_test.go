@@ -38,9 +38,10 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 	}
 }
 
-// envCluster creates a Cluster and its DockyardCluster in a new namespace, the way Cluster API
-// and a user's template would, with the workload kubeconfig pointing at the envtest API server.
-func envCluster(ctx context.Context, t testing.TB, name string, paused bool) (*clusterv1.Cluster, *infrav1.DockyardCluster) {
+// envCluster creates a Cluster and its DockyardCluster (changed by specs, when given) in a new
+// namespace, the way Cluster API and a user's template would, with the workload kubeconfig
+// pointing at the envtest API server.
+func envCluster(ctx context.Context, t testing.TB, name string, paused bool, specs ...func(*infrav1.DockyardClusterSpec)) (*clusterv1.Cluster, *infrav1.DockyardCluster) {
 	t.Helper()
 	ns, err := env.CreateNamespace(ctx, "flow")
 	if err != nil {
@@ -65,6 +66,9 @@ func envCluster(ctx context.Context, t testing.TB, name string, paused bool) (*c
 		Name: name, Namespace: ns.Name, Labels: map[string]string{clusterv1.ClusterNameLabel: name},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: name, UID: cluster.UID}},
 	}}
+	for _, spec := range specs {
+		spec(&dc.Spec)
+	}
 	if err := env.Client.Create(ctx, dc); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
@@ -66,7 +67,10 @@ type fixture struct {
 	workload client.Client
 	rt       *fake.Runtime
 	sim      *dockertest.Nodes
+	// nodes is the node layer of the host's engine; a test may replace it (another policy,
+	// another engine) before it makes a reconciler.
 	nodes    *docker.Manager
+	engines  *infrastructure.Engines
 	recorder *record.FakeRecorder
 	cluster  *clusterv1.Cluster
 	dc       *infrav1.DockyardCluster
@@ -109,13 +113,13 @@ func (f *fixture) machineReconciler() *DockyardMachineReconciler {
 	return &DockyardMachineReconciler{
 		Client:       f.c,
 		ClusterCache: clustercache.NewFakeClusterCache(f.workload, client.ObjectKey{Namespace: testNS, Name: testCluster}),
-		Nodes:        f.nodes,
+		Engines:      f.enginesOf(),
 		Recorder:     f.recorder,
 	}
 }
 
 func (f *fixture) clusterReconciler() *DockyardClusterReconciler {
-	return &DockyardClusterReconciler{Client: f.c, Nodes: f.nodes, Recorder: f.recorder}
+	return &DockyardClusterReconciler{Client: f.c, Engines: f.enginesOf(), Recorder: f.recorder}
 }
 
 // provisionCluster runs the DockyardCluster reconciler until the load balancer serves, and
@@ -267,4 +271,12 @@ func (f *fixture) backdateBootstrap(node string, d time.Duration) {
 	if !f.sim.BackdateBootstrap(f.rt, node, d) {
 		f.t.Fatalf("no node %s", node)
 	}
+}
+
+// enginesOf resolves clusters to the node layer of f.nodes, the host's, kept while f.nodes is.
+func (f *fixture) enginesOf() *infrastructure.Engines {
+	if f.engines == nil || f.engines.Host() != f.nodes {
+		f.engines = infrastructure.New(f.nodes, infrastructure.Options{Secrets: f.c})
+	}
+	return f.engines
 }

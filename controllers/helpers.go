@@ -149,15 +149,15 @@ func loadBalancerTemplate(ctx context.Context, c client.Client, dc *infrav1.Dock
 // controlPlaneBackends returns the function that lists the control plane nodes that should
 // receive API traffic: running control plane containers of the cluster whose DockyardMachine
 // and Machine are not being deleted.
-func controlPlaneBackends(c client.Client, nodes *docker.Manager, key docker.ClusterKey, network string) docker.BackendsFunc {
+func controlPlaneBackends(c client.Client, nodes *docker.Manager, key docker.ClusterKey, network string) func(context.Context) ([]haproxy.Backend, error) {
 	return func(ctx context.Context) ([]haproxy.Backend, error) {
-		controlPlane, err := nodes.ControlPlaneNodes(ctx, key)
+		controlPlane, err := nodes.Nodes(ctx, key, docker.RoleControlPlane)
 		if err != nil {
 			return nil, err
 		}
 		var backends []haproxy.Backend
 		for _, node := range controlPlane {
-			if !node.Running() {
+			if !node.Running {
 				continue
 			}
 			leaving, err := machineIsLeaving(ctx, c, key.Namespace, node.Machine)

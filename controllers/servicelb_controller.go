@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
@@ -53,7 +54,8 @@ import (
 type ServiceLoadBalancerReconciler struct {
 	Client       client.Client
 	ClusterCache clustercache.ClusterCache
-	Nodes        *docker.Manager
+	// Engines gives each cluster the node layer of the engine its nodes run on.
+	Engines *infrastructure.Engines
 	// Image is the haproxy image of the Services' load balancers: the manager's
 	// --load-balancer-image.
 	Image string
@@ -109,9 +111,42 @@ func isDockyardCluster(o client.Object) bool {
 	return ok && c.Spec.InfrastructureRef.Kind == "DockyardCluster" && c.Spec.InfrastructureRef.APIGroup == infrav1.GroupVersion.Group
 }
 
-// Reconcile makes the load balancers of a cluster's Services of type LoadBalancer match them.
+// serviceScope is what one reconcile of a cluster's Service load balancers works with; the
+// phases fill it in.
+type serviceScope struct {
+	cluster *clusterv1.Cluster
+	key     docker.ClusterKey
+	// remote is the workload cluster; nodes the node layer of the engine the cluster runs on,
+	// network the cluster's network there.
+	remote  client.Client
+	nodes   *docker.Manager
+	network string
+	// backends are the workload cluster's nodes; existing the load balancers there are.
+	backends []haproxy.ServiceBackend
+	existing []*docker.ServiceLoadBalancer
+	// served are the Services that get a load balancer, waiting those over the cap.
+	served, waiting []*serviceCandidate
+	// errs are what went wrong without stopping the phases after; removalFailed says a
+	// load balancer to remove is still there.
+	errs          []error
+	removalFailed bool
+}
+
+// servicePhase is one step of a reconcile of Service load balancers; next is false when the
+// reconcile ends with it (its result says when to look again).
+type servicePhase func(ctx context.Context, s *serviceScope) (result ctrl.Result, next bool, err error)
+
+// Reconcile makes the load balancers of a cluster's Services of type LoadBalancer match them,
+// in phases:
+//
+//  1. connect: the workload cluster's client, and watches of its Services and Nodes;
+//  2. locate: the engine the cluster's nodes run on (its DockyardCluster's), and its network;
+//  3. admit: which Services get a load balancer, at most the cap, and which wait;
+//  4. remove: the load balancers of Services that are gone, changed type, were re-created or
+//     lost their place, first, so the cluster never runs more than its cap;
+//  5. serve: a load balancer for each admitted Service (while a removal failed, only those
+//     that have one already), its address in the Service's status; waiting Services' emptied.
 func (r *ServiceLoadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	cluster := &clusterv1.Cluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -120,84 +155,111 @@ func (r *ServiceLoadBalancerReconciler) Reconcile(ctx context.Context, req ctrl.
 		!ptr.Deref(cluster.Status.Initialization.ControlPlaneInitialized, false) {
 		return ctrl.Result{}, nil // the deletion removes the load balancers with the cluster's containers
 	}
-	remote, err := r.ClusterCache.GetClient(ctx, req.NamespacedName)
-	if errors.Is(err, clustercache.ErrClusterNotConnected) {
-		log.V(4).Info("Waiting for the connection to the workload cluster")
-		return ctrl.Result{RequeueAfter: workloadNodePoll}, nil
-	}
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.watchWorkload(ctx, req.NamespacedName); err != nil {
-		return ctrl.Result{}, err
-	}
-	dc := &infrav1.DockyardCluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: cluster.Spec.InfrastructureRef.Name}, dc); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	key := docker.ClusterKey{Namespace: cluster.Namespace, Name: cluster.Name}
-	network, err := clusterNetwork(ctx, r.Nodes, dc, key)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-
-	services := &corev1.ServiceList{}
-	if err := remote.List(ctx, services); err != nil {
-		return ctrl.Result{}, errors.Wrap(err, "listing the workload cluster's Services")
-	}
-	backends, err := r.serviceBackends(ctx, remote, cluster)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	existing, err := r.Nodes.ServiceLoadBalancers(ctx, key)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	served, waiting := r.admit(ctx, remote, cluster, key, services.Items, existing)
-
-	// The containers of Services that are gone, changed type, were re-created or lost their
-	// place go first, so the cluster never runs more than its cap; while one cannot be
-	// removed, no Service gets a new one.
-	admitted := map[lbIdentity]bool{}
-	for _, c := range served {
-		admitted[c.identity()] = true
-	}
-	var errs []error
-	for _, lb := range existing {
-		if admitted[lbIdentity{lb.Name, lb.Service, lb.UID}] {
-			continue
-		}
-		if err := r.Nodes.DeleteServiceLoadBalancer(ctx, lb); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		log.Info("Removed the load balancer of a Service that is gone, re-created, no longer of type LoadBalancer or over the cap",
-			"service", lb.Service, "uid", lb.UID, "container", lb.Name)
-	}
-	removalFailed := len(errs) > 0
-	for _, c := range served {
-		if removalFailed && !c.held {
-			continue
-		}
-		if err := r.serve(ctx, remote, cluster, c.svc, docker.ServiceLoadBalancerSpec{
-			Cluster: key, Service: c.name, UID: string(c.svc.UID), Image: orDefault(r.Image, docker.DefaultLoadBalancerImage),
-			Network: network, Ports: c.ports, Nodes: backends,
-		}); err != nil {
-			errs = append(errs, err)
+	s := &serviceScope{cluster: cluster, key: docker.ClusterKey{Namespace: cluster.Namespace, Name: cluster.Name}}
+	for _, phase := range []servicePhase{r.connect, r.locate, r.admitServices, r.removeStale, r.serveAdmitted} {
+		result, next, err := phase(ctx, s)
+		if err != nil || !next {
+			return result, err
 		}
 	}
-	for _, c := range waiting {
-		if err := clearIngress(ctx, remote, c.svc); err != nil {
-			errs = append(errs, err)
-		}
+	if len(s.errs) > 0 {
+		return ctrl.Result{}, kerrors.NewAggregate(s.errs)
 	}
-	if len(errs) > 0 {
-		return ctrl.Result{}, kerrors.NewAggregate(errs)
-	}
-	if len(served) > 0 {
+	if len(s.served) > 0 {
 		return ctrl.Result{RequeueAfter: serviceResync}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// connect gets the workload cluster's client and watches its Services and Nodes.
+func (r *ServiceLoadBalancerReconciler) connect(ctx context.Context, s *serviceScope) (ctrl.Result, bool, error) {
+	key := client.ObjectKeyFromObject(s.cluster)
+	remote, err := r.ClusterCache.GetClient(ctx, key)
+	if errors.Is(err, clustercache.ErrClusterNotConnected) {
+		ctrl.LoggerFrom(ctx).V(4).Info("Waiting for the connection to the workload cluster")
+		return ctrl.Result{RequeueAfter: workloadNodePoll}, false, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	s.remote = remote
+	return ctrl.Result{}, true, r.watchWorkload(ctx, key)
+}
+
+// locate finds the engine the cluster's nodes run on and the cluster's network there.
+func (r *ServiceLoadBalancerReconciler) locate(ctx context.Context, s *serviceScope) (ctrl.Result, bool, error) {
+	dc := &infrav1.DockyardCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: s.cluster.Spec.InfrastructureRef.Name}, dc); err != nil {
+		return ctrl.Result{}, false, client.IgnoreNotFound(err)
+	}
+	var err error
+	if s.nodes, err = r.Engines.For(ctx, dc); err != nil {
+		return ctrl.Result{}, false, errors.Wrapf(err, "finding the engine of cluster %s", s.key)
+	}
+	s.network, err = clusterNetwork(ctx, s.nodes, dc, s.key)
+	return ctrl.Result{}, err == nil, err
+}
+
+// admitServices reads the workload cluster's Services and Nodes and the load balancers there
+// are, and chooses the Services that get one (admit).
+func (r *ServiceLoadBalancerReconciler) admitServices(ctx context.Context, s *serviceScope) (ctrl.Result, bool, error) {
+	services := &corev1.ServiceList{}
+	if err := s.remote.List(ctx, services); err != nil {
+		return ctrl.Result{}, false, errors.Wrap(err, "listing the workload cluster's Services")
+	}
+	var err error
+	if s.backends, err = r.serviceBackends(ctx, s.remote, s.cluster); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if s.existing, err = s.nodes.ServiceLoadBalancers(ctx, s.key); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	s.served, s.waiting = r.admit(ctx, s.remote, s.cluster, s.key, services.Items, s.existing)
+	return ctrl.Result{}, true, nil
+}
+
+// removeStale removes the load balancers no admitted Service has; one that cannot be removed
+// keeps new Services from getting one (serveAdmitted).
+func (r *ServiceLoadBalancerReconciler) removeStale(ctx context.Context, s *serviceScope) (ctrl.Result, bool, error) {
+	admitted := map[lbIdentity]bool{}
+	for _, c := range s.served {
+		admitted[c.identity()] = true
+	}
+	for _, lb := range s.existing {
+		if admitted[lbIdentity{lb.Name, lb.Service, lb.UID}] {
+			continue
+		}
+		if err := lb.Delete(ctx); err != nil {
+			s.errs = append(s.errs, err)
+			s.removalFailed = true
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Removed the load balancer of a Service that is gone, re-created, no longer of type LoadBalancer or over the cap",
+			"service", lb.Service, "uid", lb.UID, "container", lb.Name)
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// serveAdmitted makes the admitted Services' load balancers run and empties the address of the
+// waiting ones.
+func (r *ServiceLoadBalancerReconciler) serveAdmitted(ctx context.Context, s *serviceScope) (ctrl.Result, bool, error) {
+	for _, c := range s.served {
+		if s.removalFailed && !c.held {
+			continue
+		}
+		if err := r.serve(ctx, s.remote, s.cluster, c.svc, s.nodes, docker.ServiceLoadBalancerSpec{
+			Cluster: s.key, Service: c.name, UID: string(c.svc.UID), Image: orDefault(r.Image, docker.DefaultLoadBalancerImage),
+			Network: s.network, Ports: c.ports, Nodes: s.backends,
+		}); err != nil {
+			s.errs = append(s.errs, err)
+		}
+	}
+	for _, c := range s.waiting {
+		if err := clearIngress(ctx, s.remote, c.svc); err != nil {
+			s.errs = append(s.errs, err)
+		}
+	}
+	return ctrl.Result{}, true, nil
 }
 
 // serviceCandidate is a Service of type LoadBalancer that Dockyard serves.
@@ -205,7 +267,7 @@ type serviceCandidate struct {
 	svc *corev1.Service
 	// name is "<namespace>/<name>", containerName its load balancer's.
 	name, containerName string
-	ports               []docker.ServicePort
+	ports               []haproxy.ServicePort
 	// held says a load balancer of this Service (name and UID) exists already.
 	held bool
 }
@@ -269,7 +331,7 @@ func (r *ServiceLoadBalancerReconciler) admit(ctx context.Context, remote client
 			c.ports = append(c.ports, p)
 		}
 		if c.ports == nil {
-			c.ports = []docker.ServicePort{}
+			c.ports = []haproxy.ServicePort{}
 		}
 		candidates = append(candidates, c)
 	}
@@ -399,8 +461,8 @@ func clearIngress(ctx context.Context, remote client.Client, svc *corev1.Service
 }
 
 // serve makes a Service's load balancer run and publishes its address in the Service's status.
-func (r *ServiceLoadBalancerReconciler) serve(ctx context.Context, remote client.Client, cluster *clusterv1.Cluster, svc *corev1.Service, spec docker.ServiceLoadBalancerSpec) error {
-	lb, err := r.Nodes.EnsureServiceLoadBalancer(ctx, spec)
+func (r *ServiceLoadBalancerReconciler) serve(ctx context.Context, remote client.Client, cluster *clusterv1.Cluster, svc *corev1.Service, nodes *docker.Manager, spec docker.ServiceLoadBalancerSpec) error {
+	lb, err := nodes.EnsureServiceLoadBalancer(ctx, spec)
 	if err != nil {
 		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, "ServiceLoadBalancerFailed", "Service %s: %v", spec.Service, err)
 		return err
@@ -426,14 +488,14 @@ func (r *ServiceLoadBalancerReconciler) serve(ctx context.Context, remote client
 
 // loadBalancerPorts are the TCP ports of a Service of type LoadBalancer without another
 // implementation's class, with their NodePorts; nil for any other Service.
-func loadBalancerPorts(svc *corev1.Service) []docker.ServicePort {
+func loadBalancerPorts(svc *corev1.Service) []haproxy.ServicePort {
 	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil {
 		return nil
 	}
-	ports := []docker.ServicePort{}
+	ports := []haproxy.ServicePort{}
 	for _, p := range svc.Spec.Ports {
 		if p.NodePort != 0 && (p.Protocol == "" || p.Protocol == corev1.ProtocolTCP) {
-			ports = append(ports, docker.ServicePort{Port: int(p.Port), NodePort: int(p.NodePort)})
+			ports = append(ports, haproxy.ServicePort{Port: int(p.Port), NodePort: int(p.NodePort)})
 		}
 	}
 	return ports
@@ -442,7 +504,7 @@ func loadBalancerPorts(svc *corev1.Service) []docker.ServicePort {
 // serviceBackends are the workload cluster's nodes with their IPv4 InternalIP. A node whose
 // name or InternalIP could not be put in haproxy's configuration is skipped, with a logged
 // error and an Event on the Cluster (the Event cannot name an invalid Node).
-func (r *ServiceLoadBalancerReconciler) serviceBackends(ctx context.Context, remote client.Client, cluster *clusterv1.Cluster) ([]docker.ServiceBackend, error) {
+func (r *ServiceLoadBalancerReconciler) serviceBackends(ctx context.Context, remote client.Client, cluster *clusterv1.Cluster) ([]haproxy.ServiceBackend, error) {
 	nodes := &corev1.NodeList{}
 	if err := remote.List(ctx, nodes); err != nil {
 		return nil, errors.Wrap(err, "listing the workload cluster's Nodes")
@@ -452,7 +514,7 @@ func (r *ServiceLoadBalancerReconciler) serviceBackends(ctx context.Context, rem
 		log.Error(err, "Skipping a node the Service load balancers cannot forward to")
 		r.Recorder.Eventf(cluster, corev1.EventTypeWarning, reasonNodeSkipped, "Service load balancers skip a node: %v", err)
 	}
-	var out []docker.ServiceBackend
+	var out []haproxy.ServiceBackend
 	for _, n := range nodes.Items {
 		if err := haproxy.ValidateNodeName(n.Name); err != nil {
 			skip(err)
@@ -462,7 +524,7 @@ func (r *ServiceLoadBalancerReconciler) serviceBackends(ctx context.Context, rem
 			if a.Type != corev1.NodeInternalIP {
 				continue
 			}
-			b := docker.ServiceBackend{Name: n.Name, Address: a.Address}
+			b := haproxy.ServiceBackend{Name: n.Name, Address: a.Address}
 			if err := haproxy.ValidateBackend(b); err != nil {
 				skip(err)
 				continue

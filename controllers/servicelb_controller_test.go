@@ -60,7 +60,7 @@ func TestServiceLoadBalancerServesServicesOfTypeLoadBalancer(t *testing.T) {
 		}
 	}
 	r := &ServiceLoadBalancerReconciler{
-		Client: f.c, Nodes: f.nodes, Recorder: f.recorder, Image: docker.DefaultLoadBalancerImage,
+		Client: f.c, Engines: f.enginesOf(), Recorder: f.recorder, Image: docker.DefaultLoadBalancerImage,
 		ClusterCache: clustercache.NewFakeClusterCache(f.workload, client.ObjectKey{Namespace: testNS, Name: testCluster}, "servicelb-services", "servicelb-nodes"),
 	}
 	reconcile := func() ctrl.Result {
@@ -135,7 +135,7 @@ func newServiceLBFixture(t *testing.T) *serviceLBFixture {
 	f.workload = fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithStatusSubresource(&corev1.Service{}).Build()
 	s := &serviceLBFixture{fixture: f, key: docker.ClusterKey{Namespace: testNS, Name: testCluster}}
 	s.r = &ServiceLoadBalancerReconciler{
-		Client: f.c, Nodes: f.nodes, Recorder: f.recorder, Image: docker.DefaultLoadBalancerImage,
+		Client: f.c, Engines: f.enginesOf(), Recorder: f.recorder, Image: docker.DefaultLoadBalancerImage,
 		ClusterCache: clustercache.NewFakeClusterCache(f.workload, client.ObjectKey{Namespace: testNS, Name: testCluster}, "servicelb-services", "servicelb-nodes"),
 	}
 	s.addNode("c1-control-plane-a", "172.30.0.3")

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 	"sigs.k8s.io/cluster-api/core/setup"
 
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -113,15 +114,16 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	}
 	//nolint:staticcheck // the same recorder as cmd/manager
 	clusterRecorder, machineRecorder := mgr.GetEventRecorderFor("dockyardcluster-controller"), mgr.GetEventRecorderFor("dockyardmachine-controller")
-	engineEvents := docker.NewEngineEvents(engine)
+	engineEvents := docker.NewEngineEvents(nodes)
 	if err := mgr.Add(engineEvents); err != nil {
 		return err
 	}
-	clusterReconciler := &DockyardClusterReconciler{Client: mgr.GetClient(), Nodes: nodes, Recorder: clusterRecorder, EngineEvents: engineEvents}
+	engines := infrastructure.New(nodes, infrastructure.Options{Secrets: secretClient, Management: mgr.GetConfig(), Events: engineEvents})
+	clusterReconciler := &DockyardClusterReconciler{Client: mgr.GetClient(), Engines: engines, Recorder: clusterRecorder, EngineEvents: engineEvents}
 	if err := clusterReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
-	machineReconciler := &DockyardMachineReconciler{Client: mgr.GetClient(), ClusterCache: cc, Nodes: nodes, Recorder: machineRecorder, EngineEvents: engineEvents}
+	machineReconciler := &DockyardMachineReconciler{Client: mgr.GetClient(), ClusterCache: cc, Engines: engines, Recorder: machineRecorder, EngineEvents: engineEvents}
 	if err := machineReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
@@ -130,7 +132,7 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err := poolReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}
-	templateReconciler := &DockyardMachineTemplateReconciler{Client: mgr.GetClient(), Nodes: nodes}
+	templateReconciler := &DockyardMachineTemplateReconciler{Client: mgr.GetClient(), Engines: engines}
 	if err := templateReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err
 	}

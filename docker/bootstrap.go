@@ -20,35 +20,9 @@ import (
 // outputTailBytes of the bootstrap output are shown in conditions when a step fails.
 const outputTailBytes = 2048
 
-// BootstrapPhase is where a node's bootstrap is.
-type BootstrapPhase string
-
-// Bootstrap phases.
-const (
-	BootstrapNotStarted  BootstrapPhase = "NotStarted"
-	BootstrapRunning     BootstrapPhase = "Running"
-	BootstrapSucceeded   BootstrapPhase = "Succeeded"
-	BootstrapFailed      BootstrapPhase = "Failed"
-	BootstrapTimedOut    BootstrapPhase = "TimedOut"
-	BootstrapInterrupted BootstrapPhase = "Interrupted"
-)
-
-// BootstrapStatus is the observed state of a node's bootstrap.
-type BootstrapStatus struct {
-	Phase BootstrapPhase
-	// Step is the 1-based index of the plan step running, failed or last run.
-	Step int
-	// StartedAt is when the plan started in the node.
-	StartedAt time.Time
-	// ExitCode of the failed step.
-	ExitCode int
-	// Output is the tail of the plan's output when it failed or timed out, with secrets
-	// (bootstrap tokens, certificate keys, private keys) redacted.
-	Output string
-	// MissingSentinel names Cluster API's success sentinel when the plan finished without
-	// writing it (kubeadm did not succeed although no command reported a failure first).
-	MissingSentinel string
-}
+// overrun is how long a plan may run past its timeout before the node layer stops it itself:
+// systemd's RuntimeMaxSec should have.
+const overrun = 30 * time.Second
 
 // startBootstrap copies a plan into the node over stdin and starts it in the background. It
 // does nothing when the plan was started before.
@@ -58,14 +32,11 @@ func (m *Manager) startBootstrap(ctx context.Context, node string, plan *bootstr
 		return err
 	}
 	// The upload never replaces the files of a plan that already started: its lock exists.
-	r, err := m.exec(ctx, node, bytes.NewReader(archive), m.bootstrap.UploadCommand()...)
-	if err != nil {
+	upload := command{argv: m.bootstrap.UploadCommand(), stdin: bytes.NewReader(archive), what: "copying the bootstrap plan"}
+	if _, err := m.output(ctx, node, upload); err != nil {
 		return errors.Wrapf(err, "copying the bootstrap plan into node %s", node)
 	}
-	if err := r.err(node, "copying the bootstrap plan"); err != nil {
-		return err
-	}
-	r, err = m.exec(ctx, node, nil, m.bootstrap.StartCommand(timeout)...)
+	r, err := m.run(ctx, node, command{argv: m.bootstrap.StartCommand(timeout)})
 	if err != nil {
 		return errors.Wrapf(err, "starting the bootstrap in node %s", node)
 	}
@@ -75,17 +46,14 @@ func (m *Manager) startBootstrap(ctx context.Context, node string, plan *bootstr
 	return r.err(node, "starting the bootstrap (systemd-run)")
 }
 
-// bootstrapStatus reads the state of a node's bootstrap. A plan that stopped running
-// without finishing timed out when it ran longer than its timeout (the one it was started
-// with, recorded in the node; timeout is used for plans that recorded none), else it was
-// interrupted (the node restarted).
-func (m *Manager) bootstrapStatus(ctx context.Context, node string, timeout time.Duration) (BootstrapStatus, error) {
-	r, err := m.exec(ctx, node, nil, m.bootstrap.StatusCommand()...)
+// bootstrapStatus is Node.BootstrapStatus.
+func (m *Manager) bootstrapStatus(ctx context.Context, node string, timeout time.Duration) (bootstrap.Status, error) {
+	r, err := m.run(ctx, node, command{argv: m.bootstrap.StatusCommand()})
 	if err != nil {
-		return BootstrapStatus{}, errors.Wrapf(err, "reading the bootstrap state of node %s", node)
+		return bootstrap.Status{}, errors.Wrapf(err, "reading the bootstrap state of node %s", node)
 	}
 	rs := runner.ParseStatus(r.Stdout)
-	st := BootstrapStatus{Step: rs.Step, ExitCode: rs.Exit, MissingSentinel: rs.Missing}
+	st := bootstrap.Status{Step: rs.Step, ExitCode: rs.Exit, MissingSentinel: rs.Missing}
 	if rs.Started > 0 {
 		st.StartedAt = time.Unix(rs.Started, 0)
 	}
@@ -96,34 +64,35 @@ func (m *Manager) bootstrapStatus(ctx context.Context, node string, timeout time
 
 	switch {
 	case rs.Phase == "" && !rs.Locked && !rs.UnitActive():
-		st.Phase = BootstrapNotStarted
+		st.Phase = bootstrap.NotStarted
 		return st, nil
 	case rs.Phase == runner.PhaseSucceeded:
-		st.Phase = BootstrapSucceeded
+		st.Phase = bootstrap.Succeeded
 		return st, nil
 	case rs.Phase == runner.PhaseFailed:
-		st.Phase = BootstrapFailed
+		st.Phase = bootstrap.Failed
+	case rs.UnitActive() && rs.Started > 0 && elapsed > timeout+overrun:
+		// systemd's RuntimeMaxSec should have stopped it; make sure, and read it again.
+		if _, err := m.run(ctx, node, command{argv: m.bootstrap.StopCommand()}); err != nil {
+			return bootstrap.Status{}, errors.Wrapf(err, "stopping the bootstrap in node %s, past its timeout", node)
+		}
+		st.Phase = bootstrap.Running
+		return st, nil
 	case rs.UnitActive():
-		st.Phase = BootstrapRunning
+		st.Phase = bootstrap.Running
 		return st, nil
 	case rs.Started > 0 && elapsed >= timeout:
 		// Stopped by RuntimeMaxSec: the state file still says running at the step it reached.
-		st.Phase = BootstrapTimedOut
+		st.Phase = bootstrap.TimedOut
 	default:
-		st.Phase = BootstrapInterrupted
+		st.Phase = bootstrap.Interrupted
 	}
 	st.Output = m.bootstrapOutput(ctx, node)
 	return st, nil
 }
 
-// stopBootstrap stops a running bootstrap (the machine is being deleted).
-func (m *Manager) stopBootstrap(ctx context.Context, node string) error {
-	_, err := m.exec(ctx, node, nil, m.bootstrap.StopCommand()...)
-	return errors.Wrapf(err, "stopping the bootstrap in node %s", node)
-}
-
 func (m *Manager) bootstrapOutput(ctx context.Context, node string) string {
-	r, err := m.exec(ctx, node, nil, m.bootstrap.OutputCommand(outputTailBytes)...)
+	r, err := m.run(ctx, node, command{argv: m.bootstrap.OutputCommand(outputTailBytes)})
 	if err != nil {
 		return fmt.Sprintf("(output unavailable: %v)", err)
 	}

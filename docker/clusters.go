@@ -82,10 +82,6 @@ func (m *Manager) RemoveCluster(ctx context.Context, c ClusterResources) error {
 
 // Leftovers returns what a cluster still has on the engine; nil when nothing.
 func (m *Manager) Leftovers(ctx context.Context, cluster ClusterKey) (*ClusterResources, error) {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return nil, err
-	}
 	all, err := m.ListClusters(ctx)
 	if err != nil {
 		return nil, err

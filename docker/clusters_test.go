@@ -14,7 +14,7 @@ func TestListAndRemoveClusters(t *testing.T) {
 	a := ClusterKey{Namespace: "ns1", Name: "a"}
 	b := ClusterKey{Namespace: "ns2", Name: "a"}
 	for _, k := range []ClusterKey{a, b} {
-		if _, err := m.EnsureNetwork(ctx, k, DefaultNetworkName(k)); err != nil {
+		if _, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: DefaultNetworkName(k)}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := m.AddNode(ctx, NodeSpec{Cluster: k, Machine: "m1", Image: "node:v1", Role: RoleWorker, Network: DefaultNetworkName(k)}); err != nil {

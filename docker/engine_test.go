@@ -36,6 +36,8 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
+	"github.com/dockyard-dev/dockyard/pkg/patch"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
@@ -150,7 +152,7 @@ func bootNodeSpec(t *testing.T, m *Manager, spec NodeSpec) *container.Container 
 	dockerenv.RequireImages(t, m.runtime, dockerenv.NodeImage())
 	spec.Network = DefaultNetworkName(spec.Cluster)
 	spec.Image, spec.ServiceCIDRs = dockerenv.NodeImage(), testServiceCIDRs
-	if _, err := m.EnsureNetwork(ctx, spec.Cluster, spec.Network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, spec.Cluster, NetworkSpec{Name: spec.Network}); err != nil {
 		t.Fatal(err)
 	}
 	node, err := m.createNode(ctx, spec)
@@ -158,7 +160,7 @@ func bootNodeSpec(t *testing.T, m *Manager, spec NodeSpec) *container.Container 
 		t.Fatal(err)
 	}
 	took := eventually(t, 2*time.Minute, "node "+node.Name+" booted", func() error {
-		st, err := m.checkNode(ctx, node.Name)
+		st, err := m.node(spec.Cluster, spec.Machine, node).Ready(ctx)
 		if err != nil {
 			return err
 		}
@@ -239,7 +241,7 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 	if err := m.startBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
+	waitBootstrap(t, m, node.Name, time.Minute, bootstrap.Succeeded)
 
 	for path, want := range map[string]string{
 		"/etc/dockyard-test/secret.key": "600 root root",
@@ -271,7 +273,7 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 	if out, _ := execOut(t, rt, node.Name, "cat", "/var/lib/dockyard-test-runs"); out != "run" {
 		t.Errorf("bootstrap ran more than once: %q", out)
 	}
-	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
+	waitBootstrap(t, m, node.Name, time.Minute, bootstrap.Succeeded)
 }
 
 func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
@@ -287,7 +289,7 @@ func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
 	if err := m.startBootstrap(ctx, failing.Name, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	st := waitBootstrap(t, m, failing.Name, time.Minute, BootstrapFailed)
+	st := waitBootstrap(t, m, failing.Name, time.Minute, bootstrap.Failed)
 	if st.Step != 2 || st.ExitCode != 3 {
 		t.Errorf("failed at step %d with exit %d, want step 2 exit 3", st.Step, st.ExitCode)
 	}
@@ -303,7 +305,7 @@ func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The node recorded the timeout it was started with; the caller's guess does not matter.
-	st = waitBootstrap(t, m, slow.Name, time.Hour, BootstrapTimedOut)
+	st = waitBootstrap(t, m, slow.Name, time.Hour, bootstrap.TimedOut)
 	if st.Step != 1 || !strings.Contains(st.Output, "waiting") {
 		t.Errorf("timed out at step %d with output %q", st.Step, st.Output)
 	}
@@ -337,7 +339,7 @@ func TestBootstrapKilledOutrightLeavesNoStagedFiles(t *testing.T) {
 	if out, code := execOut(t, rt, node.Name, "systemctl", "kill", "--signal=KILL", "dockyard-bootstrap"); code != 0 {
 		t.Fatalf("killing the bootstrap unit: %d %s", code, out)
 	}
-	st := waitBootstrap(t, m, node.Name, time.Hour, BootstrapInterrupted)
+	st := waitBootstrap(t, m, node.Name, time.Hour, bootstrap.Interrupted)
 	if st.Step != 2 {
 		t.Errorf("interrupted at step %d, want 2", st.Step)
 	}
@@ -349,9 +351,9 @@ func TestBootstrapKilledOutrightLeavesNoStagedFiles(t *testing.T) {
 	})
 }
 
-func waitBootstrap(t *testing.T, m *Manager, node string, timeout time.Duration, want BootstrapPhase) BootstrapStatus {
+func waitBootstrap(t *testing.T, m *Manager, node string, timeout time.Duration, want bootstrap.Phase) bootstrap.Status {
 	t.Helper()
-	var st BootstrapStatus
+	var st bootstrap.Status
 	eventually(t, 2*time.Minute, "bootstrap in "+node+" to be "+string(want), func() error {
 		var err error
 		if st, err = m.bootstrapStatus(context.Background(), node, timeout); err != nil {
@@ -421,7 +423,7 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 	ctx := context.Background()
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	bin := buildBackend(t)
@@ -437,7 +439,7 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 	url := fmt.Sprintf("https://%s:%d/name", nodeAddress(lb, network), endpointPort)
 	setBackends := func(names ...string) {
 		t.Helper()
-		changed, err := m.updateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
+		changed, err := m.lbs.update(ctx, &LoadBalancer{Cluster: key}, "", func(context.Context) ([]haproxy.Backend, error) {
 			var bs []haproxy.Backend
 			for _, n := range names {
 				bs = append(bs, haproxy.Backend{Name: n, Address: addr[n], Port: APIServerPort})
@@ -512,7 +514,7 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 	}
 
 	// An unchanged backend set changes nothing.
-	changed, err := m.updateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) {
+	changed, err := m.lbs.update(ctx, &LoadBalancer{Cluster: key}, "", func(context.Context) ([]haproxy.Backend, error) {
 		return []haproxy.Backend{{Name: other, Address: addr[other], Port: APIServerPort}}, nil
 	})
 	if err != nil || changed {
@@ -587,7 +589,7 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 	sleeper(mgmtNode, mgmtCluster.Name, dockerenv.NodeImage(), map[string]string{kindClusterLabel: mgmtCluster.Name, kindRoleLabel: "control-plane"}, "NET_ADMIN")
 
 	// Workload cluster a's load balancer, and a node of workload cluster b.
-	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
+	if _, err := m.EnsureNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
 		t.Fatal(err)
 	}
 	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: a, Image: dockerenv.LoadBalancerImage(), Network: DefaultNetworkName(a)})
@@ -595,10 +597,10 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 		t.Fatal(err)
 	}
 	endpoint := nodeAddress(lb, DefaultNetworkName(a))
-	if _, err := m.updateLoadBalancer(ctx, a, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
+	if _, err := m.lbs.update(ctx, &LoadBalancer{Cluster: a}, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.EnsureNetwork(ctx, b, DefaultNetworkName(b)); err != nil {
+	if _, err := m.EnsureNetwork(ctx, b, NetworkSpec{Name: DefaultNetworkName(b)}); err != nil {
 		t.Fatal(err)
 	}
 	otherNode := b.Name + "-node"
@@ -620,12 +622,12 @@ func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testi
 			mgmtNode, endpoint, isolationReport(t, rt, mgmtNode, []string{mgmtCluster.Name, DefaultNetworkName(a), DefaultNetworkName(b)}))
 	}
 
-	selector, err := ManagementSelector(ctx, rt, mgmtNode)
+	selector, err := NewManager(rt, ManagerOptions{}).ManagementSelector(ctx, mgmtNode)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mgr := NewManager(rt, ManagerOptions{ManagementNodes: selector})
-	if _, err := mgr.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
+	if _, err := mgr.EnsureNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
 		t.Fatal(err)
 	}
 	if !reaches(mgmtNode) {
@@ -657,7 +659,7 @@ func TestAFixedAPIServerPortSurvivesJoiningANetwork(t *testing.T) {
 	ctx := context.Background()
 	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -735,10 +737,10 @@ func TestNodeLogsOnTheEngine(t *testing.T) {
 	if err := node.StartBootstrap(ctx, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
+	waitBootstrap(t, m, node.Name, time.Minute, bootstrap.Succeeded)
 
 	dir := t.TempDir()
-	out, err := OpenLogDir(dir, false)
+	out, err := logdir.Open(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -867,7 +869,7 @@ func TestNodeSearchListAndContainerdPatches(t *testing.T) {
 	if err != nil || node == nil {
 		t.Fatalf("finding the node: %v", err)
 	}
-	patches := ContainerdPatches{
+	patches := patch.Containerd{
 		Merge:    []string{"[metrics]\n  address = \"127.0.0.1:1338\""},
 		JSON6902: []string{`[{"op": "replace", "path": "/metrics/address", "value": "127.0.0.1:1339"}]`},
 	}
@@ -885,7 +887,7 @@ func TestNodeSearchListAndContainerdPatches(t *testing.T) {
 		t.Errorf("containerd restarted (pid %s, then %s) for patches it runs with already", pid, again)
 	}
 	before, _ := execOut(t, rt, c.Name, "cat", containerdConfigFile)
-	if err := node.ConfigureContainerd(ctx, ContainerdPatches{JSON6902: []string{`[{"op": "remove", "path": "/nothing"}]`}}); err == nil || !strings.Contains(err.Error(), "containerdConfigPatchesJSON6902[0]") {
+	if err := node.ConfigureContainerd(ctx, patch.Containerd{JSON6902: []string{`[{"op": "remove", "path": "/nothing"}]`}}); err == nil || !strings.Contains(err.Error(), "containerdConfigPatchesJSON6902[0]") {
 		t.Errorf("a patch that does not apply: %v, want an error naming it", err)
 	}
 	if after, _ := execOut(t, rt, c.Name, "cat", containerdConfigFile); after != before {

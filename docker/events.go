@@ -53,7 +53,7 @@ func eventOf(e container.Event) (Event, bool) {
 		return Event{}, false
 	}
 	role := Role(e.Labels[kindRoleLabel])
-	if role == RoleLoadBalancer {
+	if role == roleLoadBalancer {
 		return Event{Kind: LoadBalancerEvent, Cluster: cluster, Role: role, Action: e.Action}, true
 	}
 	machine, ok := parseKey(e.Labels[machineLabel])
@@ -75,12 +75,12 @@ func parseKey(value string) (ClusterKey, bool) {
 // the stream breaks it subscribes again, backing off up to maxBackoff, and sends a ResyncEvent
 // once it is back.
 type EngineEvents struct {
-	rt container.Runtime
+	host *Manager
 	// ctx is Start's, which engines added later are watched under; pending were added before.
 	// stops ends the watch of an added engine (Remove).
 	ctx     context.Context
-	pending []container.Runtime
-	stops   map[container.Runtime]context.CancelFunc
+	pending []*Manager
+	stops   map[*Manager]context.CancelFunc
 
 	mu          sync.Mutex
 	subscribers []chan Event
@@ -94,9 +94,9 @@ const (
 	maxBackoff       = 30 * time.Second
 )
 
-// NewEngineEvents returns a watcher of the engine's events.
-func NewEngineEvents(rt container.Runtime) *EngineEvents {
-	return &EngineEvents{rt: rt}
+// NewEngineEvents returns a watcher of the events of a node layer's engine.
+func NewEngineEvents(host *Manager) *EngineEvents {
+	return &EngineEvents{host: host}
 }
 
 // Subscribe returns a channel that receives every event from now on.
@@ -118,42 +118,42 @@ func (w *EngineEvents) Start(ctx context.Context) error {
 	pending := w.pending
 	w.pending = nil
 	w.mu.Unlock()
-	for _, rt := range pending {
-		w.Add(rt)
+	for _, m := range pending {
+		w.Add(m)
 	}
-	w.watch(ctx, w.rt)
+	w.watch(ctx, w.host.runtime)
 	return nil
 }
 
-// Add watches one more engine (a Kubernetes infrastructure a cluster runs on), from Start on,
-// until Remove.
-func (w *EngineEvents) Add(rt container.Runtime) {
+// Add watches the engine of one more node layer (a Kubernetes infrastructure a cluster runs
+// on), from Start on, until Remove.
+func (w *EngineEvents) Add(m *Manager) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ctx == nil {
-		w.pending = append(w.pending, rt)
+		w.pending = append(w.pending, m)
 		return
 	}
-	if _, ok := w.stops[rt]; ok {
+	if _, ok := w.stops[m]; ok {
 		return
 	}
 	ctx, stop := context.WithCancel(w.ctx)
 	if w.stops == nil {
-		w.stops = map[container.Runtime]context.CancelFunc{}
+		w.stops = map[*Manager]context.CancelFunc{}
 	}
-	w.stops[rt] = stop
-	go w.watch(ctx, rt)
+	w.stops[m] = stop
+	go w.watch(ctx, m.runtime)
 }
 
 // Remove stops watching an engine Add added (no cluster runs on it any more); one that is not
 // watched is not an error.
-func (w *EngineEvents) Remove(rt container.Runtime) {
+func (w *EngineEvents) Remove(m *Manager) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pending = slices.DeleteFunc(w.pending, func(p container.Runtime) bool { return p == rt })
-	if stop, ok := w.stops[rt]; ok {
+	w.pending = slices.DeleteFunc(w.pending, func(p *Manager) bool { return p == m })
+	if stop, ok := w.stops[m]; ok {
 		stop()
-		delete(w.stops, rt)
+		delete(w.stops, m)
 	}
 }
 

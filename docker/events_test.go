@@ -20,7 +20,7 @@ func TestEngineEventsSurviveABrokenStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), testr.New(t)))
 	defer cancel()
 	rt := fake.New("img")
-	w := NewEngineEvents(rt)
+	w := NewEngineEvents(NewManager(rt, ManagerOptions{}))
 	a, b := w.Subscribe(), w.Subscribe()
 	done := make(chan error)
 	go func() { done <- w.Start(ctx) }()
@@ -79,7 +79,7 @@ func TestEngineEventsSurviveABrokenStream(t *testing.T) {
 // balancer, a network; the engine's labels stay inside the layer.
 func TestEventsInTheNodeLayersWords(t *testing.T) {
 	key := ClusterKey{Namespace: "ns", Name: "c"}
-	lb := key.labels(RoleLoadBalancer)
+	lb := key.labels(roleLoadBalancer)
 	cp := key.labels(RoleControlPlane)
 	cp[machineLabel] = "ns/c-cp-0"
 	mgmt := ClusterKey{Name: "mgmt"}.labels(RoleControlPlane)
@@ -89,7 +89,7 @@ func TestEventsInTheNodeLayersWords(t *testing.T) {
 		want Event
 		ok   bool
 	}{
-		{container.Event{Type: container.EventContainer, Action: "die", Labels: lb}, Event{Kind: LoadBalancerEvent, Cluster: key, Role: RoleLoadBalancer, Action: "die"}, true},
+		{container.Event{Type: container.EventContainer, Action: "die", Labels: lb}, Event{Kind: LoadBalancerEvent, Cluster: key, Role: roleLoadBalancer, Action: "die"}, true},
 		{container.Event{Type: container.EventContainer, Action: "start", Labels: cp}, Event{Kind: NodeEvent, Cluster: key, Machine: "c-cp-0", Role: RoleControlPlane, Action: "start"}, true},
 		{container.Event{Type: container.EventContainer, Action: "destroy", Labels: mgmt}, Event{Kind: NodeEvent, Cluster: ClusterKey{Name: "mgmt"}, Machine: "control-plane", Role: RoleControlPlane, Action: "destroy"}, true},
 		{container.Event{Type: container.EventNetwork, Action: "disconnect", Name: "net"}, Event{Kind: NetworkEvent, Action: "disconnect"}, true},
@@ -108,12 +108,14 @@ func TestEngineEventsOfAddedEnginesStopWhenRemoved(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), testr.New(t)))
 	defer cancel()
 	own, early, late := fake.New("img"), fake.New("img"), fake.New("img")
-	w := NewEngineEvents(own)
-	w.Add(early)
+	host := NewManager(own, ManagerOptions{})
+	earlyNodes, lateNodes := host.ForEngine(early), host.ForEngine(late)
+	w := NewEngineEvents(host)
+	w.Add(earlyNodes)
 	ch := w.Subscribe()
 	go func() { _ = w.Start(ctx) }()
-	w.Add(late)
-	w.Add(late) // once is enough: still one watch
+	w.Add(lateNodes)
+	w.Add(lateNodes) // once is enough: still one watch
 	for deadline := time.Now().Add(10 * time.Second); own.CallCount("Events") != 1 || early.CallCount("Events") != 1 || late.CallCount("Events") != 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("watches: own %d, early %d, late %d, want one each", own.CallCount("Events"), early.CallCount("Events"), late.CallCount("Events"))
@@ -136,9 +138,9 @@ func TestEngineEventsOfAddedEnginesStopWhenRemoved(t *testing.T) {
 	}
 	expect(early, "early", true)
 	expect(late, "late", true)
-	w.Remove(early)
-	w.Remove(late)
-	w.Remove(late) // not watched: nothing to do
+	w.Remove(earlyNodes)
+	w.Remove(lateNodes)
+	w.Remove(lateNodes) // not watched: nothing to do
 	expect(early, "early-2", false)
 	expect(late, "late-2", false)
 	expect(own, "own", true)

@@ -32,8 +32,8 @@ type execResult struct {
 	Output string
 }
 
-// ExecError is a command in a container that exited non-zero.
-type ExecError struct {
+// execError is a command in a container that exited non-zero.
+type execError struct {
 	Container string
 	// What the command was for, e.g. "checking the haproxy configuration".
 	What     string
@@ -42,45 +42,52 @@ type ExecError struct {
 	Output string
 }
 
-func (e *ExecError) Error() string {
+func (e *execError) Error() string {
 	return fmt.Sprintf("%s in %s: exit code %d: %s", e.What, e.Container, e.ExitCode, lastLines(e.Output, 10))
 }
 
-// err is an *ExecError when the command exited non-zero, nil otherwise.
+// err is an *execError when the command exited non-zero, nil otherwise.
 func (r execResult) err(name, what string) error {
 	if r.Code == 0 {
 		return nil
 	}
-	return &ExecError{Container: name, What: what, ExitCode: r.Code, Output: r.Output}
+	return &execError{Container: name, What: what, ExitCode: r.Code, Output: r.Output}
 }
 
-// exec runs a command in a container, feeding it stdin when given, and keeps the tails of its
-// output. The error is the engine's (the container is gone, the call timed out); a non-zero
-// exit code is not one: see execResult.err.
-func (m *Manager) exec(ctx context.Context, name string, stdin io.Reader, cmd ...string) (execResult, error) {
-	return m.run(ctx, name, stdin, nil, cmd...)
+// command is one command run in a container: its argv (docker/internal/nodecmd builds them),
+// what it is for (in errors), the stream fed to it, and where its standard output goes when it
+// is a stream itself.
+type command struct {
+	argv  []string
+	what  string
+	stdin io.Reader
+	// stdout, when set, gets the command's standard output, unbounded; execResult.Stdout is
+	// then empty.
+	stdout io.Writer
 }
 
 // run is the one place Dockyard runs a command in a container, and the one owner of its
-// deadline: commandTimeout, or streamTimeout when a stream goes in (stdin) or out (stdout
-// given: the command's standard output is written there, unbounded, and execResult.Stdout is
-// empty). The combined output's tail is kept in any case.
-func (m *Manager) run(ctx context.Context, name string, stdin io.Reader, stdout io.Writer, cmd ...string) (execResult, error) {
+// deadline: commandTimeout, or streamTimeout when a stream goes in or out. It keeps the tails
+// of the command's standard output and of its combined output. The error is the engine's (the
+// container is gone, the call timed out); a non-zero exit code is not one: see
+// execResult.err.
+func (m *Manager) run(ctx context.Context, name string, c command) (execResult, error) {
 	timeout := commandTimeout
-	if stdin != nil || stdout != nil {
+	if c.stdin != nil || c.stdout != nil {
 		timeout = streamTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	combined := &tailBuffer{max: maxExecOutput}
 	var kept *tailBuffer
+	stdout := c.stdout
 	if stdout == nil {
 		kept = &tailBuffer{max: maxExecOutput}
 		stdout = io.MultiWriter(kept, combined)
 	}
-	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{Cmd: cmd, Stdin: stdin, Stdout: stdout, Stderr: combined})
+	code, err := m.runtime.Exec(ctx, name, container.ExecOptions{Cmd: c.argv, Stdin: c.stdin, Stdout: stdout, Stderr: combined})
 	if err != nil {
-		return execResult{}, errors.Wrapf(err, "running %s in %s", cmd[0], name)
+		return execResult{}, errors.Wrapf(err, "running %s in %s", c.argv[0], name)
 	}
 	r := execResult{Code: code, Output: combined.String()}
 	if kept != nil {
@@ -89,26 +96,34 @@ func (m *Manager) run(ctx context.Context, name string, stdin io.Reader, stdout 
 	return r, nil
 }
 
-// Run runs a command in the node, feeding it stdin when given, and returns its standard
-// output; one that exits non-zero is an *ExecError with the end of its output. Its deadline is
-// the node layer's: a minute, ten with stdin. For tools that work inside a node, such as the
-// image builder; what reconcilers do in nodes has methods of its own.
-func (n *Node) Run(ctx context.Context, stdin io.Reader, cmd ...string) (string, error) {
-	r, err := n.m.exec(ctx, n.Name, stdin, cmd...)
+// output runs a command and returns its standard output, trimmed; one that exits non-zero is an
+// *execError with the end of its output.
+func (m *Manager) output(ctx context.Context, name string, c command) (string, error) {
+	r, err := m.run(ctx, name, c)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(r.Stdout), r.err(n.Name, strings.Join(shortArgs(cmd), " "))
+	what := c.what
+	if what == "" {
+		what = strings.Join(shortArgs(c.argv), " ")
+	}
+	return strings.TrimSpace(r.Stdout), r.err(name, what)
+}
+
+// Run runs a command in the node, feeding it stdin when given, and returns its standard
+// output; one that exits non-zero is an error holding its exit code and the end of its output.
+// Its deadline is the node layer's: a minute, ten with stdin. For tools that work inside a node,
+// such as the image builder and the management cluster; what reconcilers do in nodes has verbs
+// of its own.
+func (n *Node) Run(ctx context.Context, stdin io.Reader, cmd ...string) (string, error) {
+	return n.m.output(ctx, n.Name, command{argv: cmd, stdin: stdin})
 }
 
 // RunTo runs a command in the node and streams its standard output to w (an archive, say),
 // within the node layer's deadline for streams (ten minutes).
 func (n *Node) RunTo(ctx context.Context, w io.Writer, cmd ...string) error {
-	r, err := n.m.run(ctx, n.Name, nil, w, cmd...)
-	if err != nil {
-		return err
-	}
-	return r.err(n.Name, strings.Join(shortArgs(cmd), " "))
+	_, err := n.m.output(ctx, n.Name, command{argv: cmd, stdout: w})
+	return err
 }
 
 // shortArgs keeps error messages readable: the first arguments of a long command line.

@@ -50,14 +50,14 @@ func TestACommandsOutputIsBounded(t *testing.T) {
 	if err := rt.StartContainer(context.Background(), "n"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := m.exec(context.Background(), "n", nil, "yes")
+	r, err := m.run(context.Background(), "n", command{argv: []string{"yes"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(r.Stdout) > maxExecOutput+16 || len(r.Output) > maxExecOutput+16 {
 		t.Errorf("kept %d and %d bytes of 64 MiB", len(r.Stdout), len(r.Output))
 	}
-	var execErr *ExecError
+	var execErr *execError
 	if err := r.err("n", "yes"); !errors.As(err, &execErr) || execErr.ExitCode != 3 || len(err.Error()) > maxExecOutput+200 {
 		t.Errorf("error %T %v", err, execErr)
 	}

@@ -4,68 +4,77 @@ import (
 	"context"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
-// A cluster's load balancer on an engine that balances traffic itself (container.Balancer:
-// Kubernetes) is the engine's front in front of the cluster's control plane nodes, not a
-// haproxy container: its address stays while nodes come and go, and it follows the ready ones
-// without being told. The LoadBalancer handle stands for it, so controllers see no difference:
-// it runs, answers on the front's address whatever the network, publishes nothing on a host,
-// and Update has nothing to do.
+// fronts are load balancers on an engine that balances traffic itself (Runtime.Balancer:
+// Kubernetes): a cluster's load balancer is the engine's front in front of its control plane
+// nodes, not a haproxy container. Its address stays while nodes come and go, and it follows the
+// ready ones without being told: it runs, answers on the front's address whatever the network,
+// publishes nothing on a host, and has nothing to update.
+type fronts struct {
+	m *Manager
+	b container.Balancer
+}
 
-// ensureFront makes (or keeps) the front of a cluster's control plane.
-func (m *Manager) ensureFront(ctx context.Context, b container.Balancer, spec LoadBalancerSpec) (*LoadBalancer, error) {
+func (f *fronts) fronted() bool { return true }
+
+// ensure makes (or keeps) the front of a cluster's control plane. The policy has nothing to
+// check: the front runs no image and publishes nothing on the engine's host.
+func (f *fronts) ensure(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error) {
 	if spec.Port == 0 {
 		spec.Port = APIServerPort
 	}
-	f, err := b.EnsureFront(ctx, container.FrontSpec{
-		Name: LoadBalancerName(spec.Cluster), Labels: spec.Cluster.labels(RoleLoadBalancer),
+	fr, err := f.b.EnsureFront(ctx, container.FrontSpec{
+		Name: LoadBalancerName(spec.Cluster), Labels: spec.Cluster.labels(roleLoadBalancer),
 		Select: spec.Cluster.labels(RoleControlPlane), Port: spec.Port, TargetPort: APIServerPort,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return m.frontHandle(spec.Cluster, f), nil
+	return f.handle(spec.Cluster, fr), nil
 }
 
-// findFront returns the handle of a cluster's front, nil when it has none.
-func (m *Manager) findFront(ctx context.Context, b container.Balancer, cluster ClusterKey) (*LoadBalancer, error) {
-	f, err := b.InspectFront(ctx, LoadBalancerName(cluster))
+// find returns the handle of a cluster's front, nil when it has none.
+func (f *fronts) find(ctx context.Context, cluster ClusterKey) (*LoadBalancer, error) {
+	fr, err := f.b.InspectFront(ctx, LoadBalancerName(cluster))
 	if container.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return m.frontHandle(cluster, f), nil
+	return f.handle(cluster, fr), nil
 }
 
-func (m *Manager) frontHandle(cluster ClusterKey, f *container.Front) *LoadBalancer {
-	c := &container.Container{Name: f.Name, Labels: f.Labels, State: "running", Running: true}
-	return &LoadBalancer{m: m, c: c, front: f, Name: f.Name, Cluster: cluster}
-}
-
-// Pending says why a load balancer has no address yet, when it is the engine's front and the
-// engine has not given it one (a Kubernetes Service of type LoadBalancer waiting for its
-// ingress); "" otherwise.
-func (lb *LoadBalancer) Pending() string {
-	if lb == nil || lb.front == nil || lb.front.Address != "" {
-		return ""
+func (f *fronts) handle(cluster ClusterKey, fr *container.Front) *LoadBalancer {
+	lb := &LoadBalancer{lbs: f, front: fr, Name: fr.Name, Cluster: cluster, Running: true, State: "running", anyNetwork: fr.Address, frontNodePort: fr.NodePort}
+	if fr.Address == "" {
+		lb.Pending = fr.Pending
 	}
-	return lb.front.Pending
+	return lb
 }
 
-// NodePort is where a load balancer that is the engine's front also answers from outside the
-// engine's network: the addresses of the engine's hosts now and the port; none for a container
-// (or no load balancer). The hosts are asked for here, not with every look at the front.
-func (lb *LoadBalancer) NodePort(ctx context.Context) (hosts []string, port int, err error) {
-	if lb == nil || lb.front == nil || lb.front.NodePort == 0 {
+func (f *fronts) remove(ctx context.Context, cluster ClusterKey) error {
+	return f.b.RemoveFront(ctx, LoadBalancerName(cluster))
+}
+
+// update has nothing to do: the front sends traffic to the ready control plane nodes.
+func (f *fronts) update(context.Context, *LoadBalancer, string, func(context.Context) ([]haproxy.Backend, error)) (bool, error) {
+	return false, nil
+}
+
+// nodePort asks the engine for its hosts now.
+func (f *fronts) nodePort(ctx context.Context, lb *LoadBalancer) ([]string, int, error) {
+	if lb.frontNodePort == 0 {
 		return nil, 0, nil
 	}
-	b, ok := lb.m.runtime.(container.Balancer)
-	if !ok {
-		return nil, 0, nil
-	}
-	hosts, err = b.FrontHosts(ctx)
-	return hosts, lb.front.NodePort, err
+	hosts, err := f.b.FrontHosts(ctx)
+	return hosts, lb.frontNodePort, err
+}
+
+// collectLogs describes the front: it has no logs, and what it is says where it answers.
+func (f *fronts) collectLogs(_ context.Context, lb *LoadBalancer, dir *logdir.Dir) error {
+	return dir.WriteJSON("front.json", lb.front)
 }

@@ -26,7 +26,7 @@ func TestNodeHandlesOfACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	cp, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-cp-1", Image: "node", Role: RoleControlPlane, Network: network})
@@ -37,8 +37,8 @@ func TestNodeHandlesOfACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cp.Name != NodeName(key, "dev-cp-1") || cp.Machine != "dev-cp-1" || cp.Cluster != key || cp.Role != RoleControlPlane ||
-		!cp.Running() || cp.Hostname() != NodeHostname(key.Name, "dev-cp-1") || cp.Address(network) == "" {
-		t.Errorf("created node %+v: running %v, hostname %q, address %q", cp, cp.Running(), cp.Hostname(), cp.Address(network))
+		!cp.Running || cp.Hostname != NodeHostname(key.Name, "dev-cp-1") || cp.Address(network) == "" {
+		t.Errorf("created node %+v: running %v, hostname %q, address %q", cp, cp.Running, cp.Hostname, cp.Address(network))
 	}
 
 	found, err := m.FindNode(ctx, key, "dev-md-1")
@@ -49,7 +49,7 @@ func TestNodeHandlesOfACluster(t *testing.T) {
 		t.Errorf("found %+v (%v) for a machine without a node", missing, err)
 	}
 
-	controlPlane, err := m.ControlPlaneNodes(ctx, key)
+	controlPlane, err := m.Nodes(ctx, key, RoleControlPlane)
 	if err != nil || len(controlPlane) != 1 {
 		t.Fatalf("control plane nodes %+v (%v), want one", controlPlane, err)
 	}
@@ -70,7 +70,7 @@ func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := node.Check(ctx); err != nil || !st.Ready {
+	if st, err := node.Ready(ctx); err != nil || !st.Ready {
 		t.Fatalf("node state %+v (%v), want ready", st, err)
 	}
 	plan := &bootstrap.Plan{Steps: []bootstrap.Step{
@@ -80,27 +80,24 @@ func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
 	if err := node.StartBootstrap(ctx, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := node.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != BootstrapSucceeded {
+	if st, err := node.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
 		t.Errorf("bootstrap %+v (%v), want succeeded", st, err)
 	}
-	if err := node.StopBootstrap(ctx); err != nil {
-		t.Errorf("stopping the bootstrap: %v", err)
-	}
-	if content, err := node.ReadFile(ctx, "/etc/dockyard-test"); err != nil || string(content) != "hello" {
+	if content, err := node.Run(ctx, nil, "cat", "/etc/dockyard-test"); err != nil || content != "hello" {
 		t.Errorf("read %q (%v), want the bootstrap's file", content, err)
 	}
 
 	rt.StopContainer(node.Name, 137)
-	if node, err = m.FindNode(ctx, key, "dev-md-1"); err != nil || node.Running() || node.State() != "exited" || node.ExitCode() != 137 {
-		t.Fatalf("stopped node %+v (%v): state %s, exit code %d", node, err, node.State(), node.ExitCode())
+	if node, err = m.FindNode(ctx, key, "dev-md-1"); err != nil || node.Running || node.State != "exited" || node.ExitCode != 137 {
+		t.Fatalf("stopped node %+v (%v): state %s, exit code %d", node, err, node.State, node.ExitCode)
 	}
-	if out, err := node.LastOutput(ctx, 5); err != nil || !strings.Contains(out, node.Name) {
+	if out, err := node.Console(ctx, 5); err != nil || !strings.Contains(out, node.Name) {
 		t.Errorf("output %q (%v), want the fake's logs of %s", out, err, node.Name)
 	}
 	if err := node.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if node, err = m.FindNode(ctx, key, "dev-md-1"); err != nil || !node.Running() {
+	if node, err = m.FindNode(ctx, key, "dev-md-1"); err != nil || !node.Running {
 		t.Errorf("node %+v (%v) after Start, want it running", node, err)
 	}
 }
@@ -136,7 +133,7 @@ func TestANodeThatNeverStartedIsRemovedWhenItCannotStart(t *testing.T) {
 		t.Fatalf("after the refused start: %+v (%v), want no container", again, err)
 	}
 	node, err := m.AddNode(ctx, spec)
-	if err != nil || !node.Running() {
+	if err != nil || !node.Running {
 		t.Fatalf("the node created anew: %+v (%v), want it running without privilege", node, err)
 	}
 
@@ -163,7 +160,7 @@ func TestNodesAreToldTheirClustersServiceRanges(t *testing.T) {
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "dev"}
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	ranges := []string{"10.96.0.0/12", "fd00:100:64::/108"}

@@ -21,6 +21,7 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/kubernetes"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 	"github.com/dockyard-dev/dockyard/test/ci"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
@@ -95,7 +96,7 @@ func TestNodeBootsAsAPod(t *testing.T) {
 	if err := m.startBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	waitBootstrap(t, m, node.Name, time.Minute, BootstrapSucceeded)
+	waitBootstrap(t, m, node.Name, time.Minute, bootstrap.Succeeded)
 	if err := m.startBootstrap(ctx, node.Name, plan, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestLoadImagesAndLogsOfANodePod(t *testing.T) {
 	if _, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "unused", Network: DefaultNetworkName(key)}); err != nil {
 		t.Fatal(err)
 	}
-	nodes, err := m.Nodes(ctx, key)
+	nodes, err := m.Nodes(ctx, key, "")
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("the cluster's nodes through the host's Manager: %v %v", nodes, err)
 	}
@@ -149,7 +150,7 @@ func TestLoadImagesAndLogsOfANodePod(t *testing.T) {
 		t.Errorf("loads reported: %+v", loaded)
 	}
 	dir := t.TempDir()
-	logs, err := OpenLogDir(dir, false)
+	logs, err := logdir.Open(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,10 @@ import (
 
 	"github.com/pkg/errors"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
 const (
@@ -53,55 +55,78 @@ type LoadBalancerSpec struct {
 	HostPort int
 }
 
-// frontendPort is the port a load balancer container serves: the one it publishes.
-func frontendPort(lb *container.Container) int {
-	for _, p := range lb.Ports {
-		return p.ContainerPort
-	}
-	return APIServerPort
+// loadBalancers is how an engine gives each cluster's control plane one address, chosen once
+// per engine (NewManager): a haproxy container per cluster (haproxies, below), or, on an engine
+// that balances traffic itself, its front (fronts, front.go). Controllers see the same
+// LoadBalancer handle either way.
+type loadBalancers interface {
+	// ensure makes the cluster's load balancer run, or keeps the one there.
+	ensure(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error)
+	// find returns the cluster's load balancer, nil when it has none.
+	find(ctx context.Context, cluster ClusterKey) (*LoadBalancer, error)
+	// remove removes it; one that is gone is not an error.
+	remove(ctx context.Context, cluster ClusterKey) error
+	// update sends the API to the backends; false when nothing changed.
+	update(ctx context.Context, lb *LoadBalancer, tmpl string, backends func(context.Context) ([]haproxy.Backend, error)) (bool, error)
+	// nodePort is where the load balancer also answers on the engine's hosts; none for a
+	// container.
+	nodePort(ctx context.Context, lb *LoadBalancer) (hosts []string, port int, err error)
+	// collectLogs writes what a person needs to debug the load balancer into dir.
+	collectLogs(ctx context.Context, lb *LoadBalancer, dir *logdir.Dir) error
+	// fronted reports whether the engine's front reaches the control plane nodes, which then
+	// publish nothing for the API server on a host.
+	fronted() bool
 }
 
-// LoadBalancer is a handle on a cluster's load balancer container, as Node is on a node: what
-// the engine said of it when the handle was made, and what controllers do with it. Look it up
-// again (FindLoadBalancer) to see its state change.
+// LoadBalancer is a handle on a cluster's load balancer, as Node is on a node: what the engine
+// said of it when the handle was made, and what controllers do with it. Look it up again
+// (FindLoadBalancer) to see its state change.
 type LoadBalancer struct {
-	m *Manager
-	c *container.Container
-	// front, on an engine that balances itself, is the engine's front standing for the load
-	// balancer (front.go); c is then a running container without networks or ports.
-	front *container.Front
+	lbs loadBalancers
 
-	// Name is the load balancer container's name.
+	// Name is the load balancer's name on the engine.
 	Name    string
 	Cluster ClusterKey
+	// Running and State are the engine's words of it; the engine's front always runs.
+	Running bool
+	State   string
+	// Pending says why the load balancer has no address yet: the engine's front waiting for
+	// one from its infrastructure (a Kubernetes Service of type LoadBalancer); "" otherwise.
+	Pending string
+	// TakenHostPort is the host port the load balancer was to be pinned to but is not, because
+	// another process or container held it when it was created; 0 otherwise.
+	TakenHostPort int
+
+	// addresses are its addresses by network; anyNetwork, when set, is its address whatever
+	// the network (a front).
+	addresses  map[string]string
+	anyNetwork string
+	// ports are the ports it publishes on the engine's host; frontNodePort the node port of a
+	// front.
+	ports         []container.PortMapping
+	frontNodePort int
+	// c is the container of a haproxy load balancer, front the engine's front.
+	c     *container.Container
+	front *container.Front
 }
 
-func (m *Manager) loadBalancer(cluster ClusterKey, c *container.Container) *LoadBalancer {
-	if c == nil {
-		return nil
-	}
-	return &LoadBalancer{m: m, c: c, Name: c.Name, Cluster: cluster}
-}
-
-// Running reports whether the load balancer container runs.
-func (lb *LoadBalancer) Running() bool { return lb.c.Running }
-
-// State is the engine's state word of the container: "created", "running", "exited", ...
-func (lb *LoadBalancer) State() string { return lb.c.State }
-
-// Address returns the load balancer's IPv4 address on a network (IPv6 when it has no IPv4), ""
-// when it is not attached to it.
+// Address returns the load balancer's address on a network (IPv4, or IPv6 when it has no IPv4),
+// "" when it is not attached to it.
 func (lb *LoadBalancer) Address(network string) string {
-	if lb.front != nil {
-		return lb.front.Address
+	if lb.anyNetwork != "" {
+		return lb.anyNetwork
 	}
-	return nodeAddress(lb.c, network)
+	return lb.addresses[network]
 }
 
 // PublishedPort returns where a port of the load balancer is published on the engine's host;
 // a zero port when it is not.
 func (lb *LoadBalancer) PublishedPort(port int) (hostIP string, hostPort int) {
-	for _, p := range lb.c.Ports {
+	return publishedPort(lb.ports, port)
+}
+
+func publishedPort(ports []container.PortMapping, port int) (hostIP string, hostPort int) {
+	for _, p := range ports {
 		if p.ContainerPort == port && p.HostPort != 0 {
 			return p.HostIP, p.HostPort
 		}
@@ -109,9 +134,72 @@ func (lb *LoadBalancer) PublishedPort(port int) (hostIP string, hostPort int) {
 	return "", 0
 }
 
-// TakenHostPort is the host port the load balancer was to be pinned to but is not, because
-// another process or container held it when the load balancer was created; 0 otherwise.
-func (lb *LoadBalancer) TakenHostPort() int { return labelPort(lb.c, hostPortTakenLabel) }
+// Update sends the API to the control plane nodes the function returns: a haproxy load
+// balancer renders its configuration with them and, when it changed, writes it next to the
+// live one, has haproxy check it, puts it in place and reloads haproxy without dropping
+// established connections; the engine's front follows the ready nodes itself and has nothing to
+// do. The backends are computed under a per-cluster lock, so concurrent updates never write an
+// older view last. It reports whether it changed anything.
+func (lb *LoadBalancer) Update(ctx context.Context, tmpl string, backends func(context.Context) ([]haproxy.Backend, error)) (bool, error) {
+	return lb.lbs.update(ctx, lb, tmpl, backends)
+}
+
+// NodePort is where a load balancer that is the engine's front also answers from outside the
+// engine's network: the addresses of the engine's hosts now and the port; none for a container
+// (or no load balancer). The hosts are asked for here, not with every look at the front.
+func (lb *LoadBalancer) NodePort(ctx context.Context) (hosts []string, port int, err error) {
+	if lb == nil {
+		return nil, 0, nil
+	}
+	return lb.lbs.nodePort(ctx, lb)
+}
+
+// CollectLogs writes what a person needs to debug the load balancer into dir: a container's
+// haproxy configuration, console output (haproxy's log) and the engine's inspect data; a
+// front's description. One removed since it was listed gets its inspect data and removed.txt,
+// and no error.
+func (lb *LoadBalancer) CollectLogs(ctx context.Context, dir *logdir.Dir) error {
+	return errors.Wrapf(lb.lbs.collectLogs(ctx, lb, dir), "collecting the logs of load balancer %s", lb.Name)
+}
+
+// EnsureLoadBalancer returns the running load balancer of a cluster: a haproxy container (see
+// haproxies.ensure) or the engine's front. Its configuration is rendered by Update.
+func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error) {
+	return m.lbs.ensure(ctx, spec)
+}
+
+// FindLoadBalancer returns the handle of a cluster's load balancer, nil when it has none.
+func (m *Manager) FindLoadBalancer(ctx context.Context, cluster ClusterKey) (*LoadBalancer, error) {
+	return m.lbs.find(ctx, cluster)
+}
+
+// haproxies are load balancers that are haproxy containers on the cluster's network.
+type haproxies struct{ m *Manager }
+
+func (h *haproxies) fronted() bool { return false }
+
+// handle is the LoadBalancer of a haproxy container; nil for none.
+func (h *haproxies) handle(cluster ClusterKey, c *container.Container) *LoadBalancer {
+	if c == nil {
+		return nil
+	}
+	lb := &LoadBalancer{
+		lbs: h, c: c, Name: c.Name, Cluster: cluster, Running: c.Running, State: c.State,
+		TakenHostPort: labelPort(c, hostPortTakenLabel), ports: c.Ports, addresses: map[string]string{},
+	}
+	for network := range c.Networks {
+		lb.addresses[network] = nodeAddress(c, network)
+	}
+	return lb
+}
+
+// frontendPort is the port a load balancer container serves: the one it publishes.
+func frontendPort(lb *container.Container) int {
+	for _, p := range lb.Ports {
+		return p.ContainerPort
+	}
+	return APIServerPort
+}
 
 // pinnedHostPort is the host port pinned in a load balancer's configuration; 0 when the engine
 // picks one at each start.
@@ -125,34 +213,42 @@ func labelPort(c *container.Container, label string) int {
 	return port
 }
 
-// Update renders the load balancer's configuration with the backends the function returns,
-// and when it changed: writes it next to the live one, has haproxy check it, puts it in place
-// and reloads haproxy without dropping established connections. The backends are computed
-// under a per-cluster lock, so concurrent updates never write an older view last. It reports
-// whether it reloaded haproxy.
-func (lb *LoadBalancer) Update(ctx context.Context, tmpl string, backends BackendsFunc) (bool, error) {
-	return lb.m.updateLoadBalancer(ctx, lb.Cluster, tmpl, backends)
+// ensure returns the running load balancer of a cluster: one that stopped is started again
+// (it keeps its configuration) when it is pinned to the host port asked for; one that is
+// missing, will not start, or stopped without that pin is created anew, on the network's fixed
+// load balancer address when it has one, so the cluster's endpoint stays valid, and on the host
+// port asked for when it is free. A running one is kept whatever host port it publishes (see
+// PublishedPort).
+func (h *haproxies) ensure(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error) {
+	c, err := h.m.ensureLoadBalancer(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return h.handle(spec.Cluster, c), nil
 }
 
-// EnsureLoadBalancer returns the running load balancer of a cluster: one that stopped is
-// started again (it keeps its configuration) when it is pinned to the host port asked for;
-// one that is missing, will not start, or stopped without that pin is created anew, on the
-// network's fixed load balancer address when it has one, so the cluster's endpoint stays
-// valid, and on the host port asked for when it is free. A running one is kept whatever host
-// port it publishes (see PublishedPort). Its configuration is rendered by Update.
-func (m *Manager) EnsureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*LoadBalancer, error) {
-	m, err := m.on(ctx, spec.Cluster)
+func (h *haproxies) find(ctx context.Context, cluster ClusterKey) (*LoadBalancer, error) {
+	c, err := h.m.getLoadBalancer(ctx, cluster)
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := m.runtime.(container.Balancer); ok {
-		return m.ensureFront(ctx, b, spec)
+	return h.handle(cluster, c), nil
+}
+
+func (h *haproxies) remove(ctx context.Context, cluster ClusterKey) error {
+	c, err := h.m.getLoadBalancer(ctx, cluster)
+	if err != nil || c == nil {
+		return err
 	}
-	c, err := m.ensureLoadBalancer(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	return m.loadBalancer(spec.Cluster, c), nil
+	return h.m.runtime.RemoveContainer(ctx, c.Name)
+}
+
+func (h *haproxies) nodePort(context.Context, *LoadBalancer) ([]string, int, error) {
+	return nil, 0, nil
+}
+
+func (h *haproxies) collectLogs(ctx context.Context, lb *LoadBalancer, dir *logdir.Dir) error {
+	return h.m.collectLoadBalancerLogs(ctx, lb.c, dir)
 }
 
 func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec) (*container.Container, error) {
@@ -201,7 +297,7 @@ func (m *Manager) ensureLoadBalancer(ctx context.Context, spec LoadBalancerSpec)
 	if err != nil {
 		return nil, err
 	}
-	labels := spec.Cluster.labels(RoleLoadBalancer)
+	labels := spec.Cluster.labels(roleLoadBalancer)
 	address := withIPv6(n, spec.Cluster, loadBalancerAddress(n, spec.Cluster))
 	if address.IPv4 != "" {
 		labels[addressLabel] = address.IPv4
@@ -287,43 +383,11 @@ func pinHostPort(cs container.ContainerSpec, port int) container.ContainerSpec {
 	return cs
 }
 
-// FindLoadBalancer returns the handle of a cluster's load balancer, nil when it does not exist.
-func (m *Manager) FindLoadBalancer(ctx context.Context, cluster ClusterKey) (*LoadBalancer, error) {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return nil, err
-	}
-	if b, ok := m.runtime.(container.Balancer); ok {
-		return m.findFront(ctx, b, cluster)
-	}
-	c, err := m.getLoadBalancer(ctx, cluster)
-	if err != nil {
-		return nil, err
-	}
-	return m.loadBalancer(cluster, c), nil
-}
-
 // getLoadBalancer returns a cluster's load balancer container, or nil when it does not exist.
 func (m *Manager) getLoadBalancer(ctx context.Context, cluster ClusterKey) (*container.Container, error) {
 	labels := cluster.ClusterLabels()
-	labels[kindRoleLabel] = string(RoleLoadBalancer)
+	labels[kindRoleLabel] = string(roleLoadBalancer)
 	return m.findContainer(ctx, LoadBalancerName(cluster), labels)
-}
-
-// DeleteLoadBalancer removes a cluster's load balancer; one that is gone is not an error.
-func (m *Manager) DeleteLoadBalancer(ctx context.Context, cluster ClusterKey) error {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	if b, ok := m.runtime.(container.Balancer); ok {
-		return b.RemoveFront(ctx, LoadBalancerName(cluster))
-	}
-	c, err := m.getLoadBalancer(ctx, cluster)
-	if err != nil || c == nil {
-		return err
-	}
-	return m.runtime.RemoveContainer(ctx, c.Name)
 }
 
 // hasIPv6Address reports whether a container has an IPv6 address on any of its networks.
@@ -336,31 +400,26 @@ func hasIPv6Address(c *container.Container) bool {
 	return false
 }
 
-// BackendsFunc returns the control plane nodes that should receive traffic now.
-type BackendsFunc func(ctx context.Context) ([]haproxy.Backend, error)
-
-// updateLoadBalancer is LoadBalancer.Update; it looks the container up again under the lock.
-func (m *Manager) updateLoadBalancer(ctx context.Context, cluster ClusterKey, tmpl string, backends BackendsFunc) (bool, error) {
-	if _, ok := m.runtime.(container.Balancer); ok {
-		// The engine balances itself: its front sends traffic to the ready control plane nodes.
-		return false, nil
-	}
+// update renders the container's configuration; it looks the container up again under the
+// cluster's lock.
+func (h *haproxies) update(ctx context.Context, lb *LoadBalancer, tmpl string, backends func(context.Context) ([]haproxy.Backend, error)) (bool, error) {
+	m, cluster := h.m, lb.Cluster
 	unlock := m.lockCluster(cluster)
 	defer unlock()
 
-	lb, err := m.getLoadBalancer(ctx, cluster)
+	c, err := m.getLoadBalancer(ctx, cluster)
 	if err != nil {
 		return false, err
 	}
-	if lb == nil {
+	if c == nil {
 		return false, errors.Errorf("cluster %s has no load balancer", cluster)
 	}
-	name := lb.Name
+	name := c.Name
 	list, err := backends(ctx)
 	if err != nil {
 		return false, err
 	}
-	cfg, err := haproxy.Render(tmpl, haproxy.Data{FrontendPort: frontendPort(lb), Backends: list, IPv6: hasIPv6Address(lb)})
+	cfg, err := haproxy.Render(tmpl, haproxy.Data{FrontendPort: frontendPort(c), Backends: list, IPv6: hasIPv6Address(c)})
 	if err != nil {
 		return false, err
 	}
@@ -385,12 +444,8 @@ func (m *Manager) applyHAProxyConfig(ctx context.Context, name string, cfg []byt
 	if err := m.writeFile(ctx, name, candidate, cfg); err != nil {
 		return false, err
 	}
-	r, err := m.exec(ctx, name, nil, "haproxy", "-c", "-f", candidate)
-	if err != nil {
+	if _, err := m.output(ctx, name, command{argv: nodecmd.HAProxyCheck(candidate), what: "haproxy rejected the rendered configuration"}); err != nil {
 		return false, errors.Wrapf(err, "checking the haproxy configuration in %s", name)
-	}
-	if err := r.err(name, "haproxy rejected the rendered configuration"); err != nil {
-		return false, err
 	}
 	if err := m.writeFile(ctx, name, LoadBalancerConfigPath, cfg); err != nil {
 		return false, err

@@ -23,7 +23,7 @@ func TestLoadBalancerKeepsItsHostPortOnTheEngine(t *testing.T) {
 	ctx := context.Background()
 	dockerenv.RequireImages(t, rt, dockerenv.LoadBalancerImage())
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	spec := LoadBalancerSpec{Cluster: key, Image: dockerenv.LoadBalancerImage(), Network: network}
@@ -33,8 +33,8 @@ func TestLoadBalancerKeepsItsHostPortOnTheEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !lb.Running() {
-			t.Fatalf("load balancer %s is %s", lb.Name, lb.State())
+		if !lb.Running {
+			t.Fatalf("load balancer %s is %s", lb.Name, lb.State)
 		}
 		hostIP, port := lb.PublishedPort(APIServerPort)
 		if hostIP != "127.0.0.1" || port == 0 {
@@ -62,8 +62,8 @@ func TestLoadBalancerKeepsItsHostPortOnTheEngine(t *testing.T) {
 		})
 	}
 	kill()
-	if lb, got := ensure(); got != kept || lb.TakenHostPort() != 0 {
-		t.Fatalf("after a kill the load balancer is published on %d (taken port %d), want %d", got, lb.TakenHostPort(), kept)
+	if lb, got := ensure(); got != kept || lb.TakenHostPort != 0 {
+		t.Fatalf("after a kill the load balancer is published on %d (taken port %d), want %d", got, lb.TakenHostPort, kept)
 	}
 
 	if err := rt.RemoveContainer(ctx, lb.Name); err != nil {
@@ -83,8 +83,8 @@ func TestLoadBalancerKeepsItsHostPortOnTheEngine(t *testing.T) {
 	}
 	defer l.Close()
 	lb, got := ensure()
-	if got == kept || lb.TakenHostPort() != kept {
-		t.Fatalf("with %d taken the load balancer is published on %d (taken port %d), want another port and %d reported taken", kept, got, lb.TakenHostPort(), kept)
+	if got == kept || lb.TakenHostPort != kept {
+		t.Fatalf("with %d taken the load balancer is published on %d (taken port %d), want another port and %d reported taken", kept, got, lb.TakenHostPort, kept)
 	}
 
 	// Freed, the port is the load balancer's again at its next creation.
@@ -92,7 +92,7 @@ func TestLoadBalancerKeepsItsHostPortOnTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	kill()
-	if lb, got := ensure(); got != kept || lb.TakenHostPort() != 0 {
-		t.Fatalf("once the port is free the load balancer is published on %d (taken port %d), want %d back", got, lb.TakenHostPort(), kept)
+	if lb, got := ensure(); got != kept || lb.TakenHostPort != 0 {
+		t.Fatalf("once the port is free the load balancer is published on %d (taken port %d), want %d back", got, lb.TakenHostPort, kept)
 	}
 }

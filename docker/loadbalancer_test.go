@@ -21,7 +21,7 @@ func TestALostReloadIsRetried(t *testing.T) {
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c"}
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	lb, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "lb", Network: network})
@@ -30,7 +30,7 @@ func TestALostReloadIsRetried(t *testing.T) {
 	}
 	backends := []haproxy.Backend{{Name: "cp-1", Address: "192.0.2.3", Port: 6443}}
 	list := func(context.Context) ([]haproxy.Backend, error) { return backends, nil }
-	if _, err := m.updateLoadBalancer(ctx, key, "", list); err != nil {
+	if _, err := m.lbs.update(ctx, &LoadBalancer{Cluster: key}, "", list); err != nil {
 		t.Fatal(err)
 	}
 
@@ -41,7 +41,7 @@ func TestALostReloadIsRetried(t *testing.T) {
 	rt.OnSignal = nil
 	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := m.updateLoadBalancer(short, key, "", list); err == nil {
+	if _, err := m.lbs.update(short, &LoadBalancer{Cluster: key}, "", list); err == nil {
 		t.Fatal("a reload haproxy never confirmed counted as done")
 	}
 	cfg, err := m.readFile(ctx, lb.Name, LoadBalancerConfigPath)
@@ -50,11 +50,11 @@ func TestALostReloadIsRetried(t *testing.T) {
 	}
 
 	rt.OnSignal = confirm
-	changed, err := m.updateLoadBalancer(ctx, key, "", list)
+	changed, err := m.lbs.update(ctx, &LoadBalancer{Cluster: key}, "", list)
 	if err != nil || !changed {
 		t.Errorf("the lost reload was not done again: changed %v, %v", changed, err)
 	}
-	changed, err = m.updateLoadBalancer(ctx, key, "", list)
+	changed, err = m.lbs.update(ctx, &LoadBalancer{Cluster: key}, "", list)
 	if err != nil || changed {
 		t.Errorf("a confirmed configuration was loaded again: changed %v, %v", changed, err)
 	}

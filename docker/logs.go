@@ -14,8 +14,10 @@ import (
 	"github.com/pkg/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
 // maxLogFile bounds each file a log collection writes: a node's whole journal after a long
@@ -25,71 +27,37 @@ const maxLogFile = 64 << 20
 // consoleLines is how much of a container's console output a log collection keeps.
 const consoleLines = 5000
 
-// nodeLog is a file CollectLogs writes for a node, the output of a command in it.
-type nodeLog struct {
-	file string
-	cmd  []string
-}
-
-// nodeLogs are the files CollectLogs writes for a node whose bootstrap runner follows p.
-func nodeLogs(p runner.Protocol) []nodeLog {
-	return []nodeLog{
-		{"journal.log", []string{"journalctl", "--no-pager", "--output=short-precise"}},
-		{"kubelet.log", []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=kubelet.service"}},
-		{"containerd.log", []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=containerd.service"}},
-		{"bootstrap-unit.log", []string{"journalctl", "--no-pager", "--output=short-precise", "--unit=" + p.Unit + ".service"}},
-		{"bootstrap-output.log", []string{"cat", p.Path(runner.OutputFile)}},
-		{"bootstrap-state", []string{"cat", p.Path(runner.StateFile)}},
-		{"kubelet-version.txt", []string{"kubelet", "--version"}},
-		{"containers.txt", []string{"sh", "-c", "ctr --namespace k8s.io containers list; echo; ctr --namespace k8s.io tasks list"}},
-		{"images.txt", []string{"ctr", "--namespace", "k8s.io", "images", "list"}},
-		{"processes.txt", []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
-	}
-}
-
 // CollectLogs writes what a person needs to debug the node into dir: its journal and the
 // journals of kubelet, containerd and the bootstrap unit, the bootstrap output and state, the
 // node's containers, tasks and images in containerd's k8s.io namespace, the pods' log files
-// (pods/), its console output and the engine's inspect data, every file redacted (LogDir). A
+// (pods/), its console output and the engine's inspect data, every file redacted (logdir.Dir). A
 // stopped node gets only what the engine knows (inspect data and console). Every file is
 // attempted; the error joins those that failed. A node removed since it was listed is not an
 // error: its directory holds the inspect data of the listing and removed.txt saying so.
-func (n *Node) CollectLogs(ctx context.Context, dir *LogDir) error {
-	errs := []error{dir.writeJSON("inspect.json", n.c)}
-	gone, err := n.m.writeConsole(ctx, n.Name, dir, "console.log")
+func (n *Node) CollectLogs(ctx context.Context, dir *logdir.Dir) error {
+	m := n.m
+	errs := []error{dir.WriteJSON("inspect.json", n.c)}
+	gone, err := m.writeConsole(ctx, n.Name, dir, "console.log")
 	errs = append(errs, err)
-	if n.Running() && !gone {
-		for _, l := range nodeLogs(n.m.bootstrap) {
-			errs = append(errs, n.m.execToFile(ctx, n.Name, dir, l.file, l.cmd...))
+	if n.Running && !gone {
+		p := m.bootstrap
+		for _, l := range nodecmd.NodeLogs(p.Unit, p.Path(runner.OutputFile), p.Path(runner.StateFile)) {
+			errs = append(errs, m.execToFile(ctx, n.Name, dir, l.File, l.Cmd))
 		}
-		errs = append(errs, n.m.copyOut(ctx, n.Name, "/var/log/pods", dir))
+		errs = append(errs, m.copyOut(ctx, n.Name, "/var/log/pods", dir))
 	}
 	return errors.Wrapf(kerrors.NewAggregate(errs), "collecting the logs of node %s", n.Name)
 }
 
-// CollectLogs writes the load balancer's haproxy configuration, console output (haproxy's log)
-// and the engine's inspect data into dir, redacted (LogDir); one removed since it was listed
-// gets its inspect data and removed.txt, and no error.
-func (lb *LoadBalancer) CollectLogs(ctx context.Context, dir *LogDir) error {
-	if lb.front != nil {
-		// The engine's front (a Service) has no logs: what it is says where it answers.
-		return errors.Wrapf(dir.writeJSON("front.json", lb.front), "describing the front %s", lb.Name)
-	}
-	return errors.Wrapf(lb.m.collectLoadBalancerLogs(ctx, lb.c, dir), "collecting the logs of load balancer %s", lb.Name)
-}
-
-// CollectServiceLoadBalancerLogs writes a Service load balancer's haproxy configuration,
-// console output and the engine's inspect data into dir, like LoadBalancer.CollectLogs.
-func (m *Manager) CollectServiceLoadBalancerLogs(ctx context.Context, lb *ServiceLoadBalancer, dir *LogDir) error {
-	return errors.Wrapf(m.collectLoadBalancerLogs(ctx, lb.c, dir), "collecting the logs of the load balancer of Service %s", lb.Service)
-}
-
-func (m *Manager) collectLoadBalancerLogs(ctx context.Context, c *container.Container, dir *LogDir) error {
-	errs := []error{dir.writeJSON("inspect.json", c)}
+// collectLoadBalancerLogs writes a haproxy container's configuration, console output (haproxy's
+// log) and the engine's inspect data into dir, redacted (logdir.Dir); one removed since it was
+// listed gets its inspect data and removed.txt, and no error.
+func (m *Manager) collectLoadBalancerLogs(ctx context.Context, c *container.Container, dir *logdir.Dir) error {
+	errs := []error{dir.WriteJSON("inspect.json", c)}
 	gone, err := m.writeConsole(ctx, c.Name, dir, "console.log")
 	errs = append(errs, err)
 	if c.Running && !gone {
-		errs = append(errs, m.execToFile(ctx, c.Name, dir, "haproxy.cfg", "cat", LoadBalancerConfigPath))
+		errs = append(errs, m.execToFile(ctx, c.Name, dir, "haproxy.cfg", nodecmd.Cat(LoadBalancerConfigPath)))
 	}
 	return kerrors.NewAggregate(errs)
 }
@@ -100,7 +68,7 @@ const removedNote = "removed.txt"
 
 // writeConsole writes the container's console output to file in dir. A container that is gone
 // (removed after it was listed) is not an error: gone is true and removedNote says so.
-func (m *Manager) writeConsole(ctx context.Context, name string, dir *LogDir, file string) (gone bool, err error) {
+func (m *Manager) writeConsole(ctx context.Context, name string, dir *logdir.Dir, file string) (gone bool, err error) {
 	out, err := m.runtime.ContainerLogs(ctx, name, consoleLines)
 	if container.IsNotFound(err) {
 		return true, dir.WriteFile(removedNote, []byte(fmt.Sprintf("%s was removed after it was listed; inspect.json is what the engine said of it then.\n", name)))
@@ -113,10 +81,10 @@ func (m *Manager) writeConsole(ctx context.Context, name string, dir *LogDir, fi
 
 // execToFile runs a command in a container and writes its standard output to file in dir, at
 // most maxLogFile bytes of it; a command that fails leaves its output and a last line saying so.
-func (m *Manager) execToFile(ctx context.Context, name string, dir *LogDir, file string, cmd ...string) error {
+func (m *Manager) execToFile(ctx context.Context, name string, dir *logdir.Dir, file string, cmd []string) error {
 	var out bytes.Buffer
 	limited := &limitWriter{w: &out, left: maxLogFile}
-	r, err := m.run(ctx, name, nil, limited, cmd...)
+	r, err := m.run(ctx, name, command{argv: cmd, stdout: limited})
 	if err != nil {
 		return err
 	}
@@ -131,17 +99,12 @@ func (m *Manager) execToFile(ctx context.Context, name string, dir *LogDir, file
 
 // copyOut copies a directory of a running container into dir on the host (under the
 // directory's base name), through tar in the container; at most maxLogFile bytes of it.
-func (m *Manager) copyOut(ctx context.Context, name, from string, dir *LogDir) error {
+func (m *Manager) copyOut(ctx context.Context, name, from string, dir *logdir.Dir) error {
 	var archive bytes.Buffer
 	limited := &limitWriter{w: &archive, left: maxLogFile}
 	// A directory that does not exist (a node that never ran a pod) copies nothing.
-	script := `[ -d "$1" ] || exit 0; cd "$(dirname "$1")" && tar -c "$(basename "$1")"`
-	r, err := m.run(ctx, name, nil, limited, "sh", "-c", script, "sh", from)
-	if err != nil {
+	if _, err := m.output(ctx, name, command{argv: nodecmd.TarDir(from), stdout: limited, what: "copying " + from + " out"}); err != nil {
 		return errors.Wrapf(err, "copying %s out of %s", from, name)
-	}
-	if err := r.err(name, "copying "+from+" out"); err != nil {
-		return err
 	}
 	return untar(&archive, dir, path.Base(from))
 }
@@ -150,8 +113,8 @@ func (m *Manager) copyOut(ctx context.Context, name, from string, dir *LogDir) e
 // redacted; gzip-compressed files (kubelet compresses rotated container logs) are written
 // decompressed, without their ".gz". Paths with "." or ".." elements are skipped. A stream
 // cut short (at maxLogFile) keeps what came before the cut.
-func untar(r io.Reader, dir *LogDir, prefix string) error {
-	dirs := map[string]*LogDir{}
+func untar(r io.Reader, dir *logdir.Dir, prefix string) error {
+	dirs := map[string]*logdir.Dir{}
 	defer func() {
 		for _, d := range dirs {
 			d.Close()
@@ -193,7 +156,7 @@ func untar(r io.Reader, dir *LogDir, prefix string) error {
 }
 
 // subDir is the directory at the path elems under dir, created; dirs holds those opened.
-func subDir(dir *LogDir, dirs map[string]*LogDir, elems []string) (*LogDir, error) {
+func subDir(dir *logdir.Dir, dirs map[string]*logdir.Dir, elems []string) (*logdir.Dir, error) {
 	key := strings.Join(elems, "/")
 	if d, ok := dirs[key]; ok {
 		return d, nil

@@ -18,6 +18,8 @@ import (
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
 // Secrets as a node prints them: kubeadm init --upload-certs' output (the certificate key on
@@ -48,7 +50,7 @@ func logFixture(t *testing.T) (*Manager, *fake.Runtime, ClusterKey) {
 	rt := fake.New("node:v1", "lb:v1")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c1"}
-	if _, err := m.EnsureNetwork(ctx, key, "c1"); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "m1", Image: "node:v1", Role: RoleWorker, Network: "c1"})
@@ -91,9 +93,9 @@ func logFixture(t *testing.T) (*Manager, *fake.Runtime, ClusterKey) {
 	return m, rt, key
 }
 
-func openLogDir(t *testing.T, path string, overwrite bool) *LogDir {
+func openLogDir(t *testing.T, path string, overwrite bool) *logdir.Dir {
 	t.Helper()
-	d, err := OpenLogDir(path, overwrite)
+	d, err := logdir.Open(path, overwrite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func openLogDir(t *testing.T, path string, overwrite bool) *LogDir {
 	return d
 }
 
-func collectNode(t *testing.T, m *Manager, key ClusterKey, dir *LogDir) error {
+func collectNode(t *testing.T, m *Manager, key ClusterKey, dir *logdir.Dir) error {
 	t.Helper()
 	node, err := m.FindNode(context.Background(), key, "m1")
 	if err != nil {
@@ -198,9 +200,9 @@ func TestLogDirModesWhateverTheUmask(t *testing.T) {
 		m, _, key := logFixture(t)
 		old := syscall.Umask(umask)
 		dir := filepath.Join(t.TempDir(), "missing", "parent", "logs")
-		out, err := OpenLogDir(dir, false)
+		out, err := logdir.Open(dir, false)
 		if err == nil {
-			var node *LogDir
+			var node *logdir.Dir
 			if node, err = out.Dir("c1-m1"); err == nil {
 				err = collectNode(t, m, key, node)
 				node.Close()
@@ -247,8 +249,8 @@ func TestCollectLogsNeverFollowsALink(t *testing.T) {
 	}
 
 	// Without --overwrite, the tree is refused as it is not empty.
-	if _, err := OpenLogDir(dir, false); !errors.Is(err, ErrLogDirNotEmpty) {
-		t.Fatalf("a directory holding links: %v, want ErrLogDirNotEmpty", err)
+	if _, err := logdir.Open(dir, false); !errors.Is(err, logdir.ErrNotEmpty) {
+		t.Fatalf("a directory holding links: %v, want logdir.ErrNotEmpty", err)
 	}
 
 	out := openLogDir(t, dir, true)
@@ -289,106 +291,13 @@ func TestCollectLogsNeverFollowsALink(t *testing.T) {
 	}
 }
 
-// A link that appears after the directory was opened (another process racing the collection)
-// is refused, not followed, without --overwrite.
-func TestLogDirRefusesALinkMadeWhileWriting(t *testing.T) {
-	dir, elsewhere := t.TempDir(), t.TempDir()
-	victim := filepath.Join(elsewhere, "shadow")
-	if err := os.WriteFile(victim, []byte("root:x:0:0"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out := openLogDir(t, dir, false)
-	if err := os.Symlink(elsewhere, filepath.Join(dir, "node")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(victim, filepath.Join(dir, "journal.log")); err != nil {
-		t.Fatal(err)
-	}
-	if d, err := out.Dir("node"); err == nil {
-		d.Close()
-		t.Error("a directory link was opened")
-	}
-	if err := out.WriteFile("journal.log", []byte("x")); err == nil {
-		t.Error("a file link was written")
-	}
-	if got, _ := os.ReadFile(victim); string(got) != "root:x:0:0" {
-		t.Errorf("the link's target was written: %q", got)
-	}
-	for _, name := range []string{"", ".", "..", "a/b"} {
-		if err := out.WriteFile(name, nil); err == nil {
-			t.Errorf("WriteFile(%q) wrote", name)
-		}
-	}
-}
-
-// A directory opened through a link (the link swapped in after Lstat saw a directory) is not
-// the one Lstat saw: refused.
-func TestLogDirRefusesADirectoryOtherThanTheOneSeen(t *testing.T) {
-	dir := t.TempDir()
-	out := openLogDir(t, dir, false)
-	seen, err := out.Dir("seen")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer seen.Close()
-	opened, err := out.Dir("opened")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opened.Close()
-	fi, err := os.Lstat(filepath.Join(dir, "seen"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := opened.check(fi); err == nil || !strings.Contains(err.Error(), "not written through") {
-		t.Errorf("another directory than the one seen: %v", err)
-	}
-	if err := seen.check(fi); err != nil {
-		t.Errorf("the directory seen: %v", err)
-	}
-}
-
-// An existing directory must be empty unless overwriting: then files of the same names are
-// replaced and the others kept.
-func TestOpenLogDirRefusesANonEmptyDirectoryUnlessOverwriting(t *testing.T) {
-	dir := t.TempDir()
-	openLogDir(t, dir, false) // empty: fine
-	d := openLogDir(t, filepath.Join(dir, "new"), false)
-	if err := d.WriteFile("console.log", []byte("first")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "new", "mine.txt"), []byte("mine"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := OpenLogDir(filepath.Join(dir, "new"), false)
-	if !errors.Is(err, ErrLogDirNotEmpty) || !strings.Contains(err.Error(), "console.log") {
-		t.Fatalf("a non-empty directory: %v", err)
-	}
-	d = openLogDir(t, filepath.Join(dir, "new"), true)
-	if err := d.WriteFile("console.log", []byte("second")); err != nil {
-		t.Fatal(err)
-	}
-	if got := read(t, dir, "new/console.log"); got != "second" {
-		t.Errorf("console.log after overwriting: %q", got)
-	}
-	if got := read(t, dir, "new/mine.txt"); got != "mine" {
-		t.Errorf("another file after overwriting: %q", got)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "file"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := OpenLogDir(filepath.Join(dir, "file"), true); err == nil {
-		t.Error("a file was taken for a log directory")
-	}
-}
-
 func TestCollectLoadBalancerLogsOfTheControlPlaneAndOfServices(t *testing.T) {
 	ctx := context.Background()
 	rt := fake.New("lb:v1")
 	dockertest.New(rt) // haproxy confirms each load in its log
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c1"}
-	if _, err := m.EnsureNetwork(ctx, key, "c1"); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "lb:v1", Network: "c1"})
@@ -396,7 +305,7 @@ func TestCollectLoadBalancerLogsOfTheControlPlaneAndOfServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := m.EnsureServiceLoadBalancer(ctx, ServiceLoadBalancerSpec{Cluster: key, Service: "default/web", UID: "uid-web", Image: "lb:v1", Network: "c1",
-		Ports: []ServicePort{{Port: 80, NodePort: 30080}}, Nodes: []ServiceBackend{{Name: "n1", Address: "172.30.0.4"}}}); err != nil {
+		Ports: []haproxy.ServicePort{{Port: 80, NodePort: 30080}}, Nodes: []haproxy.ServiceBackend{{Name: "n1", Address: "172.30.0.4"}}}); err != nil {
 		t.Fatal(err)
 	}
 	services, err := m.ServiceLoadBalancers(ctx, key)
@@ -406,9 +315,9 @@ func TestCollectLoadBalancerLogsOfTheControlPlaneAndOfServices(t *testing.T) {
 	rt.WithContainer(lb.Name, func(c *fake.Container) { c.Logs = append(c.Logs, secretOutput) })
 	dir := t.TempDir()
 	out := openLogDir(t, dir, false)
-	for name, collect := range map[string]func(*LogDir) error{
-		"lb":  func(d *LogDir) error { return lb.CollectLogs(ctx, d) },
-		"web": func(d *LogDir) error { return m.CollectServiceLoadBalancerLogs(ctx, services[0], d) },
+	for name, collect := range map[string]func(*logdir.Dir) error{
+		"lb":  func(d *logdir.Dir) error { return lb.CollectLogs(ctx, d) },
+		"web": func(d *logdir.Dir) error { return services[0].CollectLogs(ctx, d) },
 	} {
 		d, err := out.Dir(name)
 		if err != nil {
@@ -458,11 +367,11 @@ func TestCollectLogsOfAContainerRemovedSinceItWasListed(t *testing.T) {
 	dockertest.New(rt)
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c1"}
-	if _, err := m.EnsureNetwork(ctx, key, "c1"); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.EnsureServiceLoadBalancer(ctx, ServiceLoadBalancerSpec{Cluster: key, Service: "default/web", UID: "uid-web", Image: "lb:v1", Network: "c1",
-		Ports: []ServicePort{{Port: 80, NodePort: 30080}}, Nodes: []ServiceBackend{{Name: "n1", Address: "172.30.0.4"}}}); err != nil {
+		Ports: []haproxy.ServicePort{{Port: 80, NodePort: 30080}}, Nodes: []haproxy.ServiceBackend{{Name: "n1", Address: "172.30.0.4"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "c1-md-1", Image: "node", Role: RoleWorker, Network: "c1"}); err != nil {
@@ -472,7 +381,7 @@ func TestCollectLogsOfAContainerRemovedSinceItWasListed(t *testing.T) {
 	if err != nil || len(services) != 1 {
 		t.Fatalf("Service load balancers %v, %v", services, err)
 	}
-	nodes, err := m.Nodes(ctx, key)
+	nodes, err := m.Nodes(ctx, key, "")
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("nodes %v, %v", nodes, err)
 	}
@@ -483,9 +392,9 @@ func TestCollectLogsOfAContainerRemovedSinceItWasListed(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := openLogDir(t, dir, false)
-	for name, collect := range map[string]func(*LogDir) error{
-		"web":  func(d *LogDir) error { return m.CollectServiceLoadBalancerLogs(ctx, services[0], d) },
-		"node": func(d *LogDir) error { return nodes[0].CollectLogs(ctx, d) },
+	for name, collect := range map[string]func(*logdir.Dir) error{
+		"web":  func(d *logdir.Dir) error { return services[0].CollectLogs(ctx, d) },
+		"node": func(d *logdir.Dir) error { return nodes[0].CollectLogs(ctx, d) },
 	} {
 		d, err := out.Dir(name)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/pkg/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
@@ -50,17 +51,18 @@ import (
 // joined the management cluster after the network was made.
 const ManagementResync = time.Minute
 
-// ManagementSelector returns the labels selecting the node containers of the management
-// cluster that node (a Kubernetes node name) belongs to: Dockyard's cluster label when the
-// node carries it, else kind's. The node's container is named as the node (kind's nodes,
+// ManagementSelector returns the labels selecting the node containers, on this engine, of the
+// management cluster that node (a Kubernetes node name) belongs to: Dockyard's cluster label
+// when the node carries it, else kind's (ManagerOptions.ManagementNodes takes them). The node's container is named as the node (kind's nodes,
 // cmd/tools/mgmt's) or, for a node of a Dockyard cluster, "<node>.<namespace>": the manager runs in
 // a cluster Dockyard made (after clusterctl move, or installed there by clusterctl init). It
 // returns nil when node is empty or no container is that node: the manager then runs somewhere
 // the engine's networks are routed to (the host).
-func ManagementSelector(ctx context.Context, rt container.Runtime, node string) (map[string]string, error) {
+func (m *Manager) ManagementSelector(ctx context.Context, node string) (map[string]string, error) {
 	if node == "" {
 		return nil, nil
 	}
+	rt := m.runtime
 	c, err := rt.InspectContainer(ctx, node)
 	if container.IsNotFound(err) {
 		c, err = dockyardNode(ctx, rt, node)
@@ -122,7 +124,7 @@ func (m *Manager) managementNodes(ctx context.Context) ([]container.Container, e
 	}
 	nodes := all[:0]
 	for _, c := range all {
-		if c.Labels[kindRoleLabel] != string(RoleLoadBalancer) {
+		if c.Labels[kindRoleLabel] != string(roleLoadBalancer) {
 			nodes = append(nodes, c)
 		}
 	}
@@ -261,14 +263,11 @@ type settledNode struct{ started, at time.Time }
 // nodeScript runs an embedded script in a node with its arguments and returns the lines it
 // printed.
 func (m *Manager) nodeScript(ctx context.Context, node, script, scriptName string, args []string, what string) ([]string, error) {
-	r, err := m.exec(ctx, node, nil, append([]string{"sh", "-c", script, scriptName}, args...)...)
-	if err == nil {
-		err = r.err(node, what)
-	}
+	out, err := m.output(ctx, node, command{argv: nodecmd.Script(scriptName, script, args...), what: what})
 	if err != nil {
 		return nil, err
 	}
-	if out := strings.TrimSpace(r.Stdout); out != "" {
+	if out != "" {
 		return strings.Split(out, "\n"), nil
 	}
 	return nil, nil

@@ -74,7 +74,7 @@ func TestManagementNodeKeepsItsOwnRoutesOnTheEngine(t *testing.T) {
 	}
 	for _, k := range []ClusterKey{key, key2} {
 		network := DefaultNetworkName(k)
-		if _, err := m.EnsureNetwork(ctx, k, network); err != nil {
+		if _, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: network}); err != nil {
 			t.Fatal(err)
 		}
 		if c, err = rt.InspectContainer(ctx, node); err != nil {
@@ -219,7 +219,7 @@ iptables -t mangle -I PREROUTING -j ACCEPT`,
 	setUp()
 
 	for _, k := range []ClusterKey{a, b} {
-		if _, err := m.EnsureNetwork(ctx, k, DefaultNetworkName(k)); err != nil {
+		if _, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: DefaultNetworkName(k)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -344,7 +344,7 @@ iptables -t mangle -I PREROUTING -j ACCEPT`,
 		t.Errorf("a restarted management node without its rules: the workload node reaches only %v, want all 5 (are the probes working?)", got)
 	}
 	// The periodic check of a cluster network settles the restarted node.
-	if _, err := m.EnsureNetwork(ctx, a, netA); err != nil {
+	if _, err := m.EnsureNetwork(ctx, a, NetworkSpec{Name: netA}); err != nil {
 		t.Fatal(err)
 	}
 	if got := reached(); len(got) > 0 {
@@ -384,7 +384,7 @@ iptables -t mangle -I PREROUTING -j ACCEPT`,
 	// (--management-ports-open-to-workloads): workload nodes connect to it on the node's
 	// address in their network, and still to nothing else.
 	opened := NewManager(rt, ManagerOptions{ManagementNodes: kind, ManagementPortsOpenToWorkloads: []int{8080}})
-	if _, err := opened.EnsureNetwork(ctx, a, netA); err != nil {
+	if _, err := opened.EnsureNetwork(ctx, a, NetworkSpec{Name: netA}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := reached(), []string{"the management node on its workload-network address"}; !slices.Equal(got, want) {

@@ -59,7 +59,7 @@ func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 		{node: "team-md-0", want: nil},
 		{node: "twin-cp", wantErr: true},
 	} {
-		got, err := ManagementSelector(ctx, rt, tc.node)
+		got, err := NewManager(rt, ManagerOptions{}).ManagementSelector(ctx, tc.node)
 		if (err != nil) != tc.wantErr {
 			t.Errorf("%q: error %v, want error %v", tc.node, err, tc.wantErr)
 		}
@@ -96,7 +96,7 @@ func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) 
 	}
 	// A second pass changes nothing.
 	calls := rt.Calls["ConnectNetwork"]
-	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
+	if _, err := m.EnsureNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
 		t.Fatal(err)
 	}
 	if rt.Calls["ConnectNetwork"] != calls {

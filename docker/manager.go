@@ -48,7 +48,7 @@ func ParsePrivilegeMode(s string) (PrivilegeMode, error) {
 type ManagerOptions struct {
 	Privilege PrivilegeMode
 	// ManagementNodes selects the management cluster's node containers, which are connected
-	// to every cluster network (see ManagementSelector); nil connects nothing.
+	// to every cluster network (see Manager.ManagementSelector); nil connects nothing.
 	ManagementNodes map[string]string
 	// Policy bounds what the nodes, load balancers and networks the Manager creates ask of
 	// the engine's host; nil allows everything (the administrator's own tools).
@@ -60,18 +60,12 @@ type ManagerOptions struct {
 	// may connect to on the nodes' addresses in their networks (scripts/isolate.sh drops every
 	// other new connection from a workload network); none by default.
 	ManagementPortsOpenToWorkloads []int
-	// Infrastructure says which clusters run their nodes as Pods of a Kubernetes cluster
-	// instead of on this engine; nil: every cluster runs here. Engines, when set, resolves
-	// clusters to their engines instead (tests).
-	Infrastructure InfrastructureFunc
-	Engines        EngineResolver
-	// EngineAdded hears of each engine Engines resolves, once (EngineEvents.Add watches it);
-	// EngineRetired of one no cluster resolves to any more, once its last cluster is deleted
-	// or resolves elsewhere (EngineEvents.Remove).
-	EngineAdded, EngineRetired func(container.Runtime)
 }
 
-// Manager creates and deletes Dockyard's containers, volumes and networks on an engine.
+// Manager is the node layer of one engine: it creates, finds and deletes Dockyard's nodes, load
+// balancers, networks and registries there. Which engine a cluster's nodes run on is decided
+// above it, once per reconcile (a DockyardCluster names its infrastructure); a Manager never
+// asks again, never reads the API and never calls back up.
 type Manager struct {
 	runtime    container.Runtime
 	privilege  PrivilegeMode
@@ -81,13 +75,19 @@ type Manager struct {
 	inUse      policy.SubnetsFunc
 	// bootstrap is where the bootstrap runner lives in nodes and how it is driven.
 	bootstrap runner.Protocol
+	// lbs is how this engine gives a cluster's control plane one address, chosen once: haproxy
+	// containers, or the engine's own fronts (loadbalancer.go).
+	lbs loadBalancers
+	// images is the engine images are copied into nodes from: this one, or for an engine made
+	// with ForEngine the one images are built on.
+	images container.Runtime
 
 	// privileged caches what the engine allowed the first node in auto mode; the engine does
 	// not change its mind while the manager runs, and a restart probes again.
 	privilegedMu sync.Mutex
 	privileged   *bool
 
-	// clusterLocks serialize load balancer configuration changes per cluster.
+	// clusterLocks serialize load balancer configuration changes and address picks per cluster.
 	clusterLocks sync.Map // map[string]*sync.Mutex
 
 	// settled holds, by container ID, when this manager last isolated and routed each
@@ -96,26 +96,33 @@ type Manager struct {
 	// the next cluster network check.
 	settledMu sync.Mutex
 	settled   map[string]settledNode
-
-	// engines are the other engines clusters run on (engines.go).
-	engines *engines
-	// images, when set, is the engine images are loaded into nodes from (imageSource).
-	images container.Runtime
 }
 
-// NewManager returns a Manager for an engine.
+// NewManager returns the node layer of an engine. The engine's way to balance the API server
+// of a cluster (a load balancer container, or its own front) is chosen here, once.
 func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	if opts.Privilege == "" {
 		opts.Privilege = PrivilegeAuto
 	}
-	m := &Manager{runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, openPorts: opts.ManagementPortsOpenToWorkloads, policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default()}
-	if opts.Engines == nil && opts.Infrastructure != nil {
-		opts.Engines = KubernetesEngines(opts.Infrastructure)
+	m := &Manager{
+		runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, openPorts: opts.ManagementPortsOpenToWorkloads,
+		policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default(), images: rt,
 	}
-	if opts.Engines != nil {
-		m.engines = &engines{resolve: opts.Engines, added: opts.EngineAdded, retired: opts.EngineRetired}
+	m.lbs = &haproxies{m: m}
+	if b := rt.Balancer(); b != nil {
+		m.lbs = &fronts{m: m, b: b}
 	}
 	return m
+}
+
+// ForEngine returns the node layer of another engine, one a cluster's nodes run on (a
+// Kubernetes infrastructure cluster), with this one's privilege mode and policy. Images loaded
+// into its nodes come from this engine, where they are built; management nodes stay this
+// engine's.
+func (m *Manager) ForEngine(rt container.Runtime) *Manager {
+	other := NewManager(rt, ManagerOptions{Privilege: m.privilege, Policy: m.policy})
+	other.images = m.images
+	return other
 }
 
 func (m *Manager) lockCluster(k ClusterKey) func() {
@@ -124,17 +131,9 @@ func (m *Manager) lockCluster(k ClusterKey) func() {
 	return mu.(*sync.Mutex).Unlock
 }
 
-// EnsureImage makes sure the engine of a cluster has an image for a node or load balancer,
+// ensureImage makes sure the engine has an image for a node, load balancer or registry,
 // pulling it when it is missing; an image outside the policy is refused before anything is
 // pulled.
-func (m *Manager) EnsureImage(ctx context.Context, cluster ClusterKey, ref string) error {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	return m.ensureImage(ctx, ref)
-}
-
 func (m *Manager) ensureImage(ctx context.Context, ref string) error {
 	if err := m.allowedImage(ref); err != nil {
 		return err
@@ -147,33 +146,34 @@ func (m *Manager) ensureImage(ctx context.Context, ref string) error {
 		return nil
 	}
 	if err := m.runtime.PullImage(ctx, ref); err != nil {
-		return &ImageError{Image: ref, Err: err}
+		return &imageError{image: ref, err: err}
 	}
 	return nil
 }
 
-// ImageError says an image is missing from the engine and could not be pulled.
-type ImageError struct {
-	Image string
-	Err   error
+// imageError says an image is missing from the engine and could not be pulled.
+type imageError struct {
+	image string
+	err   error
 }
 
-func (e *ImageError) Error() string {
-	return fmt.Sprintf("image %s is not on the container engine and pulling it failed: %v", e.Image, e.Err)
+func (e *imageError) Error() string {
+	return fmt.Sprintf("image %s is not on the container engine and pulling it failed: %v", e.image, e.err)
 }
 
-func (e *ImageError) Unwrap() error { return e.Err }
+func (e *imageError) Unwrap() error { return e.err }
 
-// IsImageError reports whether err is (or wraps) an ImageError.
+// IsImageError reports whether err says an image is missing from the engine and could not be
+// pulled.
 func IsImageError(err error) bool {
-	var ie *ImageError
+	var ie *imageError
 	return errors.As(err, &ie)
 }
 
-// AllowedNode checks what a node asks of the engine's host against the policy (nil allows
+// allowedNode checks what a node asks of the engine's host against the policy (nil allows
 // everything): its image, host paths and published ports; a refusal is a *policy.RefusedError
 // naming the flag.
-func (m *Manager) AllowedNode(spec NodeSpec) error {
+func (m *Manager) allowedNode(spec NodeSpec) error {
 	if m.policy == nil {
 		return nil
 	}
@@ -227,8 +227,8 @@ type HostInfo struct {
 	Arch string
 }
 
-// HostInfo asks the engine about its host; it is also how a health check knows the engine
-// answers.
+// HostInfo asks the engine about its host (for nodes as Pods, the infrastructure cluster's
+// largest schedulable node); it is also how a health check knows the engine answers.
 func (m *Manager) HostInfo(ctx context.Context) (HostInfo, error) {
 	info, err := m.runtime.Info(ctx)
 	if err != nil {
@@ -240,12 +240,9 @@ func (m *Manager) HostInfo(ctx context.Context) (HostInfo, error) {
 	}, nil
 }
 
-// ClusterHostInfo is HostInfo of the engine a cluster's nodes run on: for nodes as Pods, the
-// infrastructure cluster's largest schedulable node.
-func (m *Manager) ClusterHostInfo(ctx context.Context, cluster ClusterKey) (HostInfo, error) {
-	on, err := m.on(ctx, cluster)
-	if err != nil {
-		return HostInfo{}, err
-	}
-	return on.HostInfo(ctx)
+// Zones returns the failure domains of the engine: its zones where its hosts have them
+// (Kubernetes), none on an engine of one host.
+func (m *Manager) Zones(ctx context.Context) ([]string, error) {
+	zones, err := m.runtime.Zones(ctx)
+	return zones, errors.Wrap(err, "listing the zones of the engine")
 }

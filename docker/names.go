@@ -28,7 +28,7 @@ type Role string
 const (
 	RoleControlPlane Role = Role(kindconstants.ControlPlaneNodeRoleValue)
 	RoleWorker       Role = Role(kindconstants.WorkerNodeRoleValue)
-	RoleLoadBalancer Role = Role(kindconstants.ExternalLoadBalancerNodeRoleValue)
+	roleLoadBalancer Role = Role(kindconstants.ExternalLoadBalancerNodeRoleValue)
 )
 
 // ClusterKey identifies a Cluster API cluster.

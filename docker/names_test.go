@@ -67,12 +67,12 @@ func TestContainersAndNetworksOfEarlierVersionsAreFoundByTheirLabels(t *testing.
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns1", Name: "c1"}
 	legacyNetwork := "dockyard-ns1-c1"
-	if _, err := m.EnsureNetwork(ctx, key, legacyNetwork); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: legacyNetwork}); err != nil {
 		t.Fatal(err)
 	}
 	startFake(t, rt, "c1-control-plane-abc12", legacyNetwork, key.MachineLabels("c1-control-plane-abc12"))
 	lbLabels := key.ClusterLabels()
-	lbLabels[kindRoleLabel] = string(RoleLoadBalancer)
+	lbLabels[kindRoleLabel] = string(roleLoadBalancer)
 	startFake(t, rt, "c1-lb", legacyNetwork, lbLabels)
 
 	network, err := m.ClusterNetwork(ctx, key, "")
@@ -113,7 +113,7 @@ func TestClustersOfTheSameNameCoexist(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+		if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 			t.Fatalf("%s: network: %v", ns, err)
 		}
 		if _, err := m.ensureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "lb", Network: network}); err != nil {
@@ -152,18 +152,18 @@ func TestLongClusterAndNamespaceNamesStillStart(t *testing.T) {
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "k8s-upgrade-and-conformance-ck04ly", Name: "k8s-upgrade-and-conformance-rxe5dd"}
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "lb", Network: network})
 	if err != nil {
 		t.Fatalf("load balancer of a long-named cluster: %v", err)
 	}
-	if !lb.Running() {
-		t.Errorf("load balancer %s is %s", lb.Name, lb.State())
+	if !lb.Running {
+		t.Errorf("load balancer %s is %s", lb.Name, lb.State)
 	}
 	node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: key.Name + "-control-plane-abcde", Image: "node", Role: RoleControlPlane, Network: network})
-	if err != nil || !node.Running() || len(node.Hostname()) > 63 {
-		t.Errorf("node of a long-named cluster: %v, hostname %q", err, node.Hostname())
+	if err != nil || !node.Running || len(node.Hostname) > 63 {
+		t.Errorf("node of a long-named cluster: %v, hostname %q", err, node.Hostname)
 	}
 }

@@ -45,39 +45,20 @@ func IsNetworkError(err error) (*NetworkError, bool) {
 	return ne, ok
 }
 
-// Network is a cluster's network as the node layer reports it.
-type Network struct {
-	Name string
-	// Subnets of the network, IPv4 first on a dual-stack one.
-	Subnets []string
-}
-
-func networkOf(n *container.Network) *Network {
-	return &Network{Name: n.Name, Subnets: n.Subnets}
-}
-
-// EnsureNetwork returns a cluster's network, creating it (labelled as the cluster's own, with
-// room for fixed addresses: addresses.go) when it does not exist, with the management nodes
-// connected to it. An existing network is used as it is.
-func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, name string) (*Network, error) {
-	return m.EnsureClusterNetwork(ctx, cluster, NetworkSpec{Name: name})
-}
-
-// EnsureClusterNetwork returns the network a cluster asks for, with the management nodes
-// connected to it. A network Dockyard creates is labelled as the cluster's own, on the spec's
-// subnet or the one the engine picks, with room for fixed addresses (addresses.go). A network
-// that exists already must not be one Dockyard created for another cluster (it goes away with
-// that cluster); an existing network the spec names as such must exist.
-func (m *Manager) EnsureClusterNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) (*Network, error) {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return nil, err
-	}
+// EnsureNetwork makes sure the network a cluster asks for exists, with the management nodes
+// connected to it, and returns its subnets (IPv4 first on a dual-stack one; none on an engine
+// whose network gives containers their addresses). A network Dockyard creates is labelled as
+// the cluster's own, on the spec's subnet or the one the engine picks, with room for fixed
+// addresses (addresses.go). A network that exists already must not be one Dockyard created for
+// another cluster (it goes away with that cluster); an existing network the spec names as such
+// must exist. A network the cluster cannot use is a *NetworkError; one the policy refuses a
+// *policy.RefusedError.
+func (m *Manager) EnsureNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) ([]string, error) {
 	n, err := m.ensureClusterNetwork(ctx, cluster, spec)
 	if err != nil {
 		return nil, err
 	}
-	return networkOf(n), nil
+	return n.Subnets, nil
 }
 
 func (m *Manager) ensureClusterNetwork(ctx context.Context, cluster ClusterKey, spec NetworkSpec) (*container.Network, error) {
@@ -196,10 +177,6 @@ func checkNetworkFamilies(n *container.Network, spec NetworkSpec) error {
 // Dockyard's own, which is the network labelled as the cluster's when one exists (clusters made
 // by earlier versions have another name) and DefaultNetworkName otherwise.
 func (m *Manager) ClusterNetwork(ctx context.Context, cluster ClusterKey, specName string) (string, error) {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return "", err
-	}
 	if specName != "" {
 		return specName, nil
 	}
@@ -218,31 +195,14 @@ func (m *Manager) ClusterNetwork(ctx context.Context, cluster ClusterKey, specNa
 }
 
 // DeleteCluster removes everything left on the engine for a cluster: containers and volumes
-// carrying its label, and the network when Dockyard created it for this cluster. Callers make
-// sure no machine of the cluster is left first. The engine of a cluster that ran elsewhere is
-// forgotten (and no longer watched) once no other cluster runs on it.
+// carrying its label, its load balancer, and the network when Dockyard created it for this
+// cluster. Callers make sure no machine of the cluster is left first.
 func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network string) error {
-	on, err := m.on(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	if err := on.deleteCluster(ctx, cluster, network); err != nil {
-		return err
-	}
-	if m.engines != nil {
-		m.engines.forget(cluster)
-	}
-	return nil
-}
-
-func (m *Manager) deleteCluster(ctx context.Context, cluster ClusterKey, network string) error {
 	if err := m.removeLabelled(ctx, cluster.ClusterLabels()); err != nil {
 		return err
 	}
-	if b, ok := m.runtime.(container.Balancer); ok {
-		if err := b.RemoveFront(ctx, LoadBalancerName(cluster)); err != nil {
-			return err
-		}
+	if err := m.lbs.remove(ctx, cluster); err != nil {
+		return err
 	}
 
 	n, err := m.runtime.InspectNetwork(ctx, network)

@@ -56,7 +56,7 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 		m   *Manager
 		key ClusterKey
 	}{{ma, a}, {mb, b}} {
-		if _, err := c.m.EnsureClusterNetwork(ctx, c.key, spec); err != nil {
+		if _, err := c.m.EnsureNetwork(ctx, c.key, spec); err != nil {
 			t.Fatalf("cluster %s on the shared network: %v", c.key, err)
 		}
 		name := c.key.Name + "-backend"
@@ -69,7 +69,7 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 		if lb.Labels[addressLabel] != "" || nodeAddress(lb, shared) == "" {
 			t.Fatalf("load balancer %s on the shared network: fixed address %q, address %q", lb.Name, lb.Labels[addressLabel], nodeAddress(lb, shared))
 		}
-		if _, err := c.m.updateLoadBalancer(ctx, c.key, "", func(context.Context) ([]haproxy.Backend, error) {
+		if _, err := c.m.lbs.update(ctx, &LoadBalancer{Cluster: c.key}, "", func(context.Context) ([]haproxy.Backend, error) {
 			return []haproxy.Backend{{Name: name, Address: addr, Port: APIServerPort}}, nil
 		}); err != nil {
 			t.Fatal(err)
@@ -151,7 +151,7 @@ func TestDualStackClusterOnTheEngine(t *testing.T) {
 	if ep.IPv4 == "" || ep.IPv6 == "" || lb.Labels[addressLabel] != ep.IPv4 {
 		t.Fatalf("load balancer on %v has %+v (labels %v), want fixed addresses of both families", n.Subnets, ep, lb.Labels)
 	}
-	if _, err := m.updateLoadBalancer(ctx, key, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
+	if _, err := m.lbs.update(ctx, &LoadBalancer{Cluster: key}, "", func(context.Context) ([]haproxy.Backend, error) { return nil, nil }); err != nil {
 		t.Fatal(err)
 	}
 	reaches := func(from, address string) (string, int) {
@@ -171,7 +171,7 @@ func TestDualStackClusterOnTheEngine(t *testing.T) {
 		t.Skip("the load balancer serves both families; isolation is not checked: netavark 1.4 does not keep networks isolated (an upstream bug, docs/runtimes.md)")
 	}
 	_, _, other := engineCluster(t)
-	if _, err := m.EnsureClusterNetwork(ctx, other, NetworkSpec{Name: DefaultNetworkName(other), IPv6: true}); err != nil {
+	if _, err := m.EnsureNetwork(ctx, other, NetworkSpec{Name: DefaultNetworkName(other), IPv6: true}); err != nil {
 		t.Fatal(err)
 	}
 	stranger := other.Name + "-node"

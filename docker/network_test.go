@@ -79,7 +79,7 @@ func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testin
 		if err != nil || lb == nil || lb.Name != lbs[k].Name {
 			t.Errorf("load balancer of %s: %v %v, want %s", k, lb, err, lbs[k].Name)
 		}
-		cps, err := m.ControlPlaneNodes(ctx, k)
+		cps, err := m.Nodes(ctx, k, RoleControlPlane)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +132,7 @@ func TestMissingExistingNetworkIsNotCreated(t *testing.T) {
 	rt := fake.New("lb")
 	m := NewManager(rt, ManagerOptions{})
 	k := ClusterKey{Namespace: "ns", Name: "c"}
-	_, err := m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "nope", Existing: true})
+	_, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: "nope", Existing: true})
 	ne, ok := IsNetworkError(err)
 	if !ok || !ne.NotFound || !strings.Contains(err.Error(), "docker network create nope") {
 		t.Fatalf("EnsureClusterNetwork on a missing existing network: %v, want a NetworkError saying to create it", err)
@@ -178,7 +178,7 @@ func TestCreatedNetworkOnAUserSubnet(t *testing.T) {
 		t.Errorf("node at %s (label %q), want 10.60.0.3", got, node.Labels[addressLabel])
 	}
 	// A second pass finds the cluster's own network and keeps it.
-	if _, err := m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "custom", Subnets: []string{"10.60.0.0/24"}}); err != nil {
+	if _, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: "custom", Subnets: []string{"10.60.0.0/24"}}); err != nil {
 		t.Errorf("ensuring the cluster's own network again: %v", err)
 	}
 	if err := m.DeleteCluster(ctx, k, "custom"); err != nil {
@@ -222,7 +222,7 @@ func TestDualStackNetworks(t *testing.T) {
 		}
 	}
 	// An IPv6 subnet too small for the twins is refused before anything is created.
-	_, err = m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "tiny", Subnets: []string{"10.62.0.0/24", "fd00:62::/120"}, IPv6: true})
+	_, err = m.EnsureNetwork(ctx, k, NetworkSpec{Name: "tiny", Subnets: []string{"10.62.0.0/24", "fd00:62::/120"}, IPv6: true})
 	if _, ok := IsNetworkError(err); !ok || !strings.Contains(err.Error(), "too small") {
 		t.Errorf("a /120 IPv6 subnet: %v", err)
 	}
@@ -250,7 +250,7 @@ func TestDualStackNetworks(t *testing.T) {
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: "v4only"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "v4only", Existing: true, IPv6: true})
+	_, err = m.EnsureNetwork(ctx, k, NetworkSpec{Name: "v4only", Existing: true, IPv6: true})
 	if ne, ok := IsNetworkError(err); !ok || ne.NotFound || !strings.Contains(err.Error(), "--ipv6") {
 		t.Errorf("an existing IPv4-only network for an IPv6 cluster: %v", err)
 	}
@@ -264,14 +264,14 @@ func TestNetworksThatCannotBeUsedAreRefused(t *testing.T) {
 	m := NewManager(rt, ManagerOptions{})
 	a := ClusterKey{Namespace: "ns", Name: "a"}
 	b := ClusterKey{Namespace: "ns", Name: "b"}
-	if _, err := m.EnsureNetwork(ctx, a, DefaultNetworkName(a)); err != nil {
+	if _, err := m.EnsureNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, spec := range []NetworkSpec{
 		{Name: DefaultNetworkName(a), Existing: true},
 		{Name: DefaultNetworkName(a)},
 	} {
-		_, err := m.EnsureClusterNetwork(ctx, b, spec)
+		_, err := m.EnsureNetwork(ctx, b, spec)
 		if ne, ok := IsNetworkError(err); !ok || ne.NotFound || !strings.Contains(err.Error(), "for cluster ns/a") {
 			t.Errorf("cluster b joining a's network (%+v): %v", spec, err)
 		}
@@ -279,13 +279,13 @@ func TestNetworksThatCannotBeUsedAreRefused(t *testing.T) {
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: "users"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := m.EnsureClusterNetwork(ctx, b, NetworkSpec{Name: "users", Subnets: []string{"10.70.0.0/24"}})
+	_, err := m.EnsureNetwork(ctx, b, NetworkSpec{Name: "users", Subnets: []string{"10.70.0.0/24"}})
 	if _, ok := IsNetworkError(err); !ok || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("creating a network whose name is taken on the user's subnet: %v", err)
 	}
 	// Named without subnets, a user's network is still used as it is (clusters of earlier
 	// versions), and never removed.
-	if _, err := m.EnsureClusterNetwork(ctx, b, NetworkSpec{Name: "users"}); err != nil {
+	if _, err := m.EnsureNetwork(ctx, b, NetworkSpec{Name: "users"}); err != nil {
 		t.Errorf("a user's network named in spec.network.name: %v", err)
 	}
 	if err := m.DeleteCluster(ctx, b, "users"); err != nil {

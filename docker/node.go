@@ -14,6 +14,9 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
@@ -48,10 +51,10 @@ type NodeSpec struct {
 	// (Kubernetes); engines of one host ignore it.
 	FailureDomain string
 
-	// address is the node's fixed addresses on Network, picked by CreateNode.
+	// address is the node's fixed addresses on Network, picked by createNode.
 	address fixedAddresses
-	// fronted: the engine's front reaches the control plane nodes (a container.Balancer), so
-	// they publish nothing for the API server: there is no host to publish it on.
+	// fronted: the engine's front reaches the control plane nodes, so they publish nothing for
+	// the API server: there is no host to publish it on.
 	fronted bool
 }
 
@@ -181,14 +184,30 @@ func nodeSecurity(privileged bool) container.SecuritySpec {
 	return sec
 }
 
-// createNode creates and starts the node container of a machine with its /var volume and, on a
-// network Dockyard manages, a fixed address. The first node in auto mode tells whether the
-// engine allows privileged containers.
-func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
-	name := spec.Name()
-	if err := m.AllowedNode(spec); err != nil {
+// AddNode creates and starts the node container of a machine and returns its handle. What the
+// node asks of the engine's host is checked against the policy first (a refusal is a
+// *policy.RefusedError naming the flag, and nothing is pulled or created); its image is pulled
+// when the engine lacks it (IsImageError when that fails). The node gets its /var volume and,
+// on a network Dockyard manages, fixed addresses. The first node in auto privilege mode tells
+// whether the engine allows privileged containers.
+func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
+	if err := m.allowedNode(spec); err != nil {
 		return nil, err
 	}
+	if err := m.ensureImage(ctx, spec.Image); err != nil {
+		return nil, err
+	}
+	c, err := m.createNode(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return m.node(spec.Cluster, spec.Machine, c), nil
+}
+
+// createNode creates and starts the node container of a machine with its /var volume and, on a
+// network Dockyard manages, a fixed address.
+func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Container, error) {
+	name := spec.Name()
 	for _, cidr := range spec.ServiceCIDRs {
 		if _, _, err := net.ParseCIDR(cidr); err != nil {
 			return nil, errors.Errorf("node %s: the cluster's Service range %q is not a CIDR", name, cidr)
@@ -203,7 +222,7 @@ func (m *Manager) createNode(ctx context.Context, spec NodeSpec) (*container.Con
 			return nil, errors.Wrapf(err, "picking an address for node %s", name)
 		}
 	}
-	_, spec.fronted = m.runtime.(container.Balancer)
+	spec.fronted = m.lbs.fronted()
 	volumeLabels := spec.Cluster.MachineLabels(spec.Machine)
 	if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: volumeName(name), Labels: volumeLabels}); err != nil {
 		return nil, err
@@ -301,12 +320,14 @@ func (m *Manager) findContainer(ctx context.Context, name string, labels map[str
 	return nil, errors.Errorf("containers %v all carry the labels %v, which only one may", names, labels)
 }
 
-// DeleteNode removes the node container of a machine and its volumes. Deleting a node that is
-// already gone is not an error.
+// DeleteNode stops the bootstrap of a machine's running node (so kubeadm does nothing more
+// there), then removes its container and volumes. Deleting a node that is already gone is not
+// an error; one whose bootstrap cannot be stopped is removed all the same.
 func (m *Manager) DeleteNode(ctx context.Context, cluster ClusterKey, machine string) error {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return err
+	if c, err := m.getNode(ctx, cluster, machine); err == nil && c != nil && c.Running {
+		if _, err := m.run(ctx, c.Name, command{argv: m.bootstrap.StopCommand()}); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Could not stop the bootstrap before deleting the node", "container", c.Name, "error", err.Error())
+		}
 	}
 	return m.removeLabelled(ctx, cluster.MachineLabels(machine))
 }
@@ -350,18 +371,11 @@ type NodeState struct {
 	Detail string
 }
 
-// criPlugin is containerd's CRI plugin, which kubelet talks to; containerd keeps running
-// without it when it fails to load, so "containerd is active" alone does not mean pods can run.
-const criPlugin = "io.containerd.grpc.v1.cri"
-
-// checkNode tells whether systemd and containerd (with its CRI plugin) are up in a running
-// node container.
-func (m *Manager) checkNode(ctx context.Context, name string) (NodeState, error) {
-	// is-system-running exits non-zero unless "running"; "degraded" (a unit failed, common in
-	// containers) is good enough for kubelet. The third line is the CRI plugin's status ("ok"
-	// or "error"), empty while containerd does not answer yet.
-	r, err := m.exec(ctx, name, nil, "sh", "-c", "systemctl is-system-running; systemctl is-active containerd; "+
-		`ctr plugins ls 2>/dev/null | awk '$1 "." $2 == "`+criPlugin+`" {print $4}'`)
+// Ready tells whether systemd and containerd (with its CRI plugin) are up in the running node.
+func (n *Node) Ready(ctx context.Context) (NodeState, error) {
+	// "degraded" (a unit failed, common in containers) is good enough for kubelet.
+	m, name := n.m, n.Name
+	r, err := m.run(ctx, name, command{argv: nodecmd.Check()})
 	if err != nil {
 		return NodeState{}, errors.Wrapf(err, "checking systemd in node %s", name)
 	}
@@ -381,7 +395,7 @@ func (m *Manager) checkNode(ctx context.Context, name string) (NodeState, error)
 // criFailure explains why containerd's CRI plugin failed to load in a node, from containerd's
 // journal, with what to do when the cause is one the engine's host can fix.
 func (m *Manager) criFailure(ctx context.Context, name string) string {
-	r, _ := m.exec(ctx, name, nil, "sh", "-c", "journalctl -u containerd --no-pager -o cat | grep -m1 'failed to load plugin "+criPlugin+"'")
+	r, _ := m.run(ctx, name, command{argv: nodecmd.CRIFailure()})
 	cause := strings.TrimSpace(r.Stdout)
 	// containerd logs `... msg="failed to load plugin ..." error="<why>"`: keep the why.
 	if i := strings.LastIndex(cause, "error="); i >= 0 {
@@ -433,14 +447,14 @@ func (m *Manager) loadImages(ctx context.Context, node string, cluster ClusterKe
 		if err != nil {
 			return errors.Wrapf(err, "loading %s", img)
 		}
-		info, err := m.imageSource().InspectImage(ctx, img)
+		info, err := m.images.InspectImage(ctx, img)
 		if container.IsNotFound(err) {
 			return errors.Errorf("image %s is not on the container engine: build or pull it there first (Dockyard copies images from the engine into nodes)", img)
 		}
 		if err != nil {
 			return errors.Wrapf(err, "inspecting image %s", img)
 		}
-		r, err := m.exec(ctx, node, nil, "ctr", "--namespace", "k8s.io", "images", "list", "name=="+named.String())
+		r, err := m.run(ctx, node, command{argv: nodecmd.ImagesList(named.String())})
 		if err != nil {
 			return errors.Wrapf(err, "listing images in node %s", node)
 		}
@@ -465,24 +479,17 @@ func (m *Manager) loadImages(ctx context.Context, node string, cluster ClusterKe
 // importImage streams an image from the engine into the node and labels it with the engine's
 // image ID; it returns the bytes streamed, and tells progress every loadProgressBytes.
 func (m *Manager) importImage(ctx context.Context, node, img, name, id string, progress func(int64)) (int64, error) {
-	stream, err := m.imageSource().SaveImages(ctx, []string{img})
+	stream, err := m.images.SaveImages(ctx, []string{img})
 	if err != nil {
 		return 0, err
 	}
 	defer stream.Close()
 	counted := &countingReader{r: stream, every: loadProgressBytes, progress: progress}
-	r, err := m.exec(ctx, node, counted, "ctr", "--namespace", "k8s.io", "images", "import", "-")
-	if err != nil {
+	if _, err := m.output(ctx, node, command{argv: nodecmd.ImageImport(), stdin: counted, what: "importing " + img}); err != nil {
 		return counted.n, errors.Wrapf(err, "importing %s into node %s", img, node)
 	}
-	if err := r.err(node, "importing "+img); err != nil {
-		return counted.n, err
-	}
-	r, err = m.exec(ctx, node, nil, "ctr", "--namespace", "k8s.io", "images", "label", name, engineImageLabel+"="+id)
-	if err != nil {
-		return counted.n, errors.Wrapf(err, "labelling %s in node %s", img, node)
-	}
-	return counted.n, r.err(node, "labelling "+img)
+	_, err = m.output(ctx, node, command{argv: nodecmd.ImageLabel(name, engineImageLabel+"="+id), what: "labelling " + img})
+	return counted.n, errors.Wrapf(err, "labelling %s in node %s", img, node)
 }
 
 // countingReader counts what is read through it and calls progress every so many bytes.

@@ -57,7 +57,7 @@ func TestNodeLayerRefusesWhatThePolicyDoesNot(t *testing.T) {
 		{"a subnet in use on the host", NetworkSpec{Name: "n3", Subnets: []string{"192.168.50.0/28"}}, "192.168.50.0/24"},
 		{"link-local", NetworkSpec{Name: "n4", Subnets: []string{"169.254.1.0/24"}}, "link-local"},
 	} {
-		_, err := m.EnsureClusterNetwork(ctx, k, tc.spec)
+		_, err := m.EnsureNetwork(ctx, k, tc.spec)
 		if !policy.IsRefused(err) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.says)
 		}
@@ -67,14 +67,14 @@ func TestNodeLayerRefusesWhatThePolicyDoesNot(t *testing.T) {
 			t.Errorf("network %s was created: %v", name, err)
 		}
 	}
-	if _, err := m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "shared", Existing: true}); err != nil {
+	if _, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: "shared", Existing: true}); err != nil {
 		t.Errorf("an allowed network: %v", err)
 	}
-	if _, err := m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "mine", Subnets: []string{"10.200.0.0/24"}}); err != nil {
+	if _, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: "mine", Subnets: []string{"10.200.0.0/24"}}); err != nil {
 		t.Errorf("a private subnet nobody uses: %v", err)
 	}
 	// The cluster's own network, made by Dockyard, is its own whatever the list says.
-	if _, err := m.EnsureClusterNetwork(ctx, k, NetworkSpec{Name: "mine"}); err != nil {
+	if _, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: "mine"}); err != nil {
 		t.Errorf("the cluster's own network: %v", err)
 	}
 

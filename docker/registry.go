@@ -49,8 +49,8 @@ const (
 	registryDeletesLabel = "dockyard.x-k8s.io/registry-deletes"
 	// registryAuthLabel is "htpasswd" on a registry that requires basic authentication.
 	registryAuthLabel = "dockyard.x-k8s.io/registry-auth"
-	// RegistryPort is the port the registry serves in its container.
-	RegistryPort = 5000
+	// registryPort is the port the registry serves in its container.
+	registryPort = 5000
 	// DefaultRegistryName and DefaultRegistryHostPort are `dockyard registry create`'s.
 	DefaultRegistryName     = "dockyard-registry"
 	DefaultRegistryHostPort = 5001
@@ -117,7 +117,7 @@ func (r *Registry) AuthRequired() bool { return r.c.Labels[registryAuthLabel] ==
 // listenAddress is the host address its port is published on.
 func (r *Registry) listenAddress() string {
 	for _, p := range r.c.Ports {
-		if p.ContainerPort == RegistryPort && p.HostIP != "" {
+		if p.ContainerPort == registryPort && p.HostIP != "" {
 			return p.HostIP
 		}
 	}
@@ -144,8 +144,8 @@ func (r *Registry) createCommand(namespaces []string) string {
 	return cmd
 }
 
-// RegistryNotServedError says a local registry does not serve the clusters of a namespace.
-type RegistryNotServedError struct {
+// registryNotServedError says a local registry does not serve the clusters of a namespace.
+type registryNotServedError struct {
 	// Registry is the registry's name, Namespace the namespace it was asked for, Namespaces
 	// those it serves.
 	Registry, Namespace string
@@ -156,9 +156,9 @@ type RegistryNotServedError struct {
 
 // Unwrap makes it a refusal of the policy (policy.IsRefused), like every refusal of what a
 // namespace asks beyond its own.
-func (e *RegistryNotServedError) Unwrap() error { return policy.Refusedf("%s", e.Error()) }
+func (e *registryNotServedError) Unwrap() error { return policy.Refusedf("%s", e.Error()) }
 
-func (e *RegistryNotServedError) Error() string {
+func (e *registryNotServedError) Error() string {
 	serves := "serves the clusters of namespace"
 	if len(e.Namespaces) > 1 {
 		serves += "s"
@@ -173,7 +173,7 @@ func (e *RegistryNotServedError) Error() string {
 
 // IsRegistryNotServed reports whether err says a registry does not serve a namespace.
 func IsRegistryNotServed(err error) bool {
-	var e *RegistryNotServedError
+	var e *registryNotServedError
 	return errors.As(err, &e)
 }
 
@@ -277,55 +277,80 @@ func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Regis
 	host := "localhost:" + strconv.Itoa(spec.HostPort)
 	labels := registryLabels(spec, host, namespaces)
 	if r, err := m.FindRegistry(ctx, spec.Name); err != nil || r != nil {
-		if r != nil && r.Host() != host {
-			return nil, errors.Errorf("registry %s exists already, serving %s: delete it first to publish it on another port", spec.Name, r.Host())
-		}
-		if r != nil && !r.sameSettings(labels) {
-			want := &Registry{Name: spec.Name, c: &container.Container{Labels: labels}}
-			return nil, errors.Errorf("registry %s exists already, %s; asked for %s: to change that, re-create it keeping its images: dockyard registry delete --name %s --keep-data, then create it again",
-				spec.Name, r.settings(), want.settings(), spec.Name)
-		}
-		if r != nil && !r.Running() {
-			if err := m.runtime.StartContainer(ctx, r.Name); err != nil {
-				return nil, errors.Wrapf(err, "starting registry %s", r.Name)
-			}
-			return m.FindRegistry(ctx, spec.Name)
-		}
-		return r, err
+		return m.keepRegistry(ctx, r, err, spec, host, labels)
 	}
 	if c, err := m.runtime.InspectContainer(ctx, spec.Name); err == nil {
 		return nil, errors.Errorf("a container named %s exists already and is not a registry Dockyard made: choose another name", c.Name)
 	} else if !container.IsNotFound(err) {
 		return nil, err
 	}
+	if err := m.registryStorage(ctx, spec, host, labels); err != nil {
+		return nil, err
+	}
+	if err := m.startRegistry(ctx, spec, labels); err != nil {
+		return nil, err
+	}
+	return m.FindRegistry(ctx, spec.Name)
+}
+
+// keepRegistry returns the registry of that name as it is, started, when it has the settings
+// asked for, and refuses to change one that has others.
+func (m *Manager) keepRegistry(ctx context.Context, r *Registry, err error, spec RegistrySpec, host string, labels map[string]string) (*Registry, error) {
+	if r != nil && r.Host() != host {
+		return nil, errors.Errorf("registry %s exists already, serving %s: delete it first to publish it on another port", spec.Name, r.Host())
+	}
+	if r != nil && !r.sameSettings(labels) {
+		want := &Registry{Name: spec.Name, c: &container.Container{Labels: labels}}
+		return nil, errors.Errorf("registry %s exists already, %s; asked for %s: to change that, re-create it keeping its images: dockyard registry delete --name %s --keep-data, then create it again",
+			spec.Name, r.settings(), want.settings(), spec.Name)
+	}
+	if r != nil && !r.Running() {
+		if err := m.runtime.StartContainer(ctx, r.Name); err != nil {
+			return nil, errors.Wrapf(err, "starting registry %s", r.Name)
+		}
+		return m.FindRegistry(ctx, spec.Name)
+	}
+	return r, err
+}
+
+// registryStorage makes a new registry's image, network and volume ready: its own network (an
+// engine publishes ports of containers on networks of its own) and its data volume, unless one
+// kept by `registry delete --keep-data` is there; a network or volume of its names that is not
+// its own is refused.
+func (m *Manager) registryStorage(ctx context.Context, spec RegistrySpec, host string, labels map[string]string) error {
 	volume, err := m.findVolume(ctx, registryVolume(spec.Name))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if volume != nil && volume.Labels[registryLabel] != spec.Name {
-		return nil, errors.Errorf("a volume named %s exists already and is not registry %s's: choose another name", volume.Name, spec.Name)
+		return errors.Errorf("a volume named %s exists already and is not registry %s's: choose another name", volume.Name, spec.Name)
 	}
 	if err := m.ensureImage(ctx, spec.Image); err != nil {
-		return nil, err
+		return err
 	}
 	// Its volume and network record who it was made for; its settings are its container's.
 	owners := map[string]string{registryLabel: spec.Name, registryHostLabel: host, registryNamespacesLabel: labels[registryNamespacesLabel]}
-	// Its own network: an engine publishes ports of containers on networks of its own.
 	if n, err := m.runtime.InspectNetwork(ctx, registryNetwork(spec.Name)); container.IsNotFound(err) {
 		if err := m.runtime.CreateNetwork(ctx, container.NetworkSpec{Name: registryNetwork(spec.Name), Labels: owners}); err != nil {
-			return nil, errors.Wrapf(err, "creating the network of registry %s", spec.Name)
+			return errors.Wrapf(err, "creating the network of registry %s", spec.Name)
 		}
 	} else if err != nil {
-		return nil, err
+		return err
 	} else if n.Labels[registryLabel] != spec.Name {
-		return nil, errors.Errorf("a network named %s exists already and is not registry %s's: choose another name", n.Name, spec.Name)
+		return errors.Errorf("a network named %s exists already and is not registry %s's: choose another name", n.Name, spec.Name)
 	}
 	// A volume kept by `registry delete --keep-data` keeps the labels it was created with.
 	if volume == nil {
 		if err := m.runtime.CreateVolume(ctx, container.VolumeSpec{Name: registryVolume(spec.Name), Labels: owners}); err != nil {
-			return nil, errors.Wrapf(err, "creating the volume of registry %s", spec.Name)
+			return errors.Wrapf(err, "creating the volume of registry %s", spec.Name)
 		}
 	}
+	return nil
+}
+
+// startRegistry creates and starts a registry's container, with its users when it requires
+// authentication; one that does not start is removed.
+func (m *Manager) startRegistry(ctx context.Context, spec RegistrySpec, labels map[string]string) error {
 	// Distribution's configuration (images/registry/config.yml) has deletes off; its
 	// environment turns them and authentication on. Neither holds a secret.
 	var env []string
@@ -335,31 +360,31 @@ func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Regis
 	if spec.Auth {
 		env = append(env, "REGISTRY_AUTH=htpasswd", "REGISTRY_AUTH_HTPASSWD_REALM="+spec.Name, "REGISTRY_AUTH_HTPASSWD_PATH="+registryHtpasswdFile)
 	}
-	err = m.runtime.CreateContainer(ctx, container.ContainerSpec{
+	err := m.runtime.CreateContainer(ctx, container.ContainerSpec{
 		Name: spec.Name, Hostname: spec.Name, Image: spec.Image, Labels: labels, Network: registryNetwork(spec.Name), Env: env,
 		Mounts:        []container.Mount{{Type: container.MountVolume, Source: registryVolume(spec.Name), Target: "/var/lib/registry"}},
-		Ports:         []container.PortMapping{{ContainerPort: RegistryPort, Protocol: "tcp", HostIP: orDefault(spec.ListenAddress, "127.0.0.1"), HostPort: spec.HostPort}},
+		Ports:         []container.PortMapping{{ContainerPort: registryPort, Protocol: "tcp", HostIP: orDefault(spec.ListenAddress, "127.0.0.1"), HostPort: spec.HostPort}},
 		RestartPolicy: "unless-stopped",
 	})
 	if err != nil {
-		return nil, errors.Wrapf(err, "creating registry %s", spec.Name)
+		return errors.Wrapf(err, "creating registry %s", spec.Name)
 	}
 	// The users are there before distribution starts: it would make one up and log its
 	// password otherwise.
 	if spec.Auth {
 		if err := m.writeRegistryAuth(ctx, spec.Name); err != nil {
 			_ = m.runtime.RemoveContainer(ctx, spec.Name)
-			return nil, err
+			return err
 		}
 	}
 	if err := m.runtime.StartContainer(ctx, spec.Name); err != nil {
 		_ = m.runtime.RemoveContainer(ctx, spec.Name)
 		if container.IsPortInUse(err) {
-			return nil, errors.Wrapf(err, "host port %d is taken: choose another with --port", spec.HostPort)
+			return errors.Wrapf(err, "host port %d is taken: choose another with --port", spec.HostPort)
 		}
-		return nil, errors.Wrapf(err, "starting registry %s", spec.Name)
+		return errors.Wrapf(err, "starting registry %s", spec.Name)
 	}
-	return m.FindRegistry(ctx, spec.Name)
+	return nil
 }
 
 // writeRegistryAuth makes a registry's credential, a random password for RegistryUser, and
@@ -488,7 +513,7 @@ func (m *Manager) DeleteRegistry(ctx context.Context, name string, keepData bool
 }
 
 // CheckRegistryNamespace tells whether the clusters of a namespace may use the local registry
-// of that name: a *RegistryNotServedError when it exists and does not serve the namespace, nil
+// of that name: a *registryNotServedError when it exists and does not serve the namespace, nil
 // when it serves it or does not exist (a cluster naming it waits for it).
 func (m *Manager) CheckRegistryNamespace(ctx context.Context, name, namespace string) error {
 	r, err := m.FindRegistry(ctx, name)
@@ -503,13 +528,13 @@ func (r *Registry) checkServes(namespace string) error {
 		return nil
 	}
 	served := r.Namespaces()
-	return &RegistryNotServedError{Registry: r.Name, Namespace: namespace, Namespaces: served,
+	return &registryNotServedError{Registry: r.Name, Namespace: namespace, Namespaces: served,
 		recreate: r.createCommand(slices.Concat(served, []string{namespace}))}
 }
 
 // ConnectRegistry attaches a local registry to the network of a cluster of namespace (once) and
 // returns it as it is now; nil when there is no registry of that name. A registry that does
-// not serve the namespace is refused with a *RegistryNotServedError, attaching nothing.
+// not serve the namespace is refused with a *registryNotServedError, attaching nothing.
 func (m *Manager) ConnectRegistry(ctx context.Context, name, network, namespace string) (*Registry, error) {
 	r, err := m.FindRegistry(ctx, name)
 	if err != nil || r == nil {
@@ -552,7 +577,7 @@ func registryHostsFile(host string) string { return containerdHostsDir + "/" + h
 // registry requires authentication, is sent with every request (a header containerd 1.6 and
 // later add to each request to the host).
 func registryHosts(host, address string, cred *RegistryCredential) string {
-	server := "http://" + net.JoinHostPort(address, strconv.Itoa(RegistryPort))
+	server := "http://" + net.JoinHostPort(address, strconv.Itoa(registryPort))
 	hosts := fmt.Sprintf("# Written by Dockyard: %s is the local registry, on the cluster's network.\nserver = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", host, server, server)
 	if cred != nil {
 		hosts += fmt.Sprintf("\n[host.%q.header]\n  Authorization = %q\n", server, cred.basic())

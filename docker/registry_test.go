@@ -49,7 +49,7 @@ func TestARegistryServesItsNamespacesOnly(t *testing.T) {
 	// team-c's cluster is refused before anything is attached.
 	key := ClusterKey{Namespace: "team-c", Name: "dev"}
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := m.ConnectRegistry(ctx, "shared", network, "team-c")
@@ -72,7 +72,7 @@ func TestARegistryServesItsNamespacesOnly(t *testing.T) {
 	// team-a's is attached; a registry that does not exist is no error.
 	key = ClusterKey{Namespace: "team-a", Name: "dev"}
 	network = DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := m.ConnectRegistry(ctx, "shared", network, "team-a"); err != nil || got == nil || got.Address(network) == "" {
@@ -233,7 +233,7 @@ func TestARegistryWithAuthGivesNodesTheCredential(t *testing.T) {
 
 	key := ClusterKey{Namespace: "team-a", Name: "dev"}
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker, Network: network})
@@ -329,7 +329,7 @@ func TestARegistryRefusesAnothersVolumeOrNetwork(t *testing.T) {
 // A registry that does not serve a namespace is a refusal of the policy, as the webhook and the
 // controllers recognize it.
 func TestRegistryNotServedIsARefusal(t *testing.T) {
-	err := error(&RegistryNotServedError{Registry: "r", Namespace: "b", Namespaces: []string{"a"}})
+	err := error(&registryNotServedError{Registry: "r", Namespace: "b", Namespaces: []string{"a"}})
 	if !policy.IsRefused(err) || !IsRegistryNotServed(err) {
 		t.Errorf("%v: IsRefused %v, IsRegistryNotServed %v", err, policy.IsRefused(err), IsRegistryNotServed(err))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
 // A Service load balancer gives a workload cluster's Service of type LoadBalancer an address
@@ -27,12 +28,6 @@ const (
 	serviceUIDLabel = "dockyard.x-k8s.io/service-uid"
 )
 
-// ServicePort is a TCP port of a Service and the NodePort that serves it on every node.
-type ServicePort = haproxy.ServicePort
-
-// ServiceBackend is a node the Service's traffic goes to.
-type ServiceBackend = haproxy.ServiceBackend
-
 // ServiceLoadBalancerSpec describes the load balancer of one Service.
 type ServiceLoadBalancerSpec struct {
 	Cluster ClusterKey
@@ -42,17 +37,19 @@ type ServiceLoadBalancerSpec struct {
 	UID     string
 	Image   string
 	Network string
-	Ports   []ServicePort
-	Nodes   []ServiceBackend
+	Ports   []haproxy.ServicePort
+	Nodes   []haproxy.ServiceBackend
 }
 
 // ServiceLoadBalancer is a Service's load balancer container.
 type ServiceLoadBalancer struct {
+	m *Manager
+	c *container.Container
+
 	Name string
 	// Service is "<namespace>/<name>" in the workload cluster, UID its metadata.uid: what the
 	// container's labels say it serves.
 	Service, UID string
-	c            *container.Container
 }
 
 // Address is the load balancer's IPv4 address on a network.
@@ -78,10 +75,6 @@ func ServiceLoadBalancerName(k ClusterKey, service string) string {
 // another Service's name has the same hash) it is replaced. A container of that name that is
 // not the cluster's is left alone, and is an error.
 func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoadBalancerSpec) (*ServiceLoadBalancer, error) {
-	m, err := m.on(ctx, spec.Cluster)
-	if err != nil {
-		return nil, err
-	}
 	if spec.UID == "" {
 		return nil, errors.Errorf("the load balancer of Service %s needs the Service's UID", spec.Service)
 	}
@@ -136,15 +129,11 @@ func (m *Manager) EnsureServiceLoadBalancer(ctx context.Context, spec ServiceLoa
 	if c, err = m.runtime.InspectContainer(ctx, name); err != nil {
 		return nil, err
 	}
-	return &ServiceLoadBalancer{Name: name, Service: spec.Service, UID: spec.UID, c: c}, nil
+	return &ServiceLoadBalancer{m: m, c: c, Name: name, Service: spec.Service, UID: spec.UID}, nil
 }
 
 // ServiceLoadBalancers lists a cluster's Service load balancers.
 func (m *Manager) ServiceLoadBalancers(ctx context.Context, cluster ClusterKey) ([]*ServiceLoadBalancer, error) {
-	m, err := m.on(ctx, cluster)
-	if err != nil {
-		return nil, err
-	}
 	labels := cluster.ClusterLabels()
 	labels[serviceLabel] = ""
 	containers, err := m.runtime.ListContainers(ctx, labels)
@@ -154,7 +143,7 @@ func (m *Manager) ServiceLoadBalancers(ctx context.Context, cluster ClusterKey) 
 	out := make([]*ServiceLoadBalancer, 0, len(containers))
 	for i := range containers {
 		c := &containers[i]
-		out = append(out, &ServiceLoadBalancer{Name: c.Name, Service: c.Labels[serviceLabel], UID: c.Labels[serviceUIDLabel], c: c})
+		out = append(out, &ServiceLoadBalancer{m: m, c: c, Name: c.Name, Service: c.Labels[serviceLabel], UID: c.Labels[serviceUIDLabel]})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Service != out[j].Service {
@@ -165,7 +154,13 @@ func (m *Manager) ServiceLoadBalancers(ctx context.Context, cluster ClusterKey) 
 	return out, nil
 }
 
-// DeleteServiceLoadBalancer removes a Service load balancer; one that is gone is not an error.
-func (m *Manager) DeleteServiceLoadBalancer(ctx context.Context, lb *ServiceLoadBalancer) error {
-	return errors.Wrapf(m.runtime.RemoveContainer(ctx, lb.Name), "removing the load balancer of Service %s", lb.Service)
+// Delete removes the Service load balancer; one that is gone is not an error.
+func (s *ServiceLoadBalancer) Delete(ctx context.Context) error {
+	return errors.Wrapf(s.m.runtime.RemoveContainer(ctx, s.Name), "removing the load balancer of Service %s", s.Service)
+}
+
+// CollectLogs writes the load balancer's haproxy configuration, console output and the engine's
+// inspect data into dir, like LoadBalancer.CollectLogs.
+func (s *ServiceLoadBalancer) CollectLogs(ctx context.Context, dir *logdir.Dir) error {
+	return errors.Wrapf(s.m.collectLoadBalancerLogs(ctx, s.c, dir), "collecting the logs of the load balancer of Service %s", s.Service)
 }

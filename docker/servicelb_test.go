@@ -8,6 +8,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
 func serviceLBManager(t *testing.T) (context.Context, *fake.Runtime, *Manager, ServiceLoadBalancerSpec) {
@@ -18,13 +19,13 @@ func serviceLBManager(t *testing.T) (context.Context, *fake.Runtime, *Manager, S
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c"}
 	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	return ctx, rt, m, ServiceLoadBalancerSpec{
 		Cluster: key, Service: "default/web", UID: "uid-1", Image: "lb", Network: network,
-		Ports: []ServicePort{{Port: 80, NodePort: 30080}},
-		Nodes: []ServiceBackend{{Name: "c-md-0-a", Address: "172.30.0.4"}},
+		Ports: []haproxy.ServicePort{{Port: 80, NodePort: 30080}},
+		Nodes: []haproxy.ServiceBackend{{Name: "c-md-0-a", Address: "172.30.0.4"}},
 	}
 }
 
@@ -112,7 +113,7 @@ func TestServiceLoadBalancerLeavesAForeignContainerAlone(t *testing.T) {
 // A spec with a name that could not be put in haproxy's configuration makes nothing.
 func TestServiceLoadBalancerRefusesAnInvalidSpecBeforeMakingAContainer(t *testing.T) {
 	ctx, rt, m, spec := serviceLBManager(t)
-	spec.Nodes = append(spec.Nodes, ServiceBackend{Name: "evil\n  server x 192.0.2.9", Address: "172.30.0.5"})
+	spec.Nodes = append(spec.Nodes, haproxy.ServiceBackend{Name: "evil\n  server x 192.0.2.9", Address: "172.30.0.5"})
 	if _, err := m.EnsureServiceLoadBalancer(ctx, spec); err == nil || !strings.Contains(err.Error(), "node name") {
 		t.Errorf("error %v, want one naming the node name", err)
 	}

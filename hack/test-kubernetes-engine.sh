@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Kubernetes engine's tests on a real infrastructure cluster: a management cluster made by
 # `dockyard create management` under its own name, with the node image and the tests' image
-# loaded into its node, then the runtime's suite (pkg/container/kubernetes: the conformance
+# loaded into its node, then the runtime's suite (pkg/container/kubernetes/onacluster: the conformance
 # behaviours that apply, Pods' lifecycle, volumes, fronts, zones, events) and the node layer's
 # (docker, tag kubernetes_engine: a node of the node image boots as a Pod and runs a bootstrap
 # plan once). The cluster is deleted at the end, passed or not. Called by `make
@@ -21,5 +21,5 @@ for img in "$NODE_IMAGE" "$TEST_IMAGE"; do
 	docker save "$img" | docker exec -i "$name-control-plane" ctr --namespace k8s.io images import - >/dev/null
 done
 export DOCKYARD_TEST_INFRA_KUBECONFIG="$kubeconfig" DOCKYARD_TEST_INFRA_IMAGE="$TEST_IMAGE" DOCKYARD_TEST_NODE_IMAGE="$NODE_IMAGE"
-go test ./pkg/container/kubernetes/ -count=1 -v -timeout 20m ${GO_TEST_FLAGS:-}
+go test ./pkg/container/kubernetes/onacluster/ -count=1 -v -timeout 20m ${GO_TEST_FLAGS:-}
 go test -tags kubernetes_engine ./docker/ -run 'AsAPod|OfANodePod' -count=1 -v -timeout 20m ${GO_TEST_FLAGS:-}

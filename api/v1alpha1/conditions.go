@@ -30,6 +30,10 @@ const (
 	LoadBalancerAvailableReason = "LoadBalancerAvailable"
 	// WaitingForOwnerClusterReason: no Cluster owns the DockyardCluster yet.
 	WaitingForOwnerClusterReason = "WaitingForOwnerCluster"
+	// InfrastructureUnavailableReason: the infrastructure cluster spec.infrastructure names
+	// cannot be used: its kubeconfig Secret is missing or holds no usable kubeconfig. The
+	// message says what is missing; Dockyard looks again every few seconds.
+	InfrastructureUnavailableReason = "InfrastructureUnavailable"
 	// NetworkFailedReason: the container network could not be created or inspected.
 	NetworkFailedReason = "NetworkFailed"
 	// NetworkNotFoundReason: spec.network.existing.name names a network that is not on the

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
-	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/gobuild"
 )
 
@@ -30,12 +32,13 @@ func addImageFlags(fs *flag.FlagSet) imageFlags {
 }
 
 // builder returns a Builder on the engine DOCKER_HOST names (the local socket when unset),
-// reached through Dockyard's runtime layer; done releases the engine connection.
+// built by the one picker with an hour for each image to move (a node image is gigabytes);
+// done releases the engine connection.
 func (f imageFlags) builder() (b *imagebuild.Builder, done func(), err error) {
 	if os.Geteuid() != 0 {
 		return nil, nil, errors.New("building images needs root (debootstrap and chroot)")
 	}
-	rt, err := dockerengine.New()
+	rt, err := runtimes.New(runtimes.Config{Name: runtimes.Docker, Timeouts: container.Timeouts{Call: container.DefaultTimeouts.Call, Transfer: time.Hour}})
 	if err != nil {
 		return nil, nil, err
 	}

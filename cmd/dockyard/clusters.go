@@ -32,7 +32,7 @@ import (
 	capiyaml "sigs.k8s.io/cluster-api/util/yaml"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/controllers"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/kindconfig"
 )
@@ -160,7 +160,7 @@ func (o *clusterOptions) useInfrastructure(cluster string) ([]byte, error) {
 		return nil, errors.Wrapf(err, "--infrastructure-kubeconfig %s", o.infrastructureKubeconfig)
 	}
 	// The manager refuses it otherwise: say so before anything is made.
-	if err := controllers.SelfContainedKubeconfig(cfg); err != nil {
+	if err := infrastructure.SelfContainedKubeconfig(cfg); err != nil {
 		return nil, errors.Wrapf(err, "--infrastructure-kubeconfig %s", o.infrastructureKubeconfig)
 	}
 	o.flavor = kubernetesFlavor
@@ -210,13 +210,9 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	if err != nil {
 		return err
 	}
-	vars := map[string]string{}
-	for _, v := range o.variables {
-		k, val, ok := strings.Cut(v, "=")
-		if !ok || k == "" {
-			return errors.Errorf("--var %q: want NAME=VALUE", v)
-		}
-		vars[k] = val
+	vars, err := templateVariables(o.variables)
+	if err != nil {
+		return err
 	}
 	m, err := g.management(ctx)
 	if err != nil {
@@ -225,50 +221,12 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	for k, v := range vars {
 		_ = os.Setenv(k, v) // clusterctl's library reads variables from the environment
 	}
-	config, err := g.clusterctlConfig()
+	objs, err := generateCluster(ctx, g, o, ref, m.kubeconfig)
 	if err != nil {
 		return err
 	}
-	c, err := clusterctl(ctx, config)
-	if err != nil {
+	if err := applyCluster(ctx, m.client, ref, objs, infraKubeconfig); err != nil {
 		return err
-	}
-	provider, err := templateProvider(ctx, config, m.kubeconfig)
-	if err != nil {
-		return err
-	}
-	tmpl, err := c.GetClusterTemplate(ctx, clusterctlclient.GetClusterTemplateOptions{
-		Kubeconfig:               clusterctlclient.Kubeconfig{Path: m.kubeconfig},
-		ProviderRepositorySource: &clusterctlclient.ProviderRepositorySourceOptions{InfrastructureProvider: provider, Flavor: o.flavor},
-		ClusterName:              ref.Name,
-		TargetNamespace:          ref.Namespace,
-		KubernetesVersion:        o.kubernetesVersion,
-		ControlPlaneMachineCount: ptr.To(o.controlPlanes),
-		WorkerMachineCount:       ptr.To(o.workers),
-	})
-	if err != nil {
-		return errors.Wrap(err, "generating the cluster from Dockyard's template")
-	}
-	manifest, err := tmpl.Yaml()
-	if err != nil {
-		return errors.Wrap(err, "generating the cluster from Dockyard's template")
-	}
-	objs, err := clusterObjects(manifest, ref.Name, o.kind)
-	if err != nil {
-		return err
-	}
-	if infraKubeconfig != nil {
-		if err := applyInfrastructureSecret(ctx, m.client, ref, infraKubeconfig); err != nil {
-			return err
-		}
-	}
-	if err := apply(ctx, m.client, ref.Namespace, objs); err != nil {
-		return err
-	}
-	if infraKubeconfig != nil {
-		if err := ownInfrastructureSecret(ctx, m.client, ref); err != nil {
-			return err
-		}
 	}
 	flavor := o.flavor
 	if flavor == "" {
@@ -278,20 +236,92 @@ func createCluster(ctx context.Context, g *globals, o *clusterOptions, ref clust
 	if o.wait == 0 {
 		return nil
 	}
+	return waitCreatedCluster(ctx, g, o, m.client, ref)
+}
+
+// templateVariables parses the --var flags, NAME=VALUE each.
+func templateVariables(variables []string) (map[string]string, error) {
+	vars := map[string]string{}
+	for _, v := range variables {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return nil, errors.Errorf("--var %q: want NAME=VALUE", v)
+		}
+		vars[k] = val
+	}
+	return vars, nil
+}
+
+// generateCluster generates the cluster's objects from Dockyard's template in the management
+// cluster's clusterctl repository, changed as kind's configuration asks.
+func generateCluster(ctx context.Context, g *globals, o *clusterOptions, ref clusterRef, kubeconfig string) ([]*unstructured.Unstructured, error) {
+	config, err := g.clusterctlConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := clusterctl(ctx, config)
+	if err != nil {
+		return nil, err
+	}
+	provider, err := templateProvider(ctx, config, kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	tmpl, err := c.GetClusterTemplate(ctx, clusterctlclient.GetClusterTemplateOptions{
+		Kubeconfig:               clusterctlclient.Kubeconfig{Path: kubeconfig},
+		ProviderRepositorySource: &clusterctlclient.ProviderRepositorySourceOptions{InfrastructureProvider: provider, Flavor: o.flavor},
+		ClusterName:              ref.Name,
+		TargetNamespace:          ref.Namespace,
+		KubernetesVersion:        o.kubernetesVersion,
+		ControlPlaneMachineCount: ptr.To(o.controlPlanes),
+		WorkerMachineCount:       ptr.To(o.workers),
+	})
+	if err != nil {
+		return nil, errors.Wrap(err, "generating the cluster from Dockyard's template")
+	}
+	manifest, err := tmpl.Yaml()
+	if err != nil {
+		return nil, errors.Wrap(err, "generating the cluster from Dockyard's template")
+	}
+	return clusterObjects(manifest, ref.Name, o.kind)
+}
+
+// applyCluster applies the cluster's objects, with the Secret of the infrastructure cluster's
+// kubeconfig before them and owned by the Cluster after, when there is one.
+func applyCluster(ctx context.Context, c client.Client, ref clusterRef, objs []*unstructured.Unstructured, infraKubeconfig []byte) error {
+	if infraKubeconfig != nil {
+		if err := applyInfrastructureSecret(ctx, c, ref, infraKubeconfig); err != nil {
+			return err
+		}
+	}
+	if err := apply(ctx, c, ref.Namespace, objs); err != nil {
+		return err
+	}
+	if infraKubeconfig != nil {
+		if err := ownInfrastructureSecret(ctx, c, ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitCreatedCluster waits for the cluster's nodes (Ready ones, unless the cluster has no CNI)
+// and writes its kubeconfig, whose path it prints.
+func waitCreatedCluster(ctx context.Context, g *globals, o *clusterOptions, c client.Client, ref clusterRef) error {
 	start := time.Now()
 	if o.kind != nil && o.kind.Networking.DisableDefaultCNI {
 		// As kind: nodes without a CNI are not Ready until the user installs one.
-		if err := waitNodes(ctx, m.client, ref, o.wait); err != nil {
+		if err := waitNodes(ctx, c, ref, o.wait); err != nil {
 			return err
 		}
 		say("cluster %s has its nodes in %s; they become Ready once a CNI is installed (networking.disableDefaultCNI)", ref, time.Since(start).Round(time.Second))
 	} else {
-		if err := waitReady(ctx, m.client, ref, o.wait); err != nil {
+		if err := waitReady(ctx, c, ref, o.wait); err != nil {
 			return err
 		}
 		say("cluster %s ready in %s", ref, time.Since(start).Round(time.Second))
 	}
-	path, err := writeClusterKubeconfig(ctx, g, m.client, ref)
+	path, err := writeClusterKubeconfig(ctx, g, c, ref)
 	if err != nil {
 		return err
 	}
@@ -462,7 +492,7 @@ func clusterKubeconfig(ctx context.Context, g *globals, c client.Client, ref clu
 	if internal {
 		return kubeconfig, nil
 	}
-	nodes, done, err := g.clusterNodes(ctx)
+	nodes, done, err := g.clusterNodes(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -517,8 +547,8 @@ func hostServer(ref clusterRef, dc *infrav1.DockyardCluster, lb *docker.LoadBala
 		return "", "", errors.Errorf("cluster %s has no load balancer on the engine", ref)
 	}
 	hostIP, hostPort := lb.PublishedPort(int(dc.Spec.ControlPlaneEndpoint.Port))
-	if hostPort == 0 && !lb.Running() {
-		return "", "", errors.Errorf("the load balancer of cluster %s is %s; Dockyard starts it again within seconds, then try again", ref, lb.State())
+	if hostPort == 0 && !lb.Running {
+		return "", "", errors.Errorf("the load balancer of cluster %s is %s; Dockyard starts it again within seconds, then try again", ref, lb.State)
 	}
 	if hostPort == 0 {
 		return "", "", errors.Errorf("the load balancer of cluster %s publishes no port on the host; use --internal", ref)

@@ -11,8 +11,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/cmd/tools/mgmt"
-	"github.com/dockyard-dev/dockyard/controllers"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/repository/embedded"
@@ -66,18 +69,33 @@ func (g *globals) connect(ctx context.Context, opts docker.ManagerOptions) (*doc
 	return nodes, func() { _ = rt.Close() }, nil
 }
 
-// clusterNodes connects to the engine like engine, and resolves the clusters whose nodes are
-// Pods of a Kubernetes cluster (spec.infrastructure.kubernetes) through the management
-// cluster's objects, with the user's own credentials; without a management cluster that
-// answers, only the engine's clusters are found.
-func (g *globals) clusterNodes(ctx context.Context) (*docker.Manager, func(), error) {
-	opts := docker.ManagerOptions{}
-	if m, err := g.management(ctx); err == nil {
-		if cfg, err := clientcmd.BuildConfigFromFlags("", m.kubeconfig); err == nil {
-			opts.Infrastructure = controllers.Infrastructure(m.client, m.client, cfg, nil)
-		}
+// clusterNodes connects to the engine like engine, and returns the node layer of the engine a
+// cluster's nodes run on: the Kubernetes cluster its DockyardCluster names
+// (spec.infrastructure.kubernetes), resolved as the manager does, with the user's own
+// credentials; the engine's without a management cluster that answers, or a DockyardCluster.
+func (g *globals) clusterNodes(ctx context.Context, ref clusterRef) (*docker.Manager, func(), error) {
+	host, done, err := g.engine(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	return g.connect(ctx, opts)
+	m, err := g.management(ctx)
+	if err != nil {
+		return host, done, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", m.kubeconfig)
+	if err != nil {
+		return host, done, nil
+	}
+	list := &infrav1.DockyardClusterList{}
+	if err := m.client.List(ctx, list, client.InNamespace(ref.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ref.Name}); err != nil || len(list.Items) != 1 {
+		return host, done, nil
+	}
+	nodes, err := infrastructure.New(host, infrastructure.Options{Secrets: m.client, Management: cfg}).For(ctx, &list.Items[0])
+	if err != nil {
+		done()
+		return nil, nil, errors.Wrapf(err, "the infrastructure of cluster %s", ref)
+	}
+	return nodes, done, nil
 }
 
 // clusterctlConfig is the path of clusterctl's configuration: --clusterctl-config, or the

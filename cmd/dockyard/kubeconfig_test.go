@@ -21,7 +21,7 @@ func TestHostServerIsThePortTheEnginePublishes(t *testing.T) {
 	nodes := docker.NewManager(rt, docker.ManagerOptions{})
 	ref := clusterRef{Namespace: "default", Name: "dev"}
 	network := docker.DefaultNetworkName(ref.key())
-	if _, err := nodes.EnsureNetwork(ctx, ref.key(), network); err != nil {
+	if _, err := nodes.EnsureNetwork(ctx, ref.key(), docker.NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	const kept = 16443
@@ -39,7 +39,7 @@ func TestHostServerIsThePortTheEnginePublishes(t *testing.T) {
 	}
 
 	// The load balancer is created again while a container holds the kept port.
-	if err := nodes.DeleteLoadBalancer(ctx, ref.key()); err != nil {
+	if err := rt.RemoveContainer(ctx, lb.Name); err != nil {
 		t.Fatal(err)
 	}
 	holder := container.ContainerSpec{Name: "holder", Image: "lb",

@@ -51,7 +51,7 @@ engine's image of a name is skipped. Load again after rebuilding an image: every
 }
 
 func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string, images []string) error {
-	nodes, done, err := g.clusterNodes(ctx)
+	nodes, done, err := g.clusterNodes(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string,
 		if err := recordImages(ctx, m.client, ref, images, true); err != nil {
 			return err
 		}
-		if targets, err = nodes.Nodes(ctx, ref.key()); err != nil {
+		if targets, err = nodes.Nodes(ctx, ref.key(), ""); err != nil {
 			return err
 		}
 	}
@@ -102,8 +102,8 @@ func loadImages(ctx context.Context, g *globals, ref clusterRef, machine string,
 		say("%s %s into %s: %d MiB in %s", state, l.Image, l.Node, l.Bytes>>20, l.Took.Round(100*time.Millisecond))
 	}
 	for _, node := range targets {
-		if !node.Running() {
-			say("skipping node %s: it is %s (Dockyard loads the images when it provisions a node)", node.Name, node.State())
+		if !node.Running {
+			say("skipping node %s: it is %s (Dockyard loads the images when it provisions a node)", node.Name, node.State)
 			continue
 		}
 		if err := node.LoadImages(ctx, images, report); err != nil {

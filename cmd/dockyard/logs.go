@@ -9,6 +9,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
 	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
 func exportCommand(g *globals) *cobra.Command {
@@ -43,7 +44,7 @@ works on a cluster whose management cluster is gone.`,
 			if err != nil {
 				return err
 			}
-			nodes, done, err := g.clusterNodes(ctx)
+			nodes, done, err := g.clusterNodes(ctx, ref)
 			if err != nil {
 				return err
 			}
@@ -65,7 +66,7 @@ works on a cluster whose management cluster is gone.`,
 // exportLogs writes the logs of the cluster's nodes and load balancers on the engine into dir,
 // one directory per container, and returns how many containers it wrote.
 func exportLogs(ctx context.Context, nodes *docker.Manager, engine string, ref clusterRef, dir string, overwrite bool) (int, error) {
-	list, err := nodes.Nodes(ctx, ref.key())
+	list, err := nodes.Nodes(ctx, ref.key(), "")
 	if err != nil {
 		return 0, err
 	}
@@ -80,8 +81,8 @@ func exportLogs(ctx context.Context, nodes *docker.Manager, engine string, ref c
 	if len(list) == 0 && lb == nil && len(services) == 0 {
 		return 0, errors.Errorf("cluster %s has no container on the %s engine", ref, engine)
 	}
-	out, err := docker.OpenLogDir(dir, overwrite)
-	if errors.Is(err, docker.ErrLogDirNotEmpty) {
+	out, err := logdir.Open(dir, overwrite)
+	if errors.Is(err, logdir.ErrNotEmpty) {
 		return 0, errors.Errorf("%v: pass --overwrite to replace its files of the same names, or name a new or empty directory", err)
 	}
 	if err != nil {
@@ -89,7 +90,7 @@ func exportLogs(ctx context.Context, nodes *docker.Manager, engine string, ref c
 	}
 	defer out.Close()
 	var errs []error
-	collect := func(name string, f func(*docker.LogDir) error) {
+	collect := func(name string, f func(*logdir.Dir) error) {
 		d, err := out.Dir(name)
 		if err != nil {
 			errs = append(errs, err)
@@ -99,15 +100,15 @@ func exportLogs(ctx context.Context, nodes *docker.Manager, engine string, ref c
 		errs = append(errs, f(d))
 	}
 	for _, n := range list {
-		collect(n.Name, func(d *docker.LogDir) error { return n.CollectLogs(ctx, d) })
+		collect(n.Name, func(d *logdir.Dir) error { return n.CollectLogs(ctx, d) })
 	}
 	count := len(list) + len(services)
 	if lb != nil {
-		collect(lb.Name, func(d *docker.LogDir) error { return lb.CollectLogs(ctx, d) })
+		collect(lb.Name, func(d *logdir.Dir) error { return lb.CollectLogs(ctx, d) })
 		count++
 	}
 	for _, s := range services {
-		collect(s.Name, func(d *docker.LogDir) error { return nodes.CollectServiceLoadBalancerLogs(ctx, s, d) })
+		collect(s.Name, func(d *logdir.Dir) error { return s.CollectLogs(ctx, d) })
 	}
 	return count, kerrors.NewAggregate(errs)
 }

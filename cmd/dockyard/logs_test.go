@@ -9,6 +9,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
 // dockyard export logs writes a directory per container (nodes, the control plane's load
@@ -22,7 +23,7 @@ func TestExportLogs(t *testing.T) {
 	rt.OnSignal = func(c *fake.Container, _ string) { c.Logs = append(c.Logs, "Loading success") }
 	m := docker.NewManager(rt, docker.ManagerOptions{})
 	ref := clusterRef{Namespace: "ns", Name: "dev"}
-	if _, err := m.EnsureNetwork(ctx, ref.key(), "dev"); err != nil {
+	if _, err := m.EnsureNetwork(ctx, ref.key(), docker.NetworkSpec{Name: "dev"}); err != nil {
 		t.Fatal(err)
 	}
 	node, err := m.AddNode(ctx, docker.NodeSpec{Cluster: ref.key(), Machine: "cp", Image: "node:v1", Role: docker.RoleControlPlane, Network: "dev"})
@@ -34,7 +35,7 @@ func TestExportLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	service, err := m.EnsureServiceLoadBalancer(ctx, docker.ServiceLoadBalancerSpec{Cluster: ref.key(), Service: "default/web", UID: "uid-web", Image: "lb:v1", Network: "dev",
-		Ports: []docker.ServicePort{{Port: 80, NodePort: 30080}}})
+		Ports: []haproxy.ServicePort{{Port: 80, NodePort: 30080}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/pkg/errors"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/logs"
 	logsv1 "k8s.io/component-base/logs/api/v1"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/flags"
 
 	"github.com/dockyard-dev/dockyard/controllers"
+	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
@@ -115,9 +117,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute,
 		"How often every watched object is reconciled even without changes.")
 	fs.IntVar(&o.clusterConcurrency, "dockyardcluster-concurrency", 10,
-		"DockyardClusters reconciled at the same time.")
+		"DockyardClusters reconciled at the same time; as many clusters' Service load balancers and DockyardMachineTemplates.")
 	fs.IntVar(&o.machineConcurrency, "dockyardmachine-concurrency", 10,
-		"DockyardMachines reconciled at the same time.")
+		"DockyardMachines reconciled at the same time; as many DockyardMachinePools.")
 	fs.IntVar(&o.clusterCacheConcurrency, "clustercache-concurrency", 10,
 		"Workload cluster connections set up at the same time.")
 	fs.StringVar(&o.loadBalancerImage, "load-balancer-image", docker.DefaultLoadBalancerImage,
@@ -235,6 +237,56 @@ func Main(args []string) error {
 }
 
 func run(o options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if err := logsv1.ValidateAndApply(o.logOptions, nil); err != nil {
+		return errors.Wrap(err, "applying logging flags")
+	}
+	ctrl.SetLogger(klog.Background())
+	hostPolicy, err := o.policy()
+	if err != nil {
+		return err
+	}
+	mgr, err := newManager(o)
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	host, closeEngine, err := connectEngine(ctx, o, mgr, hostPolicy)
+	if err != nil {
+		return err
+	}
+	defer closeEngine()
+	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
+	if err != nil {
+		return errors.Wrap(err, "creating secret caching client")
+	}
+	engineEvents := docker.NewEngineEvents(host)
+	if err := mgr.Add(engineEvents); err != nil {
+		return errors.Wrap(err, "adding the engine's event watcher")
+	}
+	// Not ready while the engine does not answer: nothing can be reconciled then.
+	if err := mgr.AddReadyzCheck("engine", engineCheck(host)); err != nil {
+		return errors.Wrap(err, "adding the engine check")
+	}
+	// Each cluster's engine is chosen from its DockyardCluster, once per reconcile.
+	engines := infrastructure.New(host, infrastructure.Options{
+		Secrets: secretCachingClient, Management: mgr.GetConfig(), Policy: hostPolicy, Events: engineEvents,
+	})
+	if err := setupControllers(ctx, mgr, o, engines, engineEvents, secretCachingClient); err != nil {
+		return err
+	}
+	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy,
+		Environment: webhooks.Environment{Registries: host, SubnetsInUse: subnetsInUse(mgr.GetAPIReader())}}); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("Starting manager", "namespace", o.watchNamespace, "watchFilter", o.watchFilterValue)
+	return errors.Wrap(mgr.Start(ctx), "running manager")
+}
+
+// validate checks the flags that have no parser of their own.
+func (o *options) validate() error {
 	if o.maxServiceLoadBalancers < 1 {
 		return errors.Errorf("--max-service-load-balancers-per-cluster=%d: must be at least 1", o.maxServiceLoadBalancers)
 	}
@@ -244,29 +296,16 @@ func run(o options) error {
 	if o.watchNamespace == `""` {
 		o.watchNamespace = ""
 	}
-	if err := logsv1.ValidateAndApply(o.logOptions, nil); err != nil {
-		return errors.Wrap(err, "applying logging flags")
-	}
-	ctrl.SetLogger(klog.Background())
-	log := ctrl.Log.WithName("setup")
+	return nil
+}
 
-	privilege, err := docker.ParsePrivilegeMode(o.nodePrivileged)
-	if err != nil {
-		return err
-	}
-	hostPolicy, err := o.policy()
-	if err != nil {
-		return err
-	}
-	openPorts, err := o.openPorts()
-	if err != nil {
-		return err
-	}
+// newManager makes the controller-runtime manager: its client to the management cluster, cache,
+// leader election, health endpoints and webhook server.
+func newManager(o options) (ctrl.Manager, error) {
 	tlsOptions, metricsOptions, err := flags.GetManagerOptions(o.managerOptions)
 	if err != nil {
-		return errors.Wrap(err, "invalid flags")
+		return nil, errors.Wrap(err, "invalid flags")
 	}
-
 	restConfig := ctrl.GetConfigOrDie()
 	restConfig.QPS = o.restConfigQPS
 	restConfig.Burst = o.restConfigBurst
@@ -295,33 +334,46 @@ func run(o options) error {
 		}),
 	})
 	if err != nil {
-		return errors.Wrap(err, "creating manager")
+		return nil, errors.Wrap(err, "creating manager")
 	}
 	if err := mgr.AddHealthzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return errors.Wrap(err, "adding health check")
+		return nil, errors.Wrap(err, "adding health check")
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return errors.Wrap(err, "adding ready check")
+		return nil, errors.Wrap(err, "adding ready check")
 	}
+	return mgr, nil
+}
 
-	ctx := ctrl.SetupSignalHandler()
-
+// connectEngine connects to the manager's own engine (--container-runtime) through the one
+// picker, which gives every call a deadline (so a hung engine or node fails a reconcile instead
+// of holding a worker), and returns its node layer, with the management cluster's nodes on it
+// and what Dockyard's objects may ask of its host.
+func connectEngine(ctx context.Context, o options, mgr ctrl.Manager, hostPolicy *policy.Policy) (*docker.Manager, func(), error) {
+	log := ctrl.Log.WithName("setup")
+	privilege, err := docker.ParsePrivilegeMode(o.nodePrivileged)
+	if err != nil {
+		return nil, nil, err
+	}
+	openPorts, err := o.openPorts()
+	if err != nil {
+		return nil, nil, err
+	}
 	runtimeName, err := runtimes.Parse(o.containerRuntime)
 	if err != nil {
-		return errors.Wrap(err, "--container-runtime")
+		return nil, nil, errors.Wrap(err, "--container-runtime")
 	}
 	engineConfig := runtimes.Config{Name: runtimeName, Endpoint: o.containerRuntimeEndpoint}
-	// Every engine call has a deadline (runtimes.New), so a hung engine or node fails a
-	// reconcile instead of holding a worker.
 	engine, err := runtimes.New(engineConfig)
 	if err != nil {
-		return errors.Wrapf(err, "connecting to the container engine (%s)", engineConfig)
+		return nil, nil, errors.Wrapf(err, "connecting to the container engine (%s)", engineConfig)
 	}
-	defer func() { _ = engine.Close() }()
+	closeEngine := func() { _ = engine.Close() }
 	log.Info("Container engine", "runtime", engineConfig.String())
-	management, err := docker.ManagementSelector(ctx, engine, o.managementNode)
+	management, err := docker.NewManager(engine, docker.ManagerOptions{}).ManagementSelector(ctx, o.managementNode)
 	if err != nil {
-		return err
+		closeEngine()
+		return nil, nil, err
 	}
 	if management != nil {
 		log.Info("Connecting the management cluster's nodes to every workload cluster network", "node", o.managementNode, "selector", management)
@@ -329,43 +381,14 @@ func run(o options) error {
 	log.Info("What Dockyard's objects may ask of the engine's host", "hostPaths", hostPolicy.HostPaths, "imageRepositories", hostPolicy.ImageRepositories,
 		"loadImageRepositories", hostPolicy.LoadImageRepositories, "listenAddresses", hostPolicy.ListenAddresses, "minHostPort", hostPolicy.MinHostPort,
 		"networks", hostPolicy.Networks, "subnetPools", hostPolicy.SubnetPools, "reservedSubnets", hostPolicy.ReservedSubnets)
-	inUse := subnetsInUse(mgr.GetAPIReader())
-	secretCachingClient, err := setup.CreateSecretCachingClient(mgr)
-	if err != nil {
-		return errors.Wrap(err, "creating secret caching client")
-	}
-	engineEvents := docker.NewEngineEvents(engine)
-	nodes := docker.NewManager(engine, docker.ManagerOptions{
+	host := docker.NewManager(engine, docker.ManagerOptions{
 		Privilege: privilege, ManagementNodes: management, ManagementPortsOpenToWorkloads: openPorts,
-		Policy: hostPolicy, SubnetsInUse: inUse,
-		Infrastructure: controllers.Infrastructure(mgr.GetClient(), secretCachingClient, mgr.GetConfig(), hostPolicy),
-		EngineAdded:    engineEvents.Add,
-		EngineRetired:  engineEvents.Remove,
+		Policy: hostPolicy, SubnetsInUse: subnetsInUse(mgr.GetAPIReader()),
 	})
-
-	if err := mgr.Add(engineEvents); err != nil {
-		return errors.Wrap(err, "adding the engine's event watcher")
-	}
-	// Not ready while the engine does not answer: nothing can be reconciled then.
-	if err := mgr.AddReadyzCheck("engine", engineCheck(nodes)); err != nil {
-		return errors.Wrap(err, "adding the engine check")
-	}
-	if err := setupControllers(ctx, mgr, o, nodes, engineEvents, secretCachingClient); err != nil {
-		return err
-	}
-	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy,
-		Environment: webhooks.Environment{Registries: nodes, SubnetsInUse: inUse}}); err != nil {
-		return err
-	}
-
-	log.Info("Starting manager", "namespace", o.watchNamespace, "watchFilter", o.watchFilterValue)
-	if err := mgr.Start(ctx); err != nil {
-		return errors.Wrap(err, "running manager")
-	}
-	return nil
+	return host, closeEngine, nil
 }
 
-func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *docker.Manager, engineEvents *docker.EngineEvents, secretCachingClient client.Client) error {
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engines *infrastructure.Engines, engineEvents *docker.EngineEvents, secretCachingClient client.Client) error {
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     secretCachingClient,
 		Cache:            setup.ClusterCacheCacheOptions(),
@@ -375,51 +398,46 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, nodes *d
 	if err != nil {
 		return errors.Wrap(err, "creating ClusterCache")
 	}
-
-	if err := (&controllers.DockyardClusterReconciler{
-		Client:           mgr.GetClient(),
-		Nodes:            nodes,
-		Recorder:         mgr.GetEventRecorderFor("dockyardcluster-controller"), //nolint:staticcheck // Cluster API uses this recorder too
-		EngineEvents:     engineEvents,
-		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
-		return errors.Wrap(err, "setting up the DockyardCluster controller")
+	clusters := controller.Options{MaxConcurrentReconciles: o.clusterConcurrency, ReconciliationTimeout: o.reconcileTimeout}
+	machines := controller.Options{MaxConcurrentReconciles: o.machineConcurrency, ReconciliationTimeout: o.reconcileTimeout}
+	recorder := func(name string) record.EventRecorder {
+		return mgr.GetEventRecorderFor(name) //nolint:staticcheck // Cluster API uses this recorder too
 	}
-	if err := (&controllers.DockyardMachineReconciler{
-		Client:              mgr.GetClient(),
-		ClusterCache:        clusterCache,
-		Nodes:               nodes,
-		NodeImageRepository: o.nodeImageRepository,
-		Recorder:            mgr.GetEventRecorderFor("dockyardmachine-controller"), //nolint:staticcheck // Cluster API uses this recorder too
-		EngineEvents:        engineEvents,
-		WatchFilterValue:    o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
-		return errors.Wrap(err, "setting up the DockyardMachine controller")
-	}
-	if err := (&controllers.DockyardMachinePoolReconciler{
-		Client:           mgr.GetClient(),
-		Recorder:         mgr.GetEventRecorderFor("dockyardmachinepool-controller"), //nolint:staticcheck // the recorder the other controllers use
-		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.machineConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
-		return errors.Wrap(err, "setting up the DockyardMachinePool controller")
-	}
-	if err := (&controllers.ServiceLoadBalancerReconciler{
-		Client:           mgr.GetClient(),
-		ClusterCache:     clusterCache,
-		Nodes:            nodes,
-		Image:            o.loadBalancerImage,
-		MaxPerCluster:    o.maxServiceLoadBalancers,
-		Recorder:         mgr.GetEventRecorderFor("servicelb-controller"), //nolint:staticcheck // the recorder the other controllers use
-		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: o.clusterConcurrency, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
-		return errors.Wrap(err, "setting up the Service load balancer controller")
-	}
-	if err := (&controllers.DockyardMachineTemplateReconciler{
-		Client:           mgr.GetClient(),
-		Nodes:            nodes,
-		WatchFilterValue: o.watchFilterValue,
-	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1, ReconciliationTimeout: o.reconcileTimeout}); err != nil {
-		return errors.Wrap(err, "setting up the DockyardMachineTemplate controller")
+	for name, setup := range map[string]func() error{
+		"DockyardCluster": func() error {
+			return (&controllers.DockyardClusterReconciler{
+				Client: mgr.GetClient(), Engines: engines, Recorder: recorder("dockyardcluster-controller"),
+				EngineEvents: engineEvents, WatchFilterValue: o.watchFilterValue,
+			}).SetupWithManager(ctx, mgr, clusters)
+		},
+		"DockyardMachine": func() error {
+			return (&controllers.DockyardMachineReconciler{
+				Client: mgr.GetClient(), ClusterCache: clusterCache, Engines: engines, NodeImageRepository: o.nodeImageRepository,
+				Recorder: recorder("dockyardmachine-controller"), EngineEvents: engineEvents, WatchFilterValue: o.watchFilterValue,
+			}).SetupWithManager(ctx, mgr, machines)
+		},
+		"DockyardMachinePool": func() error {
+			return (&controllers.DockyardMachinePoolReconciler{
+				Client: mgr.GetClient(), Recorder: recorder("dockyardmachinepool-controller"), WatchFilterValue: o.watchFilterValue,
+			}).SetupWithManager(ctx, mgr, machines)
+		},
+		"Service load balancer": func() error {
+			return (&controllers.ServiceLoadBalancerReconciler{
+				Client: mgr.GetClient(), ClusterCache: clusterCache, Engines: engines, Image: o.loadBalancerImage,
+				MaxPerCluster: o.maxServiceLoadBalancers, Recorder: recorder("servicelb-controller"), WatchFilterValue: o.watchFilterValue,
+			}).SetupWithManager(ctx, mgr, clusters)
+		},
+		// As many workers as the clusters': a template of a team whose infrastructure cluster
+		// does not answer holds one for its engine's deadline, not the others' templates.
+		"DockyardMachineTemplate": func() error {
+			return (&controllers.DockyardMachineTemplateReconciler{
+				Client: mgr.GetClient(), Engines: engines, WatchFilterValue: o.watchFilterValue,
+			}).SetupWithManager(ctx, mgr, clusters)
+		},
+	} {
+		if err := setup(); err != nil {
+			return errors.Wrapf(err, "setting up the %s controller", name)
+		}
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func TestReadinessFollowsTheEngine(t *testing.T) {
 	if err := engineCheck(docker.NewManager(fake.New(), docker.ManagerOptions{}))(req); err != nil {
 		t.Errorf("an engine that answers: %v", err)
 	}
-	if err := engineCheck(docker.NewManager(downEngine{}, docker.ManagerOptions{}))(req); err == nil {
+	if err := engineCheck(docker.NewManager(downEngine{fake.New()}, docker.ManagerOptions{}))(req); err == nil {
 		t.Error("ready while the engine does not answer")
 	}
 }
@@ -116,6 +116,32 @@ func TestManagementPortsOpenToWorkloads(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "--management-ports-open-to-workloads") {
 			t.Errorf("%s: the error does not name the flag: %v", tc.arg, err)
+		}
+	}
+}
+
+// docs/flags.md names every flag of the manager, and no flag it does not have.
+func TestTheFlagsReferenceIsComplete(t *testing.T) {
+	var o options
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	o.addFlags(fs)
+	have := map[string]bool{"kubeconfig": true}
+	fs.VisitAll(func(f *pflag.Flag) { have[f.Name] = true })
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "flags.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(--?[a-z][a-z0-9-]*)`").FindAllStringSubmatch(string(doc), -1) {
+		name := strings.TrimLeft(m[1], "-")
+		named[name] = true
+		if !have[name] {
+			t.Errorf("docs/flags.md names --%s, which the manager does not have", name)
+		}
+	}
+	for name := range have {
+		if !named[name] {
+			t.Errorf("docs/flags.md does not name --%s", name)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/distribution/reference"
 
+	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/fake"
@@ -67,7 +68,8 @@ func New(rt *fake.Runtime) *Nodes {
 	return n
 }
 
-// Exec answers one command run in a container.
+// Exec answers one command run in a container: the bootstrap runner's (runner.Protocol) and
+// the node layer's (docker/internal/nodecmd).
 func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {
 	cmd := opts.Cmd
 	stdout, stderr := writer(opts.Stdout), writer(opts.Stderr)
@@ -81,87 +83,106 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 	if code, ok := n.playRunner(c, cmd, stdin, stdout, stderr); ok {
 		return code, nil
 	}
-	switch {
-	case len(cmd) == 3 && cmd[0] == "sh" && strings.Contains(cmd[2], "systemctl is-system-running"):
-		checks, _ := c.Data["bootChecks"].(int)
-		c.Data["bootChecks"] = checks + 1
-		n.mu.Lock()
-		boot := n.BootChecks
-		n.mu.Unlock()
-		if checks < boot {
-			fmt.Fprintln(stdout, "starting\nactive")
-			return 1, nil
-		}
-		n.mu.Lock()
-		cri := "ok"
-		if n.CRIFailure != "" {
-			cri = "error"
-		}
-		n.mu.Unlock()
-		fmt.Fprintf(stdout, "running\nactive\n%s\n", cri)
+	if name, ok := nodecmd.ParseImagesList(cmd); ok {
+		return listImages(c, name, stdout), nil
+	}
+	if name, label, ok := nodecmd.ParseImageLabel(cmd); ok {
+		imageLabels(c)[name] = label
 		return 0, nil
-
-	case len(cmd) == 3 && cmd[0] == "sh" && strings.HasPrefix(cmd[2], "journalctl -u containerd"):
+	}
+	if file, ok := nodecmd.ParseCat(cmd); ok {
+		return cat(c, file, stdout, stderr), nil
+	}
+	if file, ok := nodecmd.ParseHAProxyCheck(cmd); ok {
+		return n.checkHAProxy(c, file, stdout), nil
+	}
+	switch {
+	case slices.Equal(cmd, nodecmd.Check()):
+		return n.check(c, stdout), nil
+	case slices.Equal(cmd, nodecmd.CRIFailure()):
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if n.CRIFailure != "" {
 			fmt.Fprintf(stdout, "level=warning msg=\"failed to load plugin io.containerd.grpc.v1.cri\" error=%q\n", n.CRIFailure)
 		}
 		return 0, nil
-
-	case len(cmd) >= 5 && cmd[0] == "ctr" && cmd[3] == "images" && cmd[4] == "list":
-		// As ctr prints it: REF TYPE DIGEST SIZE PLATFORMS LABELS.
-		want := strings.TrimPrefix(cmd[len(cmd)-1], "name==")
-		fmt.Fprintln(stdout, "REF TYPE DIGEST SIZE PLATFORMS LABELS")
-		for _, img := range images(c) {
-			if img == want {
-				fmt.Fprintf(stdout, "%s application/vnd.oci.image.manifest.v1+json sha256:0 1.0 MiB linux/amd64 %s\n", img, orDefault(imageLabels(c)[img], "-"))
-			}
-		}
-		return 0, nil
-
-	case len(cmd) == 7 && cmd[0] == "ctr" && cmd[3] == "images" && cmd[4] == "label":
-		imageLabels(c)[cmd[5]] = cmd[6]
-		return 0, nil
-
-	case len(cmd) >= 5 && cmd[0] == "ctr" && cmd[3] == "images" && cmd[4] == "import":
-		imgs, err := fake.ImagesInArchive(bytes.NewReader(stdin))
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1, nil
-		}
-		for _, img := range imgs {
-			if named, err := reference.ParseNormalizedNamed(img); err == nil {
-				if !slices.Contains(images(c), named.String()) {
-					c.Data["images"] = append(images(c), named.String())
-				}
-				delete(imageLabels(c), named.String())
-				c.Data["imports"] = imports(c) + 1
-			}
-		}
-		return 0, nil
-
-	case cmd[0] == "cat" && len(cmd) == 2:
-		content, ok := c.Files[cmd[1]]
-		if !ok {
-			fmt.Fprintf(stderr, "cat: %s: No such file or directory\n", cmd[1])
-			return 1, nil
-		}
-		stdout.Write(content)
-		return 0, nil
-
-	case cmd[0] == "haproxy" && len(cmd) == 4 && cmd[1] == "-c":
-		n.mu.Lock()
-		reject := n.RejectHAProxyConfig
-		n.mu.Unlock()
-		if _, ok := c.Files[cmd[3]]; !ok || reject {
-			fmt.Fprintf(stdout, "[ALERT] parsing [%s:1]: unknown keyword\n", cmd[3])
-			return 1, nil
-		}
-		return 0, nil
+	case slices.Equal(cmd, nodecmd.ImageImport()):
+		return importImages(c, stdin, stderr), nil
 	}
 	fmt.Fprintf(stderr, "dockertest: unexpected command %q\n", cmd)
 	return 127, nil
+}
+
+// check answers the systemd and containerd check: starting for the first BootChecks, then
+// running, with the CRI plugin failed when CRIFailure says so.
+func (n *Nodes) check(c *fake.Container, stdout io.Writer) int {
+	checks, _ := c.Data["bootChecks"].(int)
+	c.Data["bootChecks"] = checks + 1
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if checks < n.BootChecks {
+		fmt.Fprintln(stdout, "starting\nactive")
+		return 1
+	}
+	cri := "ok"
+	if n.CRIFailure != "" {
+		cri = "error"
+	}
+	fmt.Fprintf(stdout, "running\nactive\n%s\n", cri)
+	return 0
+}
+
+// listImages prints the node's images of a name as ctr does: REF TYPE DIGEST SIZE PLATFORMS
+// LABELS.
+func listImages(c *fake.Container, name string, stdout io.Writer) int {
+	fmt.Fprintln(stdout, "REF TYPE DIGEST SIZE PLATFORMS LABELS")
+	for _, img := range images(c) {
+		if img == name {
+			fmt.Fprintf(stdout, "%s application/vnd.oci.image.manifest.v1+json sha256:0 1.0 MiB linux/amd64 %s\n", img, orDefault(imageLabels(c)[img], "-"))
+		}
+	}
+	return 0
+}
+
+// importImages adds the images of an archive to the node's, without their labels.
+func importImages(c *fake.Container, stdin []byte, stderr io.Writer) int {
+	imgs, err := fake.ImagesInArchive(bytes.NewReader(stdin))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	for _, img := range imgs {
+		if named, err := reference.ParseNormalizedNamed(img); err == nil {
+			if !slices.Contains(images(c), named.String()) {
+				c.Data["images"] = append(images(c), named.String())
+			}
+			delete(imageLabels(c), named.String())
+			c.Data["imports"] = imports(c) + 1
+		}
+	}
+	return 0
+}
+
+func cat(c *fake.Container, file string, stdout, stderr io.Writer) int {
+	content, ok := c.Files[file]
+	if !ok {
+		fmt.Fprintf(stderr, "cat: %s: No such file or directory\n", file)
+		return 1
+	}
+	stdout.Write(content)
+	return 0
+}
+
+// checkHAProxy accepts a configuration file that exists, unless RejectHAProxyConfig.
+func (n *Nodes) checkHAProxy(c *fake.Container, file string, stdout io.Writer) int {
+	n.mu.Lock()
+	reject := n.RejectHAProxyConfig
+	n.mu.Unlock()
+	if _, ok := c.Files[file]; !ok || reject {
+		fmt.Fprintf(stdout, "[ALERT] parsing [%s:1]: unknown keyword\n", file)
+		return 1
+	}
+	return 0
 }
 
 // playRunner answers the bootstrap runner's commands (runner.Protocol); ok is false for any

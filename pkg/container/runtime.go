@@ -114,6 +114,16 @@ type Runtime interface {
 	// other name and no container uses it. Removing an image that does not exist is not an
 	// error; one a container uses is.
 	RemoveImage(ctx context.Context, ref string) error
+
+	// Zones returns the failure domains that have a host containers can be scheduled on,
+	// sorted (Kubernetes: its nodes' topology.kubernetes.io/zone). An engine of one host has
+	// none: nil, which is not an error.
+	Zones(ctx context.Context) ([]string, error)
+	// Balancer returns the engine's own balancing of traffic over its containers (Kubernetes:
+	// Services), which the node layer uses in place of a load balancer container; nil for an
+	// engine without one, which is not an error. It never talks to the engine, and the same
+	// engine always gives the same answer.
+	Balancer() Balancer
 }
 
 // Event is something that happened to a container or a network on the engine.
@@ -222,9 +232,9 @@ type ContainerSpec struct {
 	ReadyPort int
 }
 
-// Balancer is implemented by engines that balance traffic over their containers themselves
-// (Kubernetes: a Service), which the node layer uses in place of a load balancer container:
-// the front's address stays while the containers behind it come and go.
+// Balancer is what an engine that balances traffic over its containers itself (Kubernetes: a
+// Service) offers through Runtime.Balancer: a front whose address stays while the containers
+// behind it come and go.
 type Balancer interface {
 	// EnsureFront makes the front of a spec, or returns the one of that name as it is.
 	EnsureFront(ctx context.Context, spec FrontSpec) (*Front, error)
@@ -262,13 +272,6 @@ type Front struct {
 	// NodePort, when not zero, is where the front also answers on every host of the engine
 	// (FrontHosts), for clients outside its network (Kubernetes: the Service's node port).
 	NodePort int
-}
-
-// Zoned is implemented by engines whose hosts are spread over failure domains (Kubernetes:
-// its nodes' topology.kubernetes.io/zone).
-type Zoned interface {
-	// Zones returns the zones that have a host containers can be scheduled on, sorted.
-	Zones(ctx context.Context) ([]string, error)
 }
 
 // SecuritySpec is the privilege of a container.

@@ -78,3 +78,52 @@ func TestStreamsKeepTheirDeadlineUntilClosed(t *testing.T) {
 		t.Errorf("read past the transfer deadline: %v", err)
 	}
 }
+
+// An engine that did not answer in time is left alone for a while: calls fail at once, saying
+// why, instead of each waiting for the deadline; it is asked again after.
+func TestAnEngineThatDidNotAnswerIsLeftAloneAWhile(t *testing.T) {
+	rt := container.WithTimeouts(hung{fake.New()}, container.Timeouts{Call: 50 * time.Millisecond, Transfer: time.Second, Quiet: 300 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := rt.InspectContainer(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("inspect: %v, want the deadline", err)
+	}
+	start := time.Now()
+	_, err := rt.ListContainers(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "not asked again before") || !strings.Contains(err.Error(), "did not answer within 50ms") {
+		t.Errorf("a call while the engine is left alone: %v", err)
+	}
+	if took := time.Since(start); took > 40*time.Millisecond {
+		t.Errorf("a call while the engine is left alone took %s, want at once", took)
+	}
+	time.Sleep(350 * time.Millisecond)
+	// One call asks it again (and finds it still hung): the others fail at once meanwhile, and
+	// after, for another quiet time.
+	probed := make(chan error)
+	go func() { _, err := rt.InspectContainer(ctx, "x"); probed <- err }()
+	time.Sleep(10 * time.Millisecond)
+	if _, err := rt.ListContainers(ctx, nil); err == nil || !strings.Contains(err.Error(), "not asked again") {
+		t.Errorf("a call while another asks the engine again: %v", err)
+	}
+	if err := <-probed; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the call asking again: %v, want the deadline", err)
+	}
+	if _, err := rt.ListContainers(ctx, nil); err == nil {
+		t.Error("the engine was asked again right after it did not answer the probe")
+	}
+	time.Sleep(350 * time.Millisecond)
+	if _, err := rt.ListContainers(ctx, nil); err != nil {
+		t.Errorf("the engine answered the probe after its quiet time: %v", err)
+	}
+	if _, err := rt.ListContainers(ctx, nil); err != nil {
+		t.Errorf("the engine is not asked as usual after it answered: %v", err)
+	}
+	// A caller's own deadline says nothing of the engine.
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := rt.InspectContainer(short, "x"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("inspect: %v, want the caller's deadline", err)
+	}
+	if _, err := rt.ListContainers(ctx, nil); err != nil {
+		t.Errorf("the engine was left alone for its caller's deadline: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/dockyard-dev/dockyard/cmd/tools/mgmt"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
 // ClusterProviderInput describes the bootstrap (management) cluster of a suite.
@@ -116,7 +117,7 @@ func (p *ClusterProvider) CollectLogs(ctx context.Context, dir string) error {
 	if err != nil || node == nil {
 		return err
 	}
-	return collectInto(dir, func(out *docker.LogDir) error { return node.CollectLogs(ctx, out) })
+	return collectInto(dir, func(out *logdir.Dir) error { return node.CollectLogs(ctx, out) })
 }
 
 // Dispose collects the management node's logs into the log folder, then removes the cluster

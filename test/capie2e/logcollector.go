@@ -15,13 +15,14 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
 
 // LogCollector is Cluster API's framework.ClusterLogCollector for Dockyard: for each Machine,
 // its node container's journal and the journals of kubelet, containerd and the bootstrap unit,
 // the bootstrap output and state, the pods' log files, the console and the engine's inspect
 // data (docker.Node.CollectLogs); for each cluster, its load balancers'. Every file is
-// redacted and private (docker.LogDir). Use it with
+// redacted and private (logdir.Dir). Use it with
 // framework.WithMachineLogCollector(capie2e.LogCollector{}).
 type LogCollector struct {
 	// Engine is the container engine; the environment's (DOCKYARD_CONTAINER_RUNTIME, Docker by
@@ -84,12 +85,12 @@ func (l LogCollector) CollectInfrastructureLogs(ctx context.Context, _ client.Cl
 	}
 	var errs []error
 	if lb != nil {
-		errs = append(errs, collectInto(filepath.Join(outputPath, "load-balancer"), func(dir *docker.LogDir) error {
+		errs = append(errs, collectInto(filepath.Join(outputPath, "load-balancer"), func(dir *logdir.Dir) error {
 			return lb.CollectLogs(ctx, dir)
 		}))
 	}
 	if len(services) > 0 {
-		errs = append(errs, collectInto(filepath.Join(outputPath, "service-load-balancers"), func(dir *docker.LogDir) error {
+		errs = append(errs, collectInto(filepath.Join(outputPath, "service-load-balancers"), func(dir *logdir.Dir) error {
 			var errs []error
 			for _, s := range services {
 				sub, err := dir.Dir(s.Name)
@@ -97,7 +98,7 @@ func (l LogCollector) CollectInfrastructureLogs(ctx context.Context, _ client.Cl
 					errs = append(errs, err)
 					continue
 				}
-				errs = append(errs, nodes.CollectServiceLoadBalancerLogs(ctx, s, sub))
+				errs = append(errs, s.CollectLogs(ctx, sub))
 				sub.Close()
 			}
 			return kerrors.NewAggregate(errs)
@@ -112,7 +113,7 @@ func collectNode(ctx context.Context, nodes *docker.Manager, key docker.ClusterK
 	if err != nil && !apierrors.IsNotFound(err) {
 		return errors.Wrapf(err, "finding the node of %s in cluster %s", machine, key)
 	}
-	return collectInto(dir, func(out *docker.LogDir) error {
+	return collectInto(dir, func(out *logdir.Dir) error {
 		if node == nil {
 			return out.WriteFile("no-node.txt", []byte("DockyardMachine "+machine+" of cluster "+key.String()+" has no node container on the engine\n"))
 		}
@@ -120,11 +121,11 @@ func collectNode(ctx context.Context, nodes *docker.Manager, key docker.ClusterK
 	})
 }
 
-// collectInto runs collect on the log directory dir (docker.LogDir: 0700, files 0600,
+// collectInto runs collect on the log directory dir (logdir.Dir: 0700, files 0600,
 // redacted, no link followed). The artifacts folder belongs to the run: files of the same
 // names in dir (a collection run twice) are replaced.
-func collectInto(dir string, collect func(*docker.LogDir) error) error {
-	out, err := docker.OpenLogDir(dir, true)
+func collectInto(dir string, collect func(*logdir.Dir) error) error {
+	out, err := logdir.Open(dir, true)
 	if err != nil {
 		return err
 	}

@@ -167,6 +167,6 @@ func ConnectManagementNodes(ctx context.Context, engine runtimes.Config, mgmt, w
 		return errors.Wrapf(err, "waiting for the network %s of cluster %s", network, workload)
 	}
 	nodes := docker.NewManager(rt, docker.ManagerOptions{ManagementNodes: mgmt.ClusterLabels()})
-	_, err = nodes.EnsureNetwork(ctx, workload, network)
+	_, err = nodes.EnsureNetwork(ctx, workload, docker.NetworkSpec{Name: network})
 	return errors.Wrapf(err, "attaching the nodes of cluster %s to network %s", mgmt, network)
 }

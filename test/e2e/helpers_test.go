@@ -26,6 +26,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	kindconstants "sigs.k8s.io/kind/pkg/cluster/constants"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
@@ -319,7 +320,7 @@ func dumpEngine(ctx context.Context, w io.Writer) {
 			}
 			role := c.Labels["io.x-k8s.kind.role"]
 			fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", c.Name, c.State, role, c.Networks)
-			if c.Running && role != string(docker.RoleLoadBalancer) {
+			if c.Running && role != kindconstants.ExternalLoadBalancerNodeRoleValue {
 				running = append(running, c.Name)
 			}
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/logdir"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
@@ -281,10 +282,10 @@ var _ = Describe("Two teams on one management cluster", Ordered, func() {
 	It("writes team A's logs 0700/0600 with no bootstrap token in them", func(ctx SpecContext) {
 		token := bootstrapToken(ctx, teamA)
 		dir := filepath.Join(GinkgoT().TempDir(), "logs")
-		logs, err := docker.OpenLogDir(dir, false)
+		logs, err := logdir.Open(dir, false)
 		Expect(err).NotTo(HaveOccurred())
 		defer logs.Close()
-		list, err := nodes.Nodes(ctx, teamA.key())
+		list, err := nodes.Nodes(ctx, teamA.key(), "")
 		Expect(err).NotTo(HaveOccurred())
 		for _, n := range list {
 			sub, err := logs.Dir(n.Name)
@@ -367,7 +368,7 @@ func dockyardMachines(ctx context.Context, c clusterSpec) []infrav1.DockyardMach
 
 // clusterNodes names the node containers of a cluster.
 func clusterNodes(ctx context.Context, c clusterSpec) []string {
-	list, err := nodes.Nodes(ctx, c.key())
+	list, err := nodes.Nodes(ctx, c.key(), "")
 	Expect(err).NotTo(HaveOccurred())
 	var out []string
 	for _, n := range list {

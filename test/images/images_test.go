@@ -94,11 +94,11 @@ func TestNodeImage(t *testing.T) {
 		p.timings.print(t)
 	})
 
-	net, err := p.nodes.EnsureNetwork(ctx, cluster, p.network)
+	subnets, err := p.nodes.EnsureNetwork(ctx, cluster, docker.NetworkSpec{Name: p.network})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("network %s: %v", net.Name, net.Subnets)
+	t.Logf("network %s: %v", p.network, subnets)
 
 	// 1. The control plane node container, created by the node layer, until systemd and
 	// containerd are up.
@@ -246,14 +246,14 @@ func (p *proof) startNode(ctx context.Context, machine string, role docker.Role)
 	if err != nil {
 		t.Fatalf("creating the %s node: %v", role, err)
 	}
-	n.name, n.hostname, n.handle = h.Name, h.Hostname(), h
+	n.name, n.hostname, n.handle = h.Name, h.Hostname, h
 	p.started = append(p.started, n)
 	p.timings.add(fmt.Sprintf("%s: AddNode (volume, create, start; the image's /var copied into the volume)", role), time.Since(n.created))
 
 	deadline := time.Now().Add(4 * time.Minute)
 	var last string
 	for {
-		st, err := n.handle.Check(ctx)
+		st, err := n.handle.Ready(ctx)
 		if err == nil && st.Ready {
 			break
 		}
@@ -271,7 +271,7 @@ func (p *proof) startNode(ctx context.Context, machine string, role docker.Role)
 		t.Fatalf("node %s: %v", n.name, err)
 	}
 	n.handle = h
-	p.timings.add(fmt.Sprintf("%s: container start to systemd running and containerd active", role), ready.Sub(h.StartedAt()))
+	p.timings.add(fmt.Sprintf("%s: container start to systemd running and containerd active", role), ready.Sub(h.StartedAt))
 	t.Logf("node %s (%s) is up at %s", n.name, role, h.Address(p.network))
 	return n
 }
@@ -302,7 +302,7 @@ func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string
 			t.Fatal(err)
 		}
 		switch st.Phase {
-		case docker.BootstrapSucceeded:
+		case bootstrap.Succeeded:
 			kStart, kEnd, err := p.kubeadmTimes(ctx, n.name)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
@@ -311,12 +311,12 @@ func (p *proof) bootstrap(ctx context.Context, n *node, data []byte, what string
 			p.timings.add(fmt.Sprintf("%s: StartBootstrap (%d steps) to `%s` finished", n.role, len(plan.Steps), what), kEnd.Sub(start))
 			p.timings.add(fmt.Sprintf("%s: `%s`", n.role, what), kEnd.Sub(kStart))
 			return
-		case docker.BootstrapNotStarted, docker.BootstrapRunning:
-		case docker.BootstrapInterrupted:
+		case bootstrap.NotStarted, bootstrap.Running:
+		case bootstrap.Interrupted:
 			// A status read while the plan finishes can see the state file before the plan
 			// wrote its final state and the unit after it ended; a second read tells.
 			time.Sleep(time.Second)
-			if again, err := n.handle.BootstrapStatus(ctx, bootstrapTimeout); err == nil && again.Phase == docker.BootstrapSucceeded {
+			if again, err := n.handle.BootstrapStatus(ctx, bootstrapTimeout); err == nil && again.Phase == bootstrap.Succeeded {
 				t.Errorf("BootstrapStatus reported the finishing bootstrap of %s as %s, then %s: it reads the plan's state file "+
 					"before the unit's state (docker/bootstrap.go), and a reconciler would give up on this node", n.name, st.Phase, again.Phase)
 				continue

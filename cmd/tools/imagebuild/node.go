@@ -471,23 +471,10 @@ func (b *Builder) nodeFilesLayer(kubernetesVersion, containerdConfig string, pre
 // overlay snapshots need /var on a volume (overlay on overlay fails), so the layer is captured
 // from a build container of the node image itself.
 func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, stage []v1.Layer, config imageConfig, preloaded []namedImage, containerdVersion string) (*fileLayer, error) {
-	in := &Inputs{}
-	for i, l := range stage {
-		d, err := l.DiffID()
-		if err != nil {
-			return nil, err
-		}
-		in.Set(fmt.Sprintf("stage-layer-%d", i), d.String())
+	key, err := preloadKey(stage, preloaded, containerdVersion)
+	if err != nil {
+		return nil, err
 	}
-	for _, img := range preloaded {
-		d, err := img.Image.Digest()
-		if err != nil {
-			return nil, err
-		}
-		in.Set("image:"+img.Ref, d.String())
-	}
-	in.Set("containerd", containerdVersion)
-	key := in.Hash()
 	kind := "node-preload-" + kubernetesVersion
 	file := b.layerPath(kind, key)
 	if l, ok := openLayer(file); ok {
@@ -497,19 +484,8 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	defer b.pruneLayers(kind, file)
 
 	start := time.Now()
-	stageImg, err := assemble(stage, config)
+	stageRef, err := b.loadPreloadStage(ctx, kubernetesVersion, stage, config)
 	if err != nil {
-		return nil, err
-	}
-	// One stage name per Kubernetes version (builds of a version hold its lock), so that an
-	// interrupted build or a runtime that cannot remove images leaves at most one behind.
-	stageRef := "localhost/dockyard/node-build:" + kubernetesVersion
-	refs, err := refMap(namedImage{Ref: stageRef, Image: stageImg})
-	if err != nil {
-		return nil, err
-	}
-	b.logf("[preload] loading build image %s", stageRef)
-	if err := b.loadImages(ctx, refs); err != nil {
 		return nil, err
 	}
 
@@ -518,17 +494,12 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	// network, in a build-only "cluster" whose label finds its container and /var volume.
 	nodes := docker.NewManager(b.Runtime, docker.ManagerOptions{Privilege: docker.PrivilegeNever})
 	cluster := docker.ClusterKey{Namespace: "dockyard-build", Name: "dockyard-build-" + short(key)}
-	removeBuildNode := func(ctx context.Context) {
-		if err := nodes.DeleteCluster(ctx, cluster, "none"); err != nil {
-			b.logf("warning: removing the build container of %s: %v", cluster, err)
-		}
-	}
-	removeBuildNode(ctx) // left over by an interrupted build
+	b.removeBuildNode(ctx, nodes, cluster) // left over by an interrupted build
 	defer func() {
 		// Not ctx: clean up after an interruption too.
 		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		removeBuildNode(c)
+		b.removeBuildNode(c, nodes, cluster)
 		b.dropImage(c, stageRef, "the preload build image")
 	}()
 	node, err := nodes.AddNode(ctx, docker.NodeSpec{
@@ -545,9 +516,75 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 		return nil, err
 	}
 
-	bundle, err := refMap(preloaded...)
+	if err := b.importPreloaded(ctx, node, preloaded, containerdVersion); err != nil {
+		return nil, err
+	}
+	layer, err := b.captureContainerdStore(ctx, node, file)
 	if err != nil {
 		return nil, err
+	}
+	size, _ := layer.Size()
+	b.logf("[preload] done in %s (layer %d MiB)", time.Since(start).Round(time.Second), size>>20)
+	return layer, nil
+}
+
+// preloadKey hashes what the preloaded store is made of: the stage's layers, the preloaded
+// images and containerd's version.
+func preloadKey(stage []v1.Layer, preloaded []namedImage, containerdVersion string) (string, error) {
+	in := &Inputs{}
+	for i, l := range stage {
+		d, err := l.DiffID()
+		if err != nil {
+			return "", err
+		}
+		in.Set(fmt.Sprintf("stage-layer-%d", i), d.String())
+	}
+	for _, img := range preloaded {
+		d, err := img.Image.Digest()
+		if err != nil {
+			return "", err
+		}
+		in.Set("image:"+img.Ref, d.String())
+	}
+	in.Set("containerd", containerdVersion)
+	return in.Hash(), nil
+}
+
+// loadPreloadStage assembles the stage into the build image and loads it into the engine under
+// the name it returns.
+func (b *Builder) loadPreloadStage(ctx context.Context, kubernetesVersion string, stage []v1.Layer, config imageConfig) (string, error) {
+	stageImg, err := assemble(stage, config)
+	if err != nil {
+		return "", err
+	}
+	// One stage name per Kubernetes version (builds of a version hold its lock), so that an
+	// interrupted build or a runtime that cannot remove images leaves at most one behind.
+	stageRef := "localhost/dockyard/node-build:" + kubernetesVersion
+	refs, err := refMap(namedImage{Ref: stageRef, Image: stageImg})
+	if err != nil {
+		return "", err
+	}
+	b.logf("[preload] loading build image %s", stageRef)
+	if err := b.loadImages(ctx, refs); err != nil {
+		return "", err
+	}
+	return stageRef, nil
+}
+
+// removeBuildNode removes the build container of a build-only cluster, and only warns when it
+// cannot.
+func (b *Builder) removeBuildNode(ctx context.Context, nodes *docker.Manager, cluster docker.ClusterKey) {
+	if err := nodes.DeleteCluster(ctx, cluster, "none"); err != nil {
+		b.logf("warning: removing the build container of %s: %v", cluster, err)
+	}
+}
+
+// importPreloaded imports the preloaded images into the build container's containerd, pins
+// them where containerd can, and checks that it lists each.
+func (b *Builder) importPreloaded(ctx context.Context, node *docker.Node, preloaded []namedImage, containerdVersion string) error {
+	bundle, err := refMap(preloaded...)
+	if err != nil {
+		return err
 	}
 	b.logf("[preload] importing %d images into the build container's containerd", len(preloaded))
 	pr, pw := io.Pipe()
@@ -555,39 +592,39 @@ func (b *Builder) preloadLayer(ctx context.Context, kubernetesVersion string, st
 	_, err = node.Run(ctx, pr, "ctr", "--namespace", "k8s.io", "images", "import", "-")
 	pr.CloseWithError(io.ErrClosedPipe)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if SupportsImagePinning(containerdVersion) {
 		for _, img := range preloaded {
 			if _, err := node.Run(ctx, nil, "ctr", "--namespace", "k8s.io", "images", "label", img.Ref, "io.cri-containerd.pinned=pinned"); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	listed, err := node.Run(ctx, nil, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, img := range preloaded {
 		if !containsLine(listed, img.Ref) {
-			return nil, errors.Errorf("preloading: %s missing from the node's containerd after import:\n%s", img.Ref, listed)
+			return errors.Errorf("preloading: %s missing from the node's containerd after import:\n%s", img.Ref, listed)
 		}
 	}
+	return nil
+}
+
+// captureContainerdStore stops the build container's containerd and writes its
+// /var/lib/containerd to the layer file.
+func (b *Builder) captureContainerdStore(ctx context.Context, node *docker.Node, file string) (*fileLayer, error) {
 	// A clean stop closes containerd's metadata database before it is copied.
 	if _, err := node.Run(ctx, nil, "systemctl", "stop", "containerd"); err != nil {
 		return nil, err
 	}
 	b.logf("[preload] capturing /var/lib/containerd")
-	layer, err := writeLayer(file, func(w io.Writer) error {
+	return writeLayer(file, func(w io.Writer) error {
 		return node.RunTo(ctx, w, "tar", "--numeric-owner", "--sort=name",
 			"--exclude=var/lib/containerd/tmpmounts/*", "-C", "/", "-cf", "-", "var/lib/containerd")
 	})
-	if err != nil {
-		return nil, err
-	}
-	size, _ := layer.Size()
-	b.logf("[preload] done in %s (layer %d MiB)", time.Since(start).Round(time.Second), size>>20)
-	return layer, nil
 }
 
 // NodeContainerFlags are the docker run flags equivalent to the node containers Dockyard's
@@ -616,7 +653,7 @@ func waitForContainerd(ctx context.Context, node *docker.Node) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			logs, _ := node.LastOutput(ctx, 40)
+			logs, _ := node.Console(ctx, 40)
 			return errors.Errorf("containerd did not start in the build container: %v\n%s", err, logs)
 		}
 		select {

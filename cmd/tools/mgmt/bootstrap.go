@@ -40,7 +40,7 @@ func bootstrapNode(ctx context.Context, node *docker.Node, c *Cluster, opts Opti
 	if err != nil {
 		return err
 	}
-	if st.Phase == docker.BootstrapNotStarted {
+	if st.Phase == bootstrap.NotStarted {
 		data, err := initData(c, opts)
 		if err != nil {
 			return errors.Wrapf(err, "management cluster %s: rendering the bootstrap data", c.Name)
@@ -66,9 +66,9 @@ func waitBootstrapped(ctx context.Context, node *docker.Node, cluster string) er
 			return false, "", err
 		}
 		switch st.Phase {
-		case docker.BootstrapSucceeded:
+		case bootstrap.Succeeded:
 			return true, "", nil
-		case docker.BootstrapNotStarted, docker.BootstrapRunning:
+		case bootstrap.NotStarted, bootstrap.Running:
 			return false, fmt.Sprintf("bootstrap %s at step %d", st.Phase, st.Step), nil
 		}
 		return false, "", errors.Errorf("management cluster %s: bootstrap of %s %s at step %d (exit %d); output:\n%s",
@@ -165,14 +165,14 @@ func initData(c *Cluster, opts Options) ([]byte, error) {
 // server's port published on the host's loopback.
 func readKubeconfig(ctx context.Context, node *docker.Node) ([]byte, error) {
 	_, port := node.PublishedPort(docker.APIServerPort)
-	if port == 0 || !node.Running() {
-		return nil, errors.Errorf("management cluster node %s is %s and publishes no API server port", node.Name, node.State())
+	if port == 0 || !node.Running {
+		return nil, errors.Errorf("management cluster node %s is %s and publishes no API server port", node.Name, node.State)
 	}
-	raw, err := node.ReadFile(ctx, adminKubeconfig)
+	raw, err := node.Run(ctx, nil, "cat", adminKubeconfig)
 	if err != nil {
 		return nil, errors.Wrapf(err, "reading %s in %s (was kubeadm init run?)", adminKubeconfig, node.Name)
 	}
-	cfg, err := clientcmd.Load(raw)
+	cfg, err := clientcmd.Load([]byte(raw))
 	if err != nil {
 		return nil, errors.Wrapf(err, "parsing %s of %s", adminKubeconfig, node.Name)
 	}

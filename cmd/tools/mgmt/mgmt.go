@@ -117,7 +117,7 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 		return nil, err
 	}
 	c := &Cluster{Name: opts.Name, Node: NodeName(opts.Name), Network: opts.Name}
-	if _, err := nodes.EnsureNetwork(ctx, key(c.Name), c.Network); err != nil {
+	if _, err := nodes.EnsureNetwork(ctx, key(c.Name), docker.NetworkSpec{Name: c.Network}); err != nil {
 		return nil, errors.Wrapf(err, "management cluster %s: network", c.Name)
 	}
 	node, err := ensureNode(ctx, nodes, c, opts)
@@ -205,7 +205,7 @@ func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Opt
 			Resources:    docker.Resources{CPUShares: managementCPUShares},
 			ServiceCIDRs: []string{serviceSubnet},
 		})
-	case err == nil && !node.Running():
+	case err == nil && !node.Running:
 		opts.Logf("Starting node %s", c.Node)
 		err = node.Start(ctx)
 	}
@@ -218,7 +218,7 @@ func ensureNode(ctx context.Context, nodes *docker.Manager, c *Cluster, opts Opt
 // waitBooted waits for systemd and containerd in a node of the cluster.
 func waitBooted(ctx context.Context, node *docker.Node, cluster string) error {
 	return poll(ctx, nodeBootTimeout, func() (bool, string, error) {
-		st, err := node.Check(ctx)
+		st, err := node.Ready(ctx)
 		if err == nil && st.Failed {
 			err = errors.Errorf("management cluster %s: %s", cluster, st.Detail)
 		}

@@ -62,7 +62,7 @@ func ensureWorkers(ctx context.Context, nodes *docker.Manager, c *Cluster, opts 
 				ExtraMounts:  []docker.Mount{{HostPath: opts.EngineSocket, ContainerPath: DefaultEngineSocket}},
 				ServiceCIDRs: []string{serviceSubnet},
 			})
-		case !node.Running():
+		case !node.Running:
 			opts.Logf("Starting worker %s", name)
 			err = node.Start(ctx)
 		}
@@ -102,7 +102,7 @@ func joinWorker(ctx context.Context, cs kubernetes.Interface, node *docker.Node,
 	if err != nil {
 		return err
 	}
-	if st.Phase == docker.BootstrapNotStarted {
+	if st.Phase == bootstrap.NotStarted {
 		token, err := bootstrapToken(ctx, cs)
 		if err != nil {
 			return errors.Wrapf(err, "management cluster %s: a bootstrap token for %s", c.Name, node.Name)
@@ -111,11 +111,11 @@ func joinWorker(ctx context.Context, cs kubernetes.Interface, node *docker.Node,
 		if err != nil {
 			return err
 		}
-		data, err := joinData(c, opts, node.Hostname(), zone, token, caHash)
+		data, err := joinData(c, opts, node.Hostname, zone, token, caHash)
 		if err != nil {
 			return errors.Wrapf(err, "management cluster %s: rendering the join data of %s", c.Name, node.Name)
 		}
-		plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, data, bootstrap.Options{Hostname: node.Hostname()})
+		plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, data, bootstrap.Options{Hostname: node.Hostname})
 		if err != nil {
 			return errors.Wrapf(err, "management cluster %s: translating the join data of %s", c.Name, node.Name)
 		}

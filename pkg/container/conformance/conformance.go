@@ -39,6 +39,59 @@ type Subject struct {
 	// PullsWhereRun says images are pulled on the host a container starts on, after it was
 	// created (Kubernetes): creating a container of an image no host has is then not refused.
 	PullsWhereRun bool
+	// Balances says the engine balances traffic itself (Runtime.Balancer is not nil); Zoned
+	// says its hosts may have zones. Engines of one host do neither.
+	Balances, Zoned bool
+}
+
+// Capabilities checks what an engine adds beyond one host: Balancer answers the same each time,
+// nil unless the subject balances; Zones are sorted, without duplicates, none on an engine of
+// one host. A front (when the engine balances) is made once under its name, found, and removed;
+// removing it again is not an error, and a removed or unknown front is ErrNotFound.
+func Capabilities(t *testing.T, s Subject) {
+	t.Helper()
+	ctx := context.Background()
+	b := s.Runtime.Balancer()
+	if (b != nil) != s.Balances || (s.Runtime.Balancer() != nil) != (b != nil) {
+		t.Errorf("Balancer() is %v (twice: %v), want a balancer: %v", b, s.Runtime.Balancer(), s.Balances)
+	}
+	zones, err := s.Runtime.Zones(ctx)
+	if err != nil {
+		t.Errorf("Zones: %v", err)
+	}
+	if !slices.IsSorted(zones) || len(slices.Compact(slices.Clone(zones))) != len(zones) {
+		t.Errorf("zones %v are not sorted and unique", zones)
+	}
+	if !s.Zoned && len(zones) > 0 {
+		t.Errorf("an engine of one host has zones %v", zones)
+	}
+	if b == nil {
+		return
+	}
+	name := s.Prefix + "-front"
+	spec := container.FrontSpec{Name: name, Labels: s.Labels, Select: map[string]string{"conformance-front": name}, Port: 6443}
+	f, err := b.EnsureFront(ctx, spec)
+	if err != nil {
+		t.Fatalf("EnsureFront: %v", err)
+	}
+	again, err := b.EnsureFront(ctx, spec)
+	if err != nil || again.Name != f.Name || again.Port != f.Port {
+		t.Errorf("EnsureFront again: %+v, %v; want the front made first (%+v)", again, err, f)
+	}
+	if got, err := b.InspectFront(ctx, name); err != nil || got.Name != name || got.Port != 6443 {
+		t.Errorf("InspectFront: %+v, %v", got, err)
+	}
+	if _, err := b.FrontHosts(ctx); err != nil {
+		t.Errorf("FrontHosts: %v", err)
+	}
+	for i := range 2 {
+		if err := b.RemoveFront(ctx, name); err != nil {
+			t.Errorf("RemoveFront (%d): %v", i+1, err)
+		}
+	}
+	if _, err := b.InspectFront(ctx, name); !container.IsNotFound(err) {
+		t.Errorf("InspectFront of a removed front: %v, want ErrNotFound", err)
+	}
 }
 
 // NetworkAttachments checks ConnectNetwork and DisconnectNetwork: a container joins a second
@@ -126,7 +179,26 @@ func FixedAddresses(t *testing.T, s Subject) {
 	t.Helper()
 	ctx := context.Background()
 	rt := s.Runtime
-	probe, name := s.Prefix+"-probe", s.Prefix+"-fixed"
+	name := s.Prefix + "-fixed"
+	subnet := chosenSubnet(ctx, t, s)
+	upper := netip.PrefixFrom(nthAddr(subnet, 1<<(31-subnet.Bits())), subnet.Bits()+1)
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{
+		Name: name, Labels: s.Labels, Subnet: subnet.String(), Gateway: nthAddr(subnet, 1).String(), IPRange: upper.String(),
+	}); err != nil {
+		t.Fatalf("creating a network with subnet %s and range %s: %v", subnet, upper, err)
+	}
+	fixed := nthAddr(subnet, 10).String()
+	fixedAndRangedAddresses(ctx, t, s, name, fixed, upper)
+	restartKeepsAddress(ctx, t, rt, name, fixed)
+	addressGivenBack(ctx, t, s, name, fixed)
+}
+
+// chosenSubnet returns the IPv4 subnet the engine picks for a network that names none, of /24
+// or larger, from a network it creates and removes.
+func chosenSubnet(ctx context.Context, t *testing.T, s Subject) netip.Prefix {
+	t.Helper()
+	rt := s.Runtime
+	probe := s.Prefix + "-probe"
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: probe, Labels: s.Labels}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,45 +218,55 @@ func FixedAddresses(t *testing.T, s Subject) {
 	if !subnet.IsValid() || subnet.Bits() > 24 {
 		t.Fatalf("the engine chose subnets %v: want an IPv4 one of /24 or larger", n.Subnets)
 	}
-	upper := netip.PrefixFrom(nthAddr(subnet, 1<<(31-subnet.Bits())), subnet.Bits()+1)
-	if err := rt.CreateNetwork(ctx, container.NetworkSpec{
-		Name: name, Labels: s.Labels, Subnet: subnet.String(), Gateway: nthAddr(subnet, 1).String(), IPRange: upper.String(),
-	}); err != nil {
-		t.Fatalf("creating a network with subnet %s and range %s: %v", subnet, upper, err)
-	}
-	fixed := nthAddr(subnet, 10).String()
-	run := func(cname, ip string) error {
-		spec := container.ContainerSpec{Name: cname, Hostname: cname + "-host", Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Cmd,
-			Labels: s.Labels, Network: name, IPv4Address: ip}
-		if err := rt.CreateContainer(ctx, spec); err != nil {
-			t.Fatalf("creating %s: %v", cname, err)
-		}
-		return rt.StartContainer(ctx, cname)
-	}
-	address := func(cname string) string {
-		c, err := rt.InspectContainer(ctx, cname)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.Hostname != cname+"-host" {
-			t.Errorf("container %s has hostname %q, want %q", cname, c.Hostname, cname+"-host")
-		}
-		return c.Networks[name].IPv4
-	}
+	return subnet
+}
 
-	if err := run(name+"-a", fixed); err != nil {
-		t.Fatalf("starting a container with the fixed address %s: %v", fixed, err)
+// runOn creates a container on a network, at ip when it is not empty, with a hostname of its
+// name, and starts it.
+func runOn(ctx context.Context, t *testing.T, s Subject, network, cname, ip string) error {
+	spec := container.ContainerSpec{Name: cname, Hostname: cname + "-host", Image: s.Image, Entrypoint: s.Entrypoint, Cmd: s.Cmd,
+		Labels: s.Labels, Network: network, IPv4Address: ip}
+	if err := s.Runtime.CreateContainer(ctx, spec); err != nil {
+		t.Fatalf("creating %s: %v", cname, err)
 	}
-	if got := address(name + "-a"); got != fixed {
-		t.Errorf("container has %s, want its fixed address %s", got, fixed)
-	}
-	if err := run(name+"-b", ""); err != nil {
+	return s.Runtime.StartContainer(ctx, cname)
+}
+
+// addressOn returns a container's IPv4 address on a network, and checks the hostname runOn
+// gave it.
+func addressOn(ctx context.Context, t *testing.T, rt container.Runtime, network, cname string) string {
+	c, err := rt.InspectContainer(ctx, cname)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := netip.ParseAddr(address(name + "-b")); err != nil || !upper.Contains(got) {
+	if c.Hostname != cname+"-host" {
+		t.Errorf("container %s has hostname %q, want %q", cname, c.Hostname, cname+"-host")
+	}
+	return c.Networks[network].IPv4
+}
+
+// fixedAndRangedAddresses checks that a container gets its fixed address, and one without a
+// fixed address one from the network's range.
+func fixedAndRangedAddresses(ctx context.Context, t *testing.T, s Subject, name, fixed string, upper netip.Prefix) {
+	t.Helper()
+	if err := runOn(ctx, t, s, name, name+"-a", fixed); err != nil {
+		t.Fatalf("starting a container with the fixed address %s: %v", fixed, err)
+	}
+	if got := addressOn(ctx, t, s.Runtime, name, name+"-a"); got != fixed {
+		t.Errorf("container has %s, want its fixed address %s", got, fixed)
+	}
+	if err := runOn(ctx, t, s, name, name+"-b", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := netip.ParseAddr(addressOn(ctx, t, s.Runtime, name, name+"-b")); err != nil || !upper.Contains(got) {
 		t.Errorf("a container without a fixed address got %v (%v), want one in %s", got, err, upper)
 	}
+}
 
+// restartKeepsAddress checks that the container with the fixed address keeps it when it is
+// killed and started again.
+func restartKeepsAddress(ctx context.Context, t *testing.T, rt container.Runtime, name, fixed string) {
+	t.Helper()
 	if err := rt.SignalContainer(ctx, name+"-a", "SIGKILL"); err != nil {
 		t.Fatal(err)
 	}
@@ -192,11 +274,17 @@ func FixedAddresses(t *testing.T, s Subject) {
 	if err := rt.StartContainer(ctx, name+"-a"); err != nil {
 		t.Fatalf("starting the killed container again: %v", err)
 	}
-	if got := address(name + "-a"); got != fixed {
+	if got := addressOn(ctx, t, rt, name, name+"-a"); got != fixed {
 		t.Errorf("after a restart the container has %s, want %s", got, fixed)
 	}
+}
 
-	if err := run(name+"-c", fixed); err == nil {
+// addressGivenBack checks that a second container asking for the fixed address in use does not
+// start, and starts with it once the container that had it is removed.
+func addressGivenBack(ctx context.Context, t *testing.T, s Subject, name, fixed string) {
+	t.Helper()
+	rt := s.Runtime
+	if err := runOn(ctx, t, s, name, name+"-c", fixed); err == nil {
 		t.Errorf("a second container started with %s, which another one has", fixed)
 	}
 	if err := rt.RemoveContainer(ctx, name+"-a"); err != nil {
@@ -205,7 +293,7 @@ func FixedAddresses(t *testing.T, s Subject) {
 	if err := rt.StartContainer(ctx, name+"-c"); err != nil {
 		t.Fatalf("starting a container on an address that was given back: %v", err)
 	}
-	if got := address(name + "-c"); got != fixed {
+	if got := addressOn(ctx, t, rt, name, name+"-c"); got != fixed {
 		t.Errorf("the recreated container has %s, want %s", got, fixed)
 	}
 }

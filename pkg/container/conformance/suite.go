@@ -74,6 +74,7 @@ func Run(t *testing.T, s Subject) {
 		{"DualStack", DualStack},
 		{"Events", Events},
 		{"Images", Images},
+		{"Capabilities", Capabilities},
 	}
 	for name := range s.NotApplicable {
 		if !slices.ContainsFunc(behaviours, func(b struct {

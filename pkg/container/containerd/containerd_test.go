@@ -128,7 +128,7 @@ func TestNodeBootsOnContainerd(t *testing.T) {
 
 	m := docker.NewManager(rt, docker.ManagerOptions{Privilege: docker.PrivilegeNever})
 	network := docker.DefaultNetworkName(cluster)
-	if _, err := m.EnsureNetwork(ctx, cluster, network); err != nil {
+	if _, err := m.EnsureNetwork(ctx, cluster, docker.NetworkSpec{Name: network}); err != nil {
 		t.Fatal(err)
 	}
 	node, err := m.AddNode(ctx, docker.NodeSpec{
@@ -137,12 +137,12 @@ func TestNodeBootsOnContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !node.Running() || node.Address(network) == "" {
-		t.Fatalf("node %s is %s at %q", node.Name, node.State(), node.Address(network))
+	if !node.Running || node.Address(network) == "" {
+		t.Fatalf("node %s is %s at %q", node.Name, node.State, node.Address(network))
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		st, err := node.Check(ctx)
+		st, err := node.Ready(ctx)
 		if err == nil && st.Ready {
 			break
 		}

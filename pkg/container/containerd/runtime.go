@@ -209,3 +209,9 @@ func operatingSystem() string {
 	}
 	return "linux"
 }
+
+// Zones is none: the engine's containers run on one host.
+func (r *Runtime) Zones(context.Context) ([]string, error) { return nil, nil }
+
+// Balancer is nil: the engine does not balance traffic over its containers itself.
+func (r *Runtime) Balancer() container.Balancer { return nil }

@@ -83,7 +83,25 @@ func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
 
 // CreateContainer creates a container from a spec.
 func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerSpec) error {
-	cfg := &dockercontainer.Config{
+	cfg, hc := containerConfig(spec), hostConfig(spec)
+	optional, err := addMounts(spec, hc)
+	if err != nil {
+		return err
+	}
+	if err := publishPorts(spec, cfg, hc); err != nil {
+		return err
+	}
+	netCfg, err := networkingConfig(spec)
+	if err != nil {
+		return err
+	}
+	return r.createWithoutMissingBinds(ctx, spec.Name, cfg, hc, netCfg, optional)
+}
+
+// containerConfig is the container's own configuration: hostname, image, command,
+// environment, labels, terminal and stop signal, with no port exposed yet.
+func containerConfig(spec container.ContainerSpec) *dockercontainer.Config {
+	return &dockercontainer.Config{
 		Hostname:     spec.Hostname,
 		Image:        spec.Image,
 		Entrypoint:   spec.Entrypoint,
@@ -94,6 +112,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 		StopSignal:   spec.StopSignal,
 		ExposedPorts: network.PortSet{},
 	}
+}
+
+// hostConfig is what the container gets of its host: network mode, restart policy,
+// privileges, resources, DNS search list, cgroup namespace and confinement, with no mount or
+// port binding yet.
+func hostConfig(spec container.ContainerSpec) *dockercontainer.HostConfig {
 	hc := &dockercontainer.HostConfig{
 		NetworkMode:   dockercontainer.NetworkMode(spec.Network),
 		PortBindings:  network.PortMap{},
@@ -123,6 +147,12 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 		hc.MaskedPaths = []string{}
 		hc.ReadonlyPaths = []string{}
 	}
+	return hc
+}
+
+// addMounts adds the spec's mounts to the host configuration and returns the sources of its
+// optional bind mounts.
+func addMounts(spec container.ContainerSpec, hc *dockercontainer.HostConfig) ([]string, error) {
 	var optional []string // sources of optional bind mounts
 	for _, m := range spec.Mounts {
 		switch m.Type {
@@ -136,9 +166,15 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 				optional = append(optional, m.Source)
 			}
 		default:
-			return errors.Errorf("container %s: unknown mount type %q", spec.Name, m.Type)
+			return nil, errors.Errorf("container %s: unknown mount type %q", spec.Name, m.Type)
 		}
 	}
+	return optional, nil
+}
+
+// publishPorts exposes the spec's ports and binds each on the host, at its host address and
+// port when it names them.
+func publishPorts(spec container.ContainerSpec, cfg *dockercontainer.Config, hc *dockercontainer.HostConfig) error {
 	for _, p := range spec.Ports {
 		proto := p.Protocol
 		if proto == "" {
@@ -162,36 +198,47 @@ func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerS
 		cfg.ExposedPorts[port] = struct{}{}
 		hc.PortBindings[port] = append(hc.PortBindings[port], binding)
 	}
-	var netCfg *network.NetworkingConfig
-	if spec.Network != "" {
-		ep := &network.EndpointSettings{Aliases: spec.NetworkAliases}
-		if spec.IPv4Address != "" {
-			ip, err := netip.ParseAddr(spec.IPv4Address)
-			if err != nil {
-				return errors.Wrapf(err, "container %s: address %q", spec.Name, spec.IPv4Address)
-			}
-			ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: ip}
-		}
-		if spec.IPv6Address != "" {
-			ip, err := netip.ParseAddr(spec.IPv6Address)
-			if err != nil || !ip.Is6() {
-				return errors.Errorf("container %s: %q is not an IPv6 address", spec.Name, spec.IPv6Address)
-			}
-			if ep.IPAMConfig == nil {
-				ep.IPAMConfig = &network.EndpointIPAMConfig{}
-			}
-			ep.IPAMConfig.IPv6Address = ip
-		}
-		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: ep}}
+	return nil
+}
+
+// networkingConfig attaches the container to its network with its aliases and fixed
+// addresses; nil when it names no network.
+func networkingConfig(spec container.ContainerSpec) (*network.NetworkingConfig, error) {
+	if spec.Network == "" {
+		return nil, nil
 	}
+	ep := &network.EndpointSettings{Aliases: spec.NetworkAliases}
+	if spec.IPv4Address != "" {
+		ip, err := netip.ParseAddr(spec.IPv4Address)
+		if err != nil {
+			return nil, errors.Wrapf(err, "container %s: address %q", spec.Name, spec.IPv4Address)
+		}
+		ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: ip}
+	}
+	if spec.IPv6Address != "" {
+		ip, err := netip.ParseAddr(spec.IPv6Address)
+		if err != nil || !ip.Is6() {
+			return nil, errors.Errorf("container %s: %q is not an IPv6 address", spec.Name, spec.IPv6Address)
+		}
+		if ep.IPAMConfig == nil {
+			ep.IPAMConfig = &network.EndpointIPAMConfig{}
+		}
+		ep.IPAMConfig.IPv6Address = ip
+	}
+	return &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{spec.Network: ep}}, nil
+}
+
+// createWithoutMissingBinds creates the container, again without each optional bind mount
+// whose source the engine says is missing.
+func (r *Runtime) createWithoutMissingBinds(ctx context.Context, name string, cfg *dockercontainer.Config, hc *dockercontainer.HostConfig, netCfg *network.NetworkingConfig, optional []string) error {
 	for {
 		_, err := r.client.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Name: spec.Name, Config: cfg, HostConfig: hc, NetworkingConfig: netCfg,
+			Name: name, Config: cfg, HostConfig: hc, NetworkingConfig: netCfg,
 		})
 		// The engine checks bind sources on its own host; only it can say one is missing.
 		missing := missingBindSource(err, optional)
 		if missing == "" {
-			return wrap(err, "creating container %s", spec.Name)
+			return wrap(err, "creating container %s", name)
 		}
 		optional = slices.DeleteFunc(optional, func(src string) bool { return src == missing })
 		hc.Mounts = slices.DeleteFunc(hc.Mounts, func(m mount.Mount) bool {
@@ -789,3 +836,9 @@ func DNSSearch(spec container.ContainerSpec) []string {
 	}
 	return *spec.DNSSearch
 }
+
+// Zones is none: the engine's containers run on one host.
+func (r *Runtime) Zones(context.Context) ([]string, error) { return nil, nil }
+
+// Balancer is nil: the engine does not balance traffic over its containers itself.
+func (r *Runtime) Balancer() container.Balancer { return nil }

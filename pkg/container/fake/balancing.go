@@ -114,3 +114,6 @@ func (b *Balancing) RemoveFront(_ context.Context, name string) error {
 	delete(b.fronts, name)
 	return nil
 }
+
+// Balancer is the fake's fronts.
+func (b *Balancing) Balancer() container.Balancer { return b }

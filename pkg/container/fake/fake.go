@@ -1094,6 +1094,17 @@ func (r *Runtime) CallCount(method string) int {
 	return r.Calls[method]
 }
 
+// CallTotal returns how many calls the engine answered, of every method.
+func (r *Runtime) CallTotal() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.Calls {
+		n += c
+	}
+	return n
+}
+
 // HasPrefix reports whether any file path in the tree starts with prefix.
 func (c *Container) HasPrefix(prefix string) bool {
 	for p := range c.Files {
@@ -1148,3 +1159,9 @@ func resolvConf(search *[]string) []byte {
 	}
 	return []byte(conf)
 }
+
+// Zones is none: the engine's containers run on one host.
+func (r *Runtime) Zones(context.Context) ([]string, error) { return nil, nil }
+
+// Balancer is nil: the engine does not balance traffic over its containers itself.
+func (r *Runtime) Balancer() container.Balancer { return nil }

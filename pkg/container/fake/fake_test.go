@@ -14,3 +14,17 @@ func TestFakeConforms(t *testing.T) {
 		Labels: map[string]string{"test": "conformance"},
 	})
 }
+
+// With fronts and networks without subnets, as an engine of many hosts has, it passes what
+// applies of the suite.
+func TestBalancingFakeConforms(t *testing.T) {
+	conformance.Run(t, conformance.Subject{
+		Runtime: fake.NewBalancing(fake.New("busybox")), Image: "busybox", Prefix: "fake-balancing",
+		Labels: map[string]string{"test": "conformance"}, Balances: true,
+		NotApplicable: map[string]string{
+			"Networks":       "its networks report no subnet, like an engine whose network gives containers their addresses",
+			"FixedAddresses": "its networks report no subnet, so containers have no fixed addresses",
+			"DualStack":      "its networks report no subnet",
+		},
+	})
+}

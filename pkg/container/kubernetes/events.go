@@ -27,28 +27,14 @@ func (r *Runtime) Events(ctx context.Context, want map[string]string) (<-chan co
 }
 
 func (r *Runtime) watch(ctx context.Context, want map[string]string, events chan<- container.Event) error {
-	pods := r.client.CoreV1().Pods(r.namespace)
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector("container", want)})
+	pw, running, err := r.watchPods(ctx, want)
 	if err != nil {
-		return errors.Wrap(err, "listing Dockyard's Pods to watch them")
-	}
-	running := map[string]bool{}
-	for i := range list.Items {
-		running[list.Items[i].Name] = isRunning(&list.Items[i])
-	}
-	pw, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: selector("container", want), ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		return errors.Wrap(err, "watching Dockyard's Pods")
+		return err
 	}
 	defer pw.Stop()
-	nps := r.client.NetworkingV1().NetworkPolicies(r.namespace)
-	nlist, err := nps.List(ctx, metav1.ListOptions{LabelSelector: selector("network", nil)})
+	nw, err := r.watchNetworks(ctx)
 	if err != nil {
-		return errors.Wrap(err, "listing Dockyard's networks to watch them")
-	}
-	nw, err := nps.Watch(ctx, metav1.ListOptions{LabelSelector: selector("network", nil), ResourceVersion: nlist.ResourceVersion})
-	if err != nil {
-		return errors.Wrap(err, "watching Dockyard's networks")
+		return err
 	}
 	defer nw.Stop()
 	send := func(e container.Event) bool {
@@ -67,33 +53,12 @@ func (r *Runtime) watch(ctx context.Context, want map[string]string, events chan
 			if !ok {
 				return errors.New("the infrastructure cluster closed the watch of Dockyard's Pods")
 			}
-			if ev.Type == watch.Error {
-				return errors.Errorf("watching Dockyard's Pods: %v", ev.Object)
+			seen, err := podEvents(ev, want, running)
+			if err != nil {
+				return err
 			}
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			labels := exactLabels(pod.Annotations)
-			if !container.MatchLabels(labels, want) {
-				continue
-			}
-			was, now := running[pod.Name], isRunning(pod) && ev.Type != watch.Deleted
-			var actions []string
-			switch {
-			case now && !was:
-				actions = append(actions, "start")
-			case was && !now:
-				actions = append(actions, "die")
-			}
-			if ev.Type == watch.Deleted {
-				actions = append(actions, "destroy")
-				delete(running, pod.Name)
-			} else {
-				running[pod.Name] = now
-			}
-			for _, a := range actions {
-				if !send(container.Event{Type: container.EventContainer, Action: a, Name: pod.Name, Labels: labels}) {
+			for _, e := range seen {
+				if !send(e) {
 					return ctx.Err()
 				}
 			}
@@ -101,16 +66,89 @@ func (r *Runtime) watch(ctx context.Context, want map[string]string, events chan
 			if !ok {
 				return errors.New("the infrastructure cluster closed the watch of Dockyard's networks")
 			}
-			np, isNP := ev.Object.(*networkingv1.NetworkPolicy)
-			action := map[watch.EventType]string{watch.Added: "create", watch.Deleted: "destroy"}[ev.Type]
-			if !isNP || action == "" {
-				continue
-			}
-			if !send(container.Event{Type: container.EventNetwork, Action: action, Name: np.Name}) {
+			if e, ok := networkEvent(ev); ok && !send(e) {
 				return ctx.Err()
 			}
 		}
 	}
+}
+
+// watchPods lists the Pods carrying the labels, to know which run, and watches them from
+// there.
+func (r *Runtime) watchPods(ctx context.Context, want map[string]string) (watch.Interface, map[string]bool, error) {
+	// Lists are calls (bounded); watches last as long as ctx.
+	list, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("container", want)})
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "listing Dockyard's Pods to watch them")
+	}
+	running := map[string]bool{}
+	for i := range list.Items {
+		running[list.Items[i].Name] = isRunning(&list.Items[i])
+	}
+	pw, err := r.watches.CoreV1().Pods(r.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: selector("container", want), ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return nil, nil, errors.Wrap(err, "watching Dockyard's Pods")
+	}
+	return pw, running, nil
+}
+
+// watchNetworks lists the NetworkPolicies of Dockyard's networks and watches them from there.
+func (r *Runtime) watchNetworks(ctx context.Context) (watch.Interface, error) {
+	nlist, err := r.client.NetworkingV1().NetworkPolicies(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("network", nil)})
+	if err != nil {
+		return nil, errors.Wrap(err, "listing Dockyard's networks to watch them")
+	}
+	nw, err := r.watches.NetworkingV1().NetworkPolicies(r.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: selector("network", nil), ResourceVersion: nlist.ResourceVersion})
+	if err != nil {
+		return nil, errors.Wrap(err, "watching Dockyard's networks")
+	}
+	return nw, nil
+}
+
+// podEvents returns the container events a change of a Pod carrying the labels means, in
+// order, and records in running whether it runs; an error event of the watch is an error.
+func podEvents(ev watch.Event, want map[string]string, running map[string]bool) ([]container.Event, error) {
+	if ev.Type == watch.Error {
+		return nil, errors.Errorf("watching Dockyard's Pods: %v", ev.Object)
+	}
+	pod, ok := ev.Object.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	labels := exactLabels(pod.Annotations)
+	if !container.MatchLabels(labels, want) {
+		return nil, nil
+	}
+	was, now := running[pod.Name], isRunning(pod) && ev.Type != watch.Deleted
+	var actions []string
+	switch {
+	case now && !was:
+		actions = append(actions, "start")
+	case was && !now:
+		actions = append(actions, "die")
+	}
+	if ev.Type == watch.Deleted {
+		actions = append(actions, "destroy")
+		delete(running, pod.Name)
+	} else {
+		running[pod.Name] = now
+	}
+	var seen []container.Event
+	for _, a := range actions {
+		seen = append(seen, container.Event{Type: container.EventContainer, Action: a, Name: pod.Name, Labels: labels})
+	}
+	return seen, nil
+}
+
+// networkEvent returns the network event a NetworkPolicy's creation or removal means; false
+// for any other change.
+func networkEvent(ev watch.Event) (container.Event, bool) {
+	np, isNP := ev.Object.(*networkingv1.NetworkPolicy)
+	action := map[watch.EventType]string{watch.Added: "create", watch.Deleted: "destroy"}[ev.Type]
+	if !isNP || action == "" {
+		return container.Event{}, false
+	}
+	return container.Event{Type: container.EventNetwork, Action: action, Name: np.Name}, true
 }
 
 func isRunning(pod *corev1.Pod) bool {

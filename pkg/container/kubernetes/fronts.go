@@ -15,10 +15,10 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
-var (
-	_ container.Balancer = &Runtime{}
-	_ container.Zoned    = &Runtime{}
-)
+var _ container.Balancer = &Runtime{}
+
+// Balancer is the engine itself: a front is a Service.
+func (r *Runtime) Balancer() container.Balancer { return r }
 
 // EnsureFront makes a Service in front of the ready Pods carrying spec.Select, or returns the
 // one of that name as it is. A NodePort Service's address is its cluster address, which lasts

@@ -2,14 +2,17 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"slices"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,8 +25,11 @@ const EngineName = "kubernetes"
 
 // Runtime runs containers as Pods in one namespace of a Kubernetes cluster.
 type Runtime struct {
+	// config reaches the cluster for streams (exec); client makes its calls, each bounded by
+	// RequestTimeout; watches makes its watches, which last as long as their context.
 	config    *rest.Config
 	client    kubernetes.Interface
+	watches   kubernetes.Interface
 	namespace string
 	// fronts is the type of the Services fronts are: NodePort (clients in the cluster's
 	// network, or through a node), LoadBalancer (clients elsewhere: ExternalFronts).
@@ -43,6 +49,11 @@ func ExternalFronts() Option {
 
 var _ container.Runtime = &Runtime{}
 
+// RequestTimeout bounds every request to the infrastructure cluster but watches and the
+// streams of commands, whatever its kubeconfig says: a server that accepts connections and
+// never answers fails a call after it, not never.
+const RequestTimeout = 30 * time.Second
+
 // New returns the engine of a cluster's namespace, reached with a REST configuration. Connecting
 // does not talk to the cluster: call Info to learn whether it answers.
 func New(config *rest.Config, namespace string, opts ...Option) (*Runtime, error) {
@@ -52,15 +63,26 @@ func New(config *rest.Config, namespace string, opts ...Option) (*Runtime, error
 	cfg := rest.CopyConfig(config)
 	// Pod names with dots (Dockyard qualifies nodes by namespace) draw a warning on every call.
 	cfg.WarningHandler = rest.NoWarnings{}
-	cs, err := kubernetes.NewForConfig(cfg)
+	calls := rest.CopyConfig(cfg)
+	if calls.Timeout <= 0 || calls.Timeout > RequestTimeout {
+		calls.Timeout = RequestTimeout
+	}
+	cs, err := kubernetes.NewForConfig(calls)
 	if err != nil {
 		return nil, errors.Wrap(err, "making a client of the infrastructure cluster")
 	}
-	return newRuntime(cfg, cs, namespace, opts...), nil
+	watches, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, errors.Wrap(err, "making a client of the infrastructure cluster")
+	}
+	r := newRuntime(cfg, cs, namespace, opts...)
+	r.watches = watches
+	return r, nil
 }
 
+// newRuntime is an engine of one clientset for calls and watches (tests give a fake).
 func newRuntime(cfg *rest.Config, cs kubernetes.Interface, namespace string, opts ...Option) *Runtime {
-	r := &Runtime{config: cfg, client: cs, namespace: namespace, fronts: corev1.ServiceTypeNodePort}
+	r := &Runtime{config: cfg, client: cs, watches: cs, namespace: namespace, fronts: corev1.ServiceTypeNodePort}
 	for _, o := range opts {
 		o(r)
 	}
@@ -86,7 +108,11 @@ func (r *Runtime) Close() error { return nil }
 // operating system and architecture (what a Pod without limits can get). Kubernetes does not
 // publish its nodes' cgroup version or driver; they are empty.
 func (r *Runtime) Info(ctx context.Context) (container.EngineInfo, error) {
-	v, err := r.client.Discovery().ServerVersion()
+	var v version.Info
+	body, err := r.client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	if err == nil {
+		err = json.Unmarshal(body, &v)
+	}
 	if err != nil {
 		return container.EngineInfo{}, errors.Wrap(err, "asking the infrastructure cluster for its version")
 	}

@@ -1,7 +1,9 @@
-// Package runtimes chooses a container engine by name: Docker (the default), Podman or
-// containerd, each reached at an endpoint (a unix socket) or at the engine's default one. The
-// manager, the command-line tools and the tests connect through it, so a choice made with a
-// flag or an environment variable reaches every one of them the same way.
+// Package runtimes is the one place engines are built: by name (Docker, the default, Podman or
+// containerd, each reached at an endpoint or at the engine's default one) for the manager's
+// host, the command-line tools and the tests, so a choice made with a flag or an environment
+// variable reaches every one of them the same way; and a Kubernetes cluster (nodes as Pods),
+// chosen per cluster from its DockyardCluster. Every engine it builds has the same deadlines
+// (container.WithTimeouts).
 package runtimes
 
 import (
@@ -10,10 +12,12 @@ import (
 	"strings"
 
 	"github.com/pkg/errors"
+	"k8s.io/client-go/rest"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	containerdruntime "github.com/dockyard-dev/dockyard/pkg/container/containerd"
 	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
+	"github.com/dockyard-dev/dockyard/pkg/container/kubernetes"
 	podmanruntime "github.com/dockyard-dev/dockyard/pkg/container/podman"
 )
 
@@ -36,11 +40,27 @@ const (
 
 // Config names an engine and where it answers.
 type Config struct {
-	// Name is docker, podman or containerd; empty means docker.
+	// Name is docker, podman or containerd; empty means docker. It is ignored with Kubernetes.
 	Name string
 	// Endpoint is the engine's address, e.g. unix:///run/podman/podman.sock; empty means the
 	// engine's default (for Docker: DOCKER_HOST, or the local socket).
 	Endpoint string
+	// Kubernetes, when set, is the engine instead: a namespace of a Kubernetes cluster whose
+	// Pods are the containers.
+	Kubernetes *KubernetesCluster
+	// Timeouts bound the engine's calls; zero means container.DefaultTimeouts. The image
+	// builder gives images of gigabytes more time to move.
+	Timeouts container.Timeouts
+}
+
+// KubernetesCluster is a namespace of a Kubernetes cluster as an engine.
+type KubernetesCluster struct {
+	// REST reaches the cluster; Namespace holds the Pods.
+	REST      *rest.Config
+	Namespace string
+	// External says the engine's clients (the manager) are outside the cluster's network:
+	// fronts are Services of type LoadBalancer (kubernetes.ExternalFronts).
+	External bool
 }
 
 // FromEnv reads the engine's name and endpoint from DOCKYARD_CONTAINER_RUNTIME (Docker when
@@ -55,6 +75,13 @@ func FromEnv() Config {
 
 // String is how the engine is named in messages.
 func (c Config) String() string {
+	if k := c.Kubernetes; k != nil {
+		host := ""
+		if k.REST != nil {
+			host = " at " + k.REST.Host
+		}
+		return "kubernetes namespace " + k.Namespace + host
+	}
 	name := c.Name
 	if name == "" {
 		name = Docker
@@ -83,15 +110,22 @@ func Parse(name string) (string, error) {
 	return name, nil
 }
 
-// New connects to the engine the configuration names, every call bounded by
-// container.DefaultTimeouts (so a hung engine fails one call instead of holding its caller).
-// Connecting does not talk to the engine: call Info to learn whether it answers.
+// New connects to the engine the configuration names, every call bounded by its Timeouts
+// (container.DefaultTimeouts unless set), so a hung engine fails one call instead of holding its
+// caller. Connecting does not talk to the engine: call Info to learn whether it answers.
 func New(c Config) (Runtime, error) {
 	rt, err := connect(c)
 	if err != nil {
 		return nil, err
 	}
-	return bounded{Runtime: container.WithTimeouts(rt, container.DefaultTimeouts), closer: rt}, nil
+	t := c.Timeouts
+	if t.Call <= 0 {
+		t.Call = container.DefaultTimeouts.Call
+	}
+	if t.Transfer <= 0 {
+		t.Transfer = container.DefaultTimeouts.Transfer
+	}
+	return bounded{Runtime: container.WithTimeouts(rt, t), closer: rt}, nil
 }
 
 // bounded is an engine with deadlines that still closes the connection underneath.
@@ -103,6 +137,16 @@ type bounded struct {
 func (b bounded) Close() error { return b.closer.Close() }
 
 func connect(c Config) (Runtime, error) {
+	if k := c.Kubernetes; k != nil {
+		if k.REST == nil {
+			return nil, errors.New("a Kubernetes engine needs the cluster's REST configuration")
+		}
+		var opts []kubernetes.Option
+		if k.External {
+			opts = append(opts, kubernetes.ExternalFronts())
+		}
+		return kubernetes.New(k.REST, k.Namespace, opts...)
+	}
 	name, err := Parse(c.Name)
 	if err != nil {
 		return nil, err

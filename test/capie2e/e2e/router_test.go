@@ -65,7 +65,7 @@ var _ = Describe("The management cluster's nodes are no routers for workload net
 		nodes := docker.NewManager(rt, docker.ManagerOptions{})
 		var mgmtNode, via string
 		Eventually(func(g Gomega) {
-			mgmt, err := nodes.Nodes(ctx, docker.ClusterKey{Name: e2eConfig.ManagementClusterName})
+			mgmt, err := nodes.Nodes(ctx, docker.ClusterKey{Name: e2eConfig.ManagementClusterName}, "")
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(mgmt).NotTo(BeEmpty(), "no node of management cluster %s on the engine", e2eConfig.ManagementClusterName)
 			mgmtNode, via = mgmt[0].Name, mgmt[0].Address(network)

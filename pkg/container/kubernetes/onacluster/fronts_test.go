@@ -1,4 +1,4 @@
-package kubernetes_test
+package onacluster_test
 
 import (
 	"context"

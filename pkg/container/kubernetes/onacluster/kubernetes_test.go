@@ -1,4 +1,4 @@
-package kubernetes_test
+package onacluster_test
 
 import (
 	"context"
@@ -96,7 +96,7 @@ func TestConformanceOnKubernetes(t *testing.T) {
 	conformance.Run(t, conformance.Subject{
 		Runtime: rt, Image: testImage(), Labels: labels, Prefix: "dockyard-k8s-conf",
 		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
-		NoIPv6: true, NoHostCgroups: true, PullsWhereRun: true,
+		NoIPv6: true, NoHostCgroups: true, PullsWhereRun: true, Balances: true, Zoned: true,
 		NotApplicable: map[string]string{
 			"Lifecycle": "a Pod's PID 1 cannot be killed from inside it, its ports are published by a Service and not on a host, " +
 				"and its CPU shares are the kubelet's (TestPodLifecycle covers the rest)",

@@ -1,4 +1,6 @@
-package docker
+// Package logdir is the directory a log collection writes into, made to be handed to someone
+// else: private modes, every file redacted as it is written, and no link inside it followed.
+package logdir
 
 import (
 	"encoding/json"
@@ -13,10 +15,10 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 )
 
-// ErrLogDirNotEmpty is the error of OpenLogDir for a directory that already has entries.
-var ErrLogDirNotEmpty = errors.New("the directory is not empty")
+// ErrNotEmpty is the error of Open for a directory that already has entries.
+var ErrNotEmpty = errors.New("the directory is not empty")
 
-// LogDir is a directory a log collection writes into, made to be handed to someone else:
+// Dir is a directory a log collection writes into, made to be handed to someone else:
 //
 //   - every directory it creates is 0700 and every file 0600, whatever the umask;
 //   - every file is redacted with bootstrap.Redact (tokens, certificate keys, private keys,
@@ -27,17 +29,17 @@ var ErrLogDirNotEmpty = errors.New("the directory is not empty")
 //     swapped for one, is refused);
 //   - an existing entry of the same name is an error, or, when overwriting, removed (a link
 //     itself, never its target) and created again.
-type LogDir struct {
+type Dir struct {
 	root      *os.Root
 	path      string
 	overwrite bool
 }
 
-// OpenLogDir opens the directory at path for a log collection, creating it and its missing
-// parents (0700). A directory that already has entries is refused (ErrLogDirNotEmpty) unless
+// Open opens the directory at path for a log collection, creating it and its missing
+// parents (0700). A directory that already has entries is refused (ErrNotEmpty) unless
 // overwrite is set: then files of the same names are replaced. path itself may be a link the
 // user made; nothing inside it is followed. Close it after use.
-func OpenLogDir(path string, overwrite bool) (*LogDir, error) {
+func Open(path string, overwrite bool) (*Dir, error) {
 	created, err := mkdirAll(path)
 	if err != nil {
 		return nil, errors.Wrapf(err, "creating the log directory %s", path)
@@ -46,7 +48,7 @@ func OpenLogDir(path string, overwrite bool) (*LogDir, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "opening the log directory %s", path)
 	}
-	d := &LogDir{root: root, path: path, overwrite: overwrite}
+	d := &Dir{root: root, path: path, overwrite: overwrite}
 	self, err := root.Open(".")
 	if err != nil {
 		_ = root.Close()
@@ -62,7 +64,7 @@ func OpenLogDir(path string, overwrite bool) (*LogDir, error) {
 		}
 		switch {
 		case len(names) > 0:
-			err = errors.Wrapf(ErrLogDirNotEmpty, "it holds %s", strings.Join(names, ", "))
+			err = errors.Wrapf(ErrNotEmpty, "it holds %s", strings.Join(names, ", "))
 		case !errors.Is(rerr, io.EOF):
 			err = rerr
 		}
@@ -103,15 +105,15 @@ func mkdirAll(path string) (created bool, err error) {
 }
 
 // Path is the directory's path, for messages.
-func (d *LogDir) Path() string { return d.path }
+func (d *Dir) Path() string { return d.path }
 
 // Close releases the directory. Every file was closed, and its error returned, by WriteFile.
-func (d *LogDir) Close() { _ = d.root.Close() }
+func (d *Dir) Close() { _ = d.root.Close() }
 
 // Dir opens the subdirectory name (one path element), creating it 0700 when missing; an
 // existing one is made 0700. A link (or anything not a directory) by that name is refused,
 // or, when overwriting, removed (the link itself) and replaced by a directory.
-func (d *LogDir) Dir(name string) (*LogDir, error) {
+func (d *Dir) Dir(name string) (*Dir, error) {
 	path := filepath.Join(d.path, name)
 	if err := checkLogName(name); err != nil {
 		return nil, err
@@ -142,7 +144,7 @@ func (d *LogDir) Dir(name string) (*LogDir, error) {
 	if err != nil {
 		return nil, errors.Wrapf(err, "opening %s", path)
 	}
-	sub := &LogDir{root: root, path: path, overwrite: d.overwrite}
+	sub := &Dir{root: root, path: path, overwrite: d.overwrite}
 	if err := sub.check(fi); err != nil {
 		_ = root.Close()
 		return nil, err
@@ -152,7 +154,7 @@ func (d *LogDir) Dir(name string) (*LogDir, error) {
 
 // check makes sure the directory is the one fi describes (no link was followed to it) and
 // makes it 0700.
-func (d *LogDir) check(fi fs.FileInfo) error {
+func (d *Dir) check(fi fs.FileInfo) error {
 	self, err := d.root.Open(".")
 	if err != nil {
 		return errors.Wrapf(err, "opening %s", d.path)
@@ -171,7 +173,7 @@ func (d *LogDir) check(fi fs.FileInfo) error {
 // WriteFile writes data, redacted, into the file name (one path element), 0600. An existing
 // entry by that name (a link included) is an error, or, when overwriting, removed (the link
 // itself) and the file created again.
-func (d *LogDir) WriteFile(name string, data []byte) error {
+func (d *Dir) WriteFile(name string, data []byte) error {
 	path := filepath.Join(d.path, name)
 	if err := checkLogName(name); err != nil {
 		return err
@@ -197,7 +199,8 @@ func (d *LogDir) WriteFile(name string, data []byte) error {
 	return errors.Wrapf(err, "writing %s", path)
 }
 
-func (d *LogDir) writeJSON(name string, v any) error {
+// WriteJSON writes v as indented JSON into the file name, like WriteFile.
+func (d *Dir) WriteJSON(name string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return errors.Wrapf(err, "encoding %s", name)

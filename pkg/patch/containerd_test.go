@@ -1,4 +1,4 @@
-package docker
+package patch
 
 import (
 	"strings"
@@ -24,8 +24,8 @@ root = "/var/lib/containerd"
       config_path = "/etc/containerd/certs.d"
 `
 
-func TestPatchContainerdConfig(t *testing.T) {
-	out, err := PatchContainerdConfig([]byte(nodeContainerdConfig), ContainerdPatches{Merge: []string{
+func TestContainerdPatchesApply(t *testing.T) {
+	out, err := (Containerd{Merge: []string{
 		// kind's configuration guide, "Local Registry" (containerd's mirrors, before config_path).
 		`[plugins."io.containerd.grpc.v1.cri".registry.mirrors."localhost:5000"]
   endpoint = ["http://kind-registry:5000"]`,
@@ -37,7 +37,7 @@ func TestPatchContainerdConfig(t *testing.T) {
 		`[{"op": "replace", "path": "/root", "value": "/var/lib/containerd2"}]`,
 		"- op: add\n  path: /plugins/io.containerd.grpc.v1.cri/stream_idle_timeout\n  value: 5m",
 		`[{"op": "remove", "path": "/plugins/io.containerd.grpc.v1.cri/sandbox_image"}]`,
-	}})
+	}}).Apply([]byte(nodeContainerdConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,21 +74,21 @@ func TestPatchContainerdConfig(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		patches ContainerdPatches
+		patches Containerd
 		field   string
 	}{
-		{ContainerdPatches{Merge: []string{"version = 2", "[plugins"}}, "containerdConfigPatches[1]"},
-		{ContainerdPatches{JSON6902: []string{"op: add"}}, "containerdConfigPatchesJSON6902[0]"},
-		{ContainerdPatches{JSON6902: []string{`[{"op": "remove", "path": "/nothing"}]`}}, "containerdConfigPatchesJSON6902[0]"},
+		{Containerd{Merge: []string{"version = 2", "[plugins"}}, "containerdConfigPatches[1]"},
+		{Containerd{JSON6902: []string{"op: add"}}, "containerdConfigPatchesJSON6902[0]"},
+		{Containerd{JSON6902: []string{`[{"op": "remove", "path": "/nothing"}]`}}, "containerdConfigPatchesJSON6902[0]"},
 	} {
-		if _, err := PatchContainerdConfig([]byte(nodeContainerdConfig), c.patches); err == nil || !strings.Contains(err.Error(), c.field) {
+		if _, err := c.patches.Apply([]byte(nodeContainerdConfig)); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%+v: %v, want an error naming %s", c.patches, err, c.field)
 		}
 	}
 }
 
-func TestContainerdPatchesMarkNamesThePatches(t *testing.T) {
-	mark := func(merge ...string) string { return ContainerdPatches{Merge: merge}.mark() }
+func TestContainerdMarkNamesThePatches(t *testing.T) {
+	mark := func(merge ...string) string { return Containerd{Merge: merge}.Mark() }
 	a, b := mark("x = 1"), mark("x = 2")
 	if a == b || a != mark("x = 1") || !strings.HasPrefix(a, "#") || !strings.HasSuffix(a, "\n") {
 		t.Errorf("marks %q and %q", a, b)
@@ -96,7 +96,7 @@ func TestContainerdPatchesMarkNamesThePatches(t *testing.T) {
 	if mark("a", "b") == mark("ab") {
 		t.Error("two patches and their concatenation have one mark")
 	}
-	if (ContainerdPatches{Merge: []string{"a"}}).mark() == (ContainerdPatches{JSON6902: []string{"a"}}).mark() {
+	if (Containerd{Merge: []string{"a"}}).Mark() == (Containerd{JSON6902: []string{"a"}}).Mark() {
 		t.Error("a merge patch and a JSON 6902 patch have one mark")
 	}
 }

@@ -1,25 +1,18 @@
-package docker
+package patch
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pkg/errors"
-
-	"github.com/dockyard-dev/dockyard/pkg/patch"
 )
 
-// containerdConfigFile is containerd's configuration in Dockyard's and kind's node images.
-const containerdConfigFile = "/etc/containerd/config.toml"
-
-// ContainerdPatches change a node's containerd configuration (kind's containerdConfigPatches
-// and containerdConfigPatchesJSON6902).
-type ContainerdPatches struct {
+// Containerd are the patches of a node's containerd configuration (kind's
+// containerdConfigPatches and containerdConfigPatchesJSON6902).
+type Containerd struct {
 	// Merge are TOML documents merged in order: tables key by key, other values replaced; one
 	// whose top-level version differs from the configuration's is skipped (so one list can
 	// carry a patch for each configuration version).
@@ -29,11 +22,12 @@ type ContainerdPatches struct {
 	JSON6902 []string
 }
 
-func (p ContainerdPatches) empty() bool { return len(p.Merge)+len(p.JSON6902) == 0 }
+// Empty reports whether there is nothing to apply.
+func (p Containerd) Empty() bool { return len(p.Merge)+len(p.JSON6902) == 0 }
 
-// mark is the first line of a containerd configuration Dockyard patched: the patches' digest,
+// Mark is the first line of a containerd configuration Dockyard patched: the patches' digest,
 // so the same patches are never applied twice.
-func (p ContainerdPatches) mark() string {
+func (p Containerd) Mark() string {
 	h := sha256.New()
 	for _, list := range [][]string{p.Merge, p.JSON6902} {
 		fmt.Fprintf(h, "%d\n", len(list))
@@ -44,16 +38,16 @@ func (p ContainerdPatches) mark() string {
 	return "# Patched by Dockyard with containerdConfigPatches " + hex.EncodeToString(h.Sum(nil))[:16] + "\n"
 }
 
-// PatchContainerdConfig applies patches to a containerd configuration the way kind applies its
+// Apply applies the patches to a containerd configuration the way kind applies its
 // containerdConfigPatches, then its containerdConfigPatchesJSON6902. It returns an error naming
 // the patch that is not TOML or does not apply.
-func PatchContainerdConfig(config []byte, patches ContainerdPatches) ([]byte, error) {
-	merged, err := patch.TOML(config)
+func (patches Containerd) Apply(config []byte) ([]byte, error) {
+	merged, err := TOML(config)
 	if err != nil {
 		return nil, errors.Wrap(err, "reading the node's containerd configuration")
 	}
 	for i, p := range patches.Merge {
-		table, err := patch.TOML([]byte(p))
+		table, err := TOML([]byte(p))
 		if err != nil {
 			return nil, errors.Wrapf(err, "containerdConfigPatches[%d]", i)
 		}
@@ -67,7 +61,7 @@ func PatchContainerdConfig(config []byte, patches ContainerdPatches) ([]byte, er
 		if err != nil {
 			return nil, errors.Wrap(err, "the node's containerd configuration as JSON")
 		}
-		ops, _, err := patch.JSON6902(p)
+		ops, _, err := JSON6902(p)
 		if err != nil {
 			return nil, errors.Wrapf(err, "containerdConfigPatchesJSON6902[%d]", i)
 		}
@@ -120,34 +114,4 @@ func mergeTables(into, patch map[string]any) {
 		}
 		into[k] = v
 	}
-}
-
-// ConfigureContainerd applies patches (see PatchContainerdConfig) to the node's containerd
-// configuration and restarts containerd, which then serves with it. A node whose configuration
-// carries these patches already (the mark on its first line) is left alone, so a reconcile that
-// runs again restarts nothing. No patches: nothing to do.
-func (n *Node) ConfigureContainerd(ctx context.Context, patches ContainerdPatches) error {
-	if patches.empty() {
-		return nil
-	}
-	mark := patches.mark()
-	config, err := n.ReadFile(ctx, containerdConfigFile)
-	if err != nil {
-		return errors.Wrapf(err, "reading %s of node %s", containerdConfigFile, n.Name)
-	}
-	if strings.HasPrefix(string(config), mark) {
-		return nil
-	}
-	merged, err := PatchContainerdConfig(config, patches)
-	if err != nil {
-		return errors.Wrapf(err, "node %s", n.Name)
-	}
-	if err := n.m.writeFile(ctx, n.Name, containerdConfigFile, append([]byte(mark), merged...)); err != nil {
-		return errors.Wrapf(err, "writing %s of node %s", containerdConfigFile, n.Name)
-	}
-	// systemd's restart returns once containerd (Type=notify) serves again.
-	if _, err := n.Run(ctx, nil, "systemctl", "restart", "containerd"); err != nil {
-		return errors.Wrapf(err, "restarting containerd with containerdConfigPatches")
-	}
-	return nil
 }

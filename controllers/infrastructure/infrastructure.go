@@ -1,0 +1,278 @@
+// Package infrastructure decides where a cluster's nodes run, from its DockyardCluster, once
+// per reconcile: on the manager's own engine, or as Pods of a Kubernetes cluster that
+// spec.infrastructure.kubernetes names (the management cluster itself, or the cluster of a
+// kubeconfig Secret). A reconciler hands it the DockyardCluster it holds and gets back the node
+// layer of that one engine (a docker.Manager), which never asks again. Engines are built by the
+// one picker (pkg/container/runtimes), with its deadlines; the manager and the dockyard command
+// line resolve clusters the same way.
+package infrastructure
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/docker"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
+)
+
+// The management cluster as the infrastructure of a cluster's nodes: its nodes size them and say
+// where Pods are reached (the rest is in config/rbac/infrastructure_role.yaml, bound only in the
+// namespaces the administrator allows).
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+
+// Options configure Engines.
+type Options struct {
+	// Secrets reads the kubeconfig Secrets DockyardClusters name (the manager's cache of them).
+	Secrets client.Reader
+	// Management reaches the management cluster, the infrastructure of a DockyardCluster whose
+	// spec.infrastructure.kubernetes names no kubeconfig Secret; nil: no cluster may.
+	Management *rest.Config
+	// Policy says which namespaces may run nodes on the management cluster; nil allows every
+	// namespace (the command line, which acts with its user's own rights).
+	Policy *policy.Policy
+	// Events, when set, watches the engines resolved here for as long as a cluster uses them.
+	Events *docker.EngineEvents
+	// Connect builds the engine of an infrastructure; nil is the one picker, runtimes.New
+	// (tests give an engine of their own).
+	Connect func(runtimes.Config) (runtimes.Runtime, error)
+}
+
+// Engines resolves DockyardClusters to the node layers of the engines their nodes run on: the
+// host's, or one per infrastructure (a kubeconfig Secret and namespace, or a namespace of the
+// management cluster), made when a cluster first needs it and made again when its kubeconfig
+// Secret changes. An engine no cluster uses any more is forgotten and no longer watched.
+type Engines struct {
+	host *docker.Manager
+	opts Options
+
+	mu sync.Mutex
+	// engines are the infrastructures' engines by ID; users the ID each cluster last resolved
+	// to ("" for the host).
+	engines map[string]*engine
+	users   map[clusterKey]string
+}
+
+// engine is the node layer of one infrastructure, made from one version of its credentials.
+type engine struct {
+	version string
+	nodes   *docker.Manager
+}
+
+// clusterKey is a DockyardCluster's namespace and name.
+type clusterKey struct{ namespace, name string }
+
+// New returns the resolver of clusters whose nodes run on host unless they say otherwise.
+func New(host *docker.Manager, opts Options) *Engines {
+	return &Engines{host: host, opts: opts, engines: map[string]*engine{}, users: map[clusterKey]string{}}
+}
+
+// Host is the node layer of the manager's own engine.
+func (e *Engines) Host() *docker.Manager { return e.host }
+
+// For returns the node layer of the engine a DockyardCluster's nodes run on: the host's when it
+// names no infrastructure (or dc is nil: a cluster whose infrastructure is not a
+// DockyardCluster). It reads at most the kubeconfig Secret the DockyardCluster names; a
+// kubeconfig is parsed, and its engine made, once per version of that Secret. An error is a
+// *policy.RefusedError when the policy refuses the infrastructure, and otherwise says what in
+// spec.infrastructure cannot be used.
+func (e *Engines) For(ctx context.Context, dc *infrav1.DockyardCluster) (*docker.Manager, error) {
+	if dc == nil {
+		return e.host, nil
+	}
+	key := clusterKey{dc.Namespace, dc.Name}
+	t, err := e.resolve(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t == nil {
+		e.use(key, "")
+		return e.host, nil
+	}
+	if eng, ok := e.engines[t.id]; ok && eng.version == t.version {
+		e.use(key, t.id)
+		return eng.nodes, nil
+	}
+	connect := e.opts.Connect
+	if connect == nil {
+		connect = runtimes.New
+	}
+	rt, err := connect(t.config)
+	if err != nil {
+		return nil, errors.Wrapf(err, "connecting to the infrastructure of spec.infrastructure.kubernetes (%s)", t.config)
+	}
+	if old, ok := e.engines[t.id]; ok {
+		// Its credentials changed: the engine of the version before is retired.
+		e.retire(old)
+	}
+	eng := &engine{version: t.version, nodes: e.host.ForEngine(rt)}
+	e.engines[t.id] = eng
+	if e.opts.Events != nil {
+		e.opts.Events.Add(eng.nodes)
+	}
+	e.use(key, t.id)
+	return eng.nodes, nil
+}
+
+// Release forgets a deleted DockyardCluster: the engine it ran on is retired (no longer
+// watched) when no other cluster uses it.
+func (e *Engines) Release(dc *infrav1.DockyardCluster) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	key := clusterKey{dc.Namespace, dc.Name}
+	id, ok := e.users[key]
+	if !ok {
+		return
+	}
+	delete(e.users, key)
+	e.retireUnused(id)
+}
+
+// use records the infrastructure a cluster's nodes are on now, retiring the one they were on
+// before when no other cluster is (a kubeconfig Secret that names another cluster now). Called
+// with mu held.
+func (e *Engines) use(key clusterKey, id string) {
+	prev, ok := e.users[key]
+	e.users[key] = id
+	if ok && prev != id {
+		e.retireUnused(prev)
+	}
+}
+
+func (e *Engines) retireUnused(id string) {
+	if id == "" {
+		return
+	}
+	for _, used := range e.users {
+		if used == id {
+			return
+		}
+	}
+	if eng, ok := e.engines[id]; ok {
+		delete(e.engines, id)
+		e.retire(eng)
+	}
+}
+
+func (e *Engines) retire(eng *engine) {
+	if e.opts.Events != nil {
+		e.opts.Events.Remove(eng.nodes)
+	}
+}
+
+// target is an infrastructure a cluster's nodes run on: its ID (the kubeconfig Secret and
+// namespace, or the management cluster's namespace), the version of its credentials, and the
+// engine to build.
+type target struct {
+	id, version string
+	config      runtimes.Config
+}
+
+// resolve reads where a DockyardCluster's nodes run; nil for the host's engine.
+func (e *Engines) resolve(ctx context.Context, dc *infrav1.DockyardCluster) (*target, error) {
+	k := dc.Spec.Infrastructure.Kubernetes
+	if k == nil {
+		return nil, nil
+	}
+	if k.KubeconfigSecret == "" {
+		return e.management(dc)
+	}
+	if e.opts.Secrets == nil {
+		return nil, errors.Errorf("spec.infrastructure.kubernetes.kubeconfigSecret %s: no Secret can be read here", k.KubeconfigSecret)
+	}
+	var secret corev1.Secret
+	if err := e.opts.Secrets.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}, &secret); err != nil {
+		return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
+	}
+	return secretTarget(dc, &secret)
+}
+
+// management is the management cluster as a cluster's infrastructure, in the cluster's own
+// namespace, where the policy allows it.
+func (e *Engines) management(dc *infrav1.DockyardCluster) (*target, error) {
+	if e.opts.Policy != nil {
+		if err := e.opts.Policy.CheckManagementInfrastructure(dc.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	if ns := dc.Spec.Infrastructure.Kubernetes.Namespace; ns != "" && ns != dc.Namespace {
+		return nil, policy.Refusedf("spec.infrastructure.kubernetes.namespace %s: on the management cluster, a cluster's nodes run in its own namespace %s", ns, dc.Namespace)
+	}
+	if e.opts.Management == nil {
+		return nil, errors.New("spec.infrastructure.kubernetes names no kubeconfigSecret, and the management cluster cannot be reached here")
+	}
+	return &target{
+		id:     "management/" + dc.Namespace,
+		config: runtimes.Config{Kubernetes: &runtimes.KubernetesCluster{REST: e.opts.Management, Namespace: dc.Namespace}},
+	}, nil
+}
+
+// secretTarget is the infrastructure cluster of a kubeconfig Secret. The management cluster
+// reaches it from outside its network (it is another cluster, or as good as one: nothing says
+// the management cluster routes to its Service range), so its fronts are load balancers.
+func secretTarget(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*target, error) {
+	k := dc.Spec.Infrastructure.Kubernetes
+	b := secret.Data[infrav1.InfrastructureKubeconfigKey]
+	if len(b) == 0 {
+		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) has no kubeconfig in its key %q", k.KubeconfigSecret, infrav1.InfrastructureKubeconfigKey)
+	}
+	loaded, err := clientcmd.Load(b)
+	if err != nil {
+		return nil, errors.Wrapf(err, "reading the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret)", k.KubeconfigSecret)
+	}
+	if err := SelfContainedKubeconfig(loaded); err != nil {
+		return nil, policy.Refusedf("the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) %v", k.KubeconfigSecret, err)
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*loaded, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, errors.Wrapf(err, "the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret)", k.KubeconfigSecret)
+	}
+	ns := k.Namespace
+	if current, ok := loaded.Contexts[loaded.CurrentContext]; ns == "" && ok {
+		ns = current.Namespace
+	}
+	if ns == "" {
+		ns = dc.Namespace
+	}
+	return &target{
+		id: fmt.Sprintf("secret/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, ns), version: secret.ResourceVersion,
+		config: runtimes.Config{Kubernetes: &runtimes.KubernetesCluster{REST: cfg, Namespace: ns, External: true}},
+	}, nil
+}
+
+// SelfContainedKubeconfig refuses what in a kubeconfig a team writes would act in the manager's
+// pod instead of naming the infrastructure cluster: files (token, certificates, keys), which
+// would be the manager's own (its service account token among them), commands (exec plugins)
+// and auth provider plugins, and proxies. Inline data, tokens and passwords are the team's own.
+func SelfContainedKubeconfig(cfg *clientcmdapi.Config) error {
+	for name, c := range cfg.Clusters {
+		switch {
+		case c.CertificateAuthority != "":
+			return errors.Errorf("names a file (cluster %s certificate-authority); give certificate-authority-data", name)
+		case c.ProxyURL != "":
+			return errors.Errorf("names a proxy (cluster %s proxy-url), which the manager does not go through", name)
+		}
+	}
+	for name, a := range cfg.AuthInfos {
+		switch {
+		case a.TokenFile != "", a.ClientCertificate != "", a.ClientKey != "":
+			return errors.Errorf("names a file (user %s token-file, client-certificate or client-key); give the token or the certificate's data", name)
+		case a.Exec != nil:
+			return errors.Errorf("runs a command (user %s exec), which the manager does not", name)
+		case a.AuthProvider != nil:
+			return errors.Errorf("uses an auth provider plugin (user %s), which the manager does not", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
+
+	"github.com/dockyard-dev/dockyard/pkg/container/kubernetes"
+)
+
+// Info reads the cluster's version and its largest schedulable node, and gives up when its
+// context does: a server that takes the request and never answers holds the caller no longer.
+func TestInfoFollowsItsContext(t *testing.T) {
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("hang") != "" || r.Header.Get("X-Hang") != "" {
+			<-hang
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/version":
+			_ = json.NewEncoder(w).Encode(version.Info{GitVersion: "v1.34.4"})
+		case "/api/v1/nodes":
+			_ = json.NewEncoder(w).Encode(corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, Items: []corev1.Node{
+				{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+					NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OSImage: "Debian"}}},
+				{Spec: corev1.NodeSpec{Unschedulable: true}, Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}}},
+			}})
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+
+	rt, err := kubernetes.New(&rest.Config{Host: srv.URL}, "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := rt.Info(context.Background())
+	if err != nil || info.Version != "v1.34.4" || info.CPUs != 4 || info.MemoryBytes != 8<<30 || info.Architecture != "amd64" {
+		t.Errorf("info %+v (%v), want v1.34.4 and the schedulable node: 4 CPUs, 8 GiB, amd64", info, err)
+	}
+
+	hanging, err := kubernetes.New(&rest.Config{Host: srv.URL, WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			r.Header.Set("X-Hang", "1")
+			return rt.RoundTrip(r)
+		})
+	}}, "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := hanging.Info(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("info of a server that never answers: %v, want its context's deadline", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("info of a server that never answers took %s, its context gave it 200ms", took)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
