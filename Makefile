@@ -110,8 +110,9 @@ vet: ## Run go vet on every module.
 	for m in $(GO_MODULES); do (cd $$m && go vet -tags e2e,images,release ./...) || exit 1; done
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml) on every module, the e2e and image proof code included.
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml: errors, the floors' imports, the one door to engines and the one picker of them) on every module, the e2e and image proof code included; then hack/house, the bounds of the node layer's surface and of function lengths.
 	for m in $(GO_MODULES); do (cd $$m && $(GOLANGCI_LINT) run --config $(CURDIR)/.golangci.yml ./...) || exit 1; done
+	go run ./hack/house
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd for envtest (cached; skipped when KUBEBUILDER_ASSETS is set).
