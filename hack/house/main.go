@@ -120,7 +120,8 @@ func nodeLayer(root string) ([]string, error) {
 	methods := map[string]int{}
 	err := goFiles(root, func(rel string, f *ast.File) {
 		dir := filepath.Dir(rel)
-		if dir != "docker" && !(strings.HasPrefix(dir, "docker/") && !strings.Contains(dir, "internal") && dir != "docker/dockertest") {
+		inLayer := dir == "docker" || (strings.HasPrefix(dir, "docker/") && !strings.Contains(dir, "internal") && dir != "docker/dockertest")
+		if !inLayer {
 			return
 		}
 		for _, d := range f.Decls {
