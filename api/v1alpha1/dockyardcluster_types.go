@@ -14,6 +14,15 @@ const (
 	// DefaultAPIServerPort is the port the API server of the workload cluster, and the load
 	// balancer in front of it, listen on.
 	DefaultAPIServerPort int32 = 6443
+
+	// AbandonAnnotation, on a DockyardCluster or a DockyardMachine being deleted, lets the
+	// deletion end without removing what Dockyard made on an infrastructure it cannot reach: the
+	// way out when that infrastructure is gone for good. On a DockyardCluster it abandons its
+	// machines' nodes too. Whatever is left there must then be removed by hand.
+	AbandonAnnotation = "dockyard.x-k8s.io/abandon"
+
+	// EngineHost is status.engine of objects whose nodes run on the manager's own engine.
+	EngineHost = "host"
 )
 
 // DockyardClusterSpec is the desired state of a DockyardCluster.
@@ -220,6 +229,13 @@ type DockyardClusterStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=100
 	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+
+	// engine is where Dockyard made the cluster's network and load balancer, recorded before it
+	// made them: host (the manager's engine), or the infrastructure cluster of
+	// spec.infrastructure. Empty: nothing was made, so deleting the cluster removes nothing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Engine string `json:"engine,omitempty"`
 }
 
 // DockyardClusterInitializationStatus is part of the Cluster API v1beta2 contract.

@@ -202,6 +202,13 @@ type DockyardMachineStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=600
 	Registry string `json:"registry,omitempty"`
+
+	// engine is where Dockyard made the machine's node, recorded before it made it: host (the
+	// manager's engine), or the infrastructure cluster of its DockyardCluster. Empty: no node
+	// was made, so deleting the machine removes nothing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Engine string `json:"engine,omitempty"`
 }
 
 // DockyardMachineInitializationStatus is part of the Cluster API v1beta2 contract.
