@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -154,6 +153,10 @@ type clusterPhase func(ctx context.Context, s *clusterScope) (result ctrl.Result
 // reconcileNormal runs the phases of a cluster in order; they all report through
 // LoadBalancerAvailable:
 //
+//  0. engine: where the cluster's network and load balancer are made is recorded
+//     (status.engine) before anything is made there, so that a deletion knows what to remove
+//     and where; a kubeconfig Secret the nodes run on is marked, so that it stays as long as
+//     they do;
 //  1. network: the cluster's container network exists (created, or the user's, which must be
 //     usable);
 //  2. load balancer: a running haproxy on it serving the endpoint's port, published on the
@@ -163,7 +166,7 @@ type clusterPhase func(ctx context.Context, s *clusterScope) (result ctrl.Result
 //     came back on another address is reported, since certificates name the old one), failure
 //     domains and initialization.provisioned.
 func (r *DockyardClusterReconciler) reconcileNormal(ctx context.Context, s *clusterScope) (ctrl.Result, error) {
-	for _, phase := range []clusterPhase{r.reconcileNetwork, r.reconcileLoadBalancer, r.reconcileEndpoint} {
+	for _, phase := range []clusterPhase{r.reconcileEngine, r.reconcileNetwork, r.reconcileLoadBalancer, r.reconcileEndpoint} {
 		result, next, err := phase(ctx, s)
 		if err != nil || !next {
 			return result, err
@@ -347,48 +350,6 @@ func loadBalancerMessage(lb *docker.LoadBalancer, address string, port int) stri
 	return msg
 }
 
-func (r *DockyardClusterReconciler) reconcileDelete(ctx context.Context, dc *infrav1.DockyardCluster) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	name := clusterNameOf(dc.ObjectMeta)
-	if name == "" || deletedForMove(dc) {
-		// Never owned by a Cluster (nothing was created), or moved to another management
-		// cluster by clusterctl move, whose Dockyard now owns the load balancer and network.
-		controllerutil.RemoveFinalizer(dc, infrav1.ClusterFinalizer)
-		return ctrl.Result{}, nil
-	}
-	key := docker.ClusterKey{Namespace: dc.Namespace, Name: name}
-
-	// Node containers belong to DockyardMachines, which delete them (and leave the load
-	// balancer) first; Cluster API deletes the machines before the infrastructure cluster.
-	remaining, err := machinesWithNodes(ctx, r.Client, key)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if remaining > 0 {
-		setCondition(dc, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason,
-			fmt.Sprintf("Waiting for %d DockyardMachines of the cluster to be deleted", remaining))
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-
-	nodes, err := r.Engines.For(ctx, dc)
-	if err != nil {
-		return ctrl.Result{}, errors.Wrapf(err, "finding the engine of cluster %s", key)
-	}
-	network, err := clusterNetwork(ctx, nodes, dc, key)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := nodes.DeleteCluster(ctx, key, network); err != nil {
-		return ctrl.Result{}, errors.Wrapf(err, "deleting the containers, volumes and network of cluster %s", key)
-	}
-	// No cluster runs on its engine any more: forgotten, and no longer watched.
-	r.Engines.Release(dc)
-	log.Info("Deleted the load balancer and network of the cluster")
-	r.Recorder.Eventf(dc, corev1.EventTypeNormal, "Deleted", "Deleted the load balancer and network of cluster %s", key)
-	controllerutil.RemoveFinalizer(dc, infrav1.ClusterFinalizer)
-	return ctrl.Result{}, nil
-}
-
 func setLoadBalancerCondition(dc *infrav1.DockyardCluster, status metav1.ConditionStatus, reason, format string, args ...any) {
 	setCondition(dc, infrav1.LoadBalancerAvailableCondition, status, reason, fmt.Sprintf(format, args...))
 }
@@ -399,7 +360,7 @@ func patchDockyardCluster(ctx context.Context, helper *patch.Helper, dc *infrav1
 		if err := setReadySummary(dc, infrav1.LoadBalancerAvailableCondition); err != nil {
 			return err
 		}
-	} else if !conditions.Has(dc, clusterv1.ReadyCondition) || conditions.GetReason(dc, clusterv1.ReadyCondition) != infrav1.DeletingReason {
+	} else if r := conditions.GetReason(dc, clusterv1.ReadyCondition); r != infrav1.DeletingReason && r != infrav1.InfrastructureUnavailableReason {
 		setCondition(dc, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the load balancer and network")
 	}
 	ctx, cancel := patchContext(ctx)

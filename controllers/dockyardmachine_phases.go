@@ -63,6 +63,10 @@ func (r *DockyardMachineReconciler) reconcilePrerequisites(ctx context.Context, 
 		setContainerCondition(dm, metav1.ConditionFalse, infrav1.ContainerFailedReason, "%v", err)
 		return ctrl.Result{}, false, err
 	}
+	if s.node != nil && dm.Status.Engine == "" {
+		// A node made before where was recorded.
+		dm.Status.Engine = r.Engines.Where(s.dc)
+	}
 	if !machine.DeletionTimestamp.IsZero() {
 		if s.node != nil && util.IsControlPlaneMachine(machine) {
 			return ctrl.Result{}, false, r.updateLoadBalancer(ctx, s)
@@ -385,6 +389,11 @@ func (r *DockyardMachineReconciler) createNode(ctx context.Context, s *machineSc
 	for _, p := range dm.Spec.Ports {
 		spec.Ports = append(spec.Ports, docker.Port{ContainerPort: int(p.ContainerPort), Protocol: p.Protocol, HostIP: p.ListenAddress, HostPort: int(p.HostPort)})
 	}
+	// Where the node is made is recorded first: a deletion then knows there is one to remove.
+	where := r.Engines.Where(s.dc)
+	if err := recordEngine(ctx, r.Client, dm, func(o client.Object) { o.(*infrav1.DockyardMachine).Status.Engine = where }); err != nil {
+		return nil, err
+	}
 	node, err := s.nodes.AddNode(ctx, spec)
 	switch {
 	case policy.IsRefused(err):
@@ -432,6 +441,12 @@ func (r *DockyardMachineReconciler) updateLoadBalancer(ctx context.Context, s *m
 		return err // no load balancer (being replaced or deleted): the cluster reconciler renders it
 	}
 	tmpl, err := loadBalancerTemplate(ctx, r.Client, s.dc)
+	if apierrors.IsNotFound(err) && !s.dm.DeletionTimestamp.IsZero() {
+		// Its namespace is being deleted, the template with it: a node that leaves is taken out
+		// with the default template all the same (the cluster renders its own again).
+		ctrl.LoggerFrom(ctx).Info("The haproxy template is gone; taking the node out of the load balancer with the default one", "error", err.Error())
+		tmpl, err = "", nil
+	}
 	if err != nil {
 		return err
 	}

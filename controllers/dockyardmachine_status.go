@@ -73,7 +73,7 @@ func patchDockyardMachine(ctx context.Context, helper *patch.Helper, dm *infrav1
 		if err := setReadySummary(dm, infrav1.ContainerProvisionedCondition, infrav1.BootstrapSucceededCondition); err != nil {
 			return err
 		}
-	} else {
+	} else if conditions.GetReason(dm, clusterv1.ReadyCondition) != infrav1.InfrastructureUnavailableReason {
 		setCondition(dm, clusterv1.ReadyCondition, metav1.ConditionFalse, infrav1.DeletingReason, "Deleting the node container")
 	}
 	ctx, cancel := patchContext(ctx)

@@ -118,7 +118,14 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err := mgr.Add(engineEvents); err != nil {
 		return err
 	}
-	engines := infrastructure.New(nodes, infrastructure.Options{Secrets: secretClient, Management: mgr.GetConfig(), Events: engineEvents})
+	infraSecrets, err := infrastructure.SecretsCache(mgr, "")
+	if err != nil {
+		return err
+	}
+	engines := infrastructure.New(nodes, infrastructure.Options{Secrets: infraSecrets, Uncached: mgr.GetAPIReader(), Management: mgr.GetConfig(), Events: engineEvents})
+	if err := (&InfrastructureSecretReconciler{Client: mgr.GetClient(), Secrets: infraSecrets}).SetupWithManager(mgr, controller.Options{}); err != nil {
+		return err
+	}
 	clusterReconciler := &DockyardClusterReconciler{Client: mgr.GetClient(), Engines: engines, Recorder: clusterRecorder, EngineEvents: engineEvents}
 	if err := clusterReconciler.SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: concurrency}); err != nil {
 		return err

@@ -270,12 +270,21 @@ func run(o options) error {
 	if err := mgr.AddReadyzCheck("engine", engineCheck(host)); err != nil {
 		return errors.Wrap(err, "adding the engine check")
 	}
-	// Each cluster's engine is chosen from its DockyardCluster, once per reconcile.
+	// Each cluster's engine is chosen from its DockyardCluster, once per reconcile; the
+	// kubeconfig Secrets of infrastructure clusters, whatever their names, from a cache of
+	// their own once Dockyard marked them.
+	infraSecrets, err := infrastructure.SecretsCache(mgr, o.watchNamespace)
+	if err != nil {
+		return err
+	}
 	engines := infrastructure.New(host, infrastructure.Options{
-		Secrets: secretCachingClient, Management: mgr.GetConfig(), Policy: hostPolicy, Events: engineEvents,
+		Secrets: infraSecrets, Uncached: mgr.GetAPIReader(), Management: mgr.GetConfig(), Policy: hostPolicy, Events: engineEvents,
 	})
 	if err := setupControllers(ctx, mgr, o, engines, engineEvents, secretCachingClient); err != nil {
 		return err
+	}
+	if err := (&controllers.InfrastructureSecretReconciler{Client: mgr.GetClient(), Secrets: infraSecrets}).SetupWithManager(mgr, controller.Options{}); err != nil {
+		return errors.Wrap(err, "setting up the infrastructure Secret controller")
 	}
 	if err := webhooks.SetupWithManager(mgr, webhooks.Options{DefaultLoadBalancerImage: o.loadBalancerImage, Policy: hostPolicy,
 		Environment: webhooks.Environment{Registries: host, SubnetsInUse: subnetsInUse(mgr.GetAPIReader())}}); err != nil {

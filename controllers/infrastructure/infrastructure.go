@@ -10,10 +10,14 @@ package infrastructure
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -32,8 +36,10 @@ import (
 
 // Options configure Engines.
 type Options struct {
-	// Secrets reads the kubeconfig Secrets DockyardClusters name (the manager's cache of them).
-	Secrets client.Reader
+	// Secrets reads the kubeconfig Secrets DockyardClusters name (the manager's cache of those
+	// Dockyard marked, SecretsCache); Uncached, when set, reads one it does not hold yet.
+	Secrets  client.Reader
+	Uncached client.Reader
 	// Management reaches the management cluster, the infrastructure of a DockyardCluster whose
 	// spec.infrastructure.kubernetes names no kubeconfig Secret; nil: no cluster may.
 	Management *rest.Config
@@ -125,6 +131,24 @@ func (e *Engines) For(ctx context.Context, dc *infrav1.DockyardCluster) (*docker
 	return eng.nodes, nil
 }
 
+// Where names the engine a DockyardCluster's nodes ran on when For last resolved it:
+// infrav1.EngineHost, or its infrastructure's ID; "" when For has not resolved it.
+func (e *Engines) Where(dc *infrav1.DockyardCluster) string {
+	if dc == nil {
+		return infrav1.EngineHost
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	id, ok := e.users[clusterKey{dc.Namespace, dc.Name}]
+	switch {
+	case !ok:
+		return ""
+	case id == "":
+		return infrav1.EngineHost
+	}
+	return id
+}
+
 // Release forgets a deleted DockyardCluster: the engine it ran on is retired (no longer
 // watched) when no other cluster uses it.
 func (e *Engines) Release(dc *infrav1.DockyardCluster) {
@@ -192,7 +216,16 @@ func (e *Engines) resolve(ctx context.Context, dc *infrav1.DockyardCluster) (*ta
 		return nil, errors.Errorf("spec.infrastructure.kubernetes.kubeconfigSecret %s: no Secret can be read here", k.KubeconfigSecret)
 	}
 	var secret corev1.Secret
-	if err := e.opts.Secrets.Get(ctx, client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}, &secret); err != nil {
+	key := client.ObjectKey{Namespace: dc.Namespace, Name: k.KubeconfigSecret}
+	err := e.opts.Secrets.Get(ctx, key, &secret)
+	if apierrors.IsNotFound(err) && e.opts.Uncached != nil {
+		// Not marked yet: the cache holds only the Secrets Dockyard marked (MarkSecret).
+		err = e.opts.Uncached.Get(ctx, key, &secret)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) does not exist in namespace %s", k.KubeconfigSecret, dc.Namespace)
+	}
+	if err != nil {
 		return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
 	}
 	return secretTarget(dc, &secret)
@@ -223,9 +256,15 @@ func (e *Engines) management(dc *infrav1.DockyardCluster) (*target, error) {
 // the management cluster routes to its Service range), so its fronts are load balancers.
 func secretTarget(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*target, error) {
 	k := dc.Spec.Infrastructure.Kubernetes
-	b := secret.Data[infrav1.InfrastructureKubeconfigKey]
-	if len(b) == 0 {
-		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) has no kubeconfig in its key %q", k.KubeconfigSecret, infrav1.InfrastructureKubeconfigKey)
+	b, ok := secret.Data[infrav1.InfrastructureKubeconfigKey]
+	switch {
+	case !ok:
+		keys := slices.Sorted(maps.Keys(secret.Data))
+		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret) has no key %q holding the kubeconfig (its keys: %s)",
+			k.KubeconfigSecret, infrav1.InfrastructureKubeconfigKey, orNone(strings.Join(keys, ", ")))
+	case len(b) == 0:
+		return nil, errors.Errorf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret): its key %q is empty; it holds the infrastructure cluster's kubeconfig",
+			k.KubeconfigSecret, infrav1.InfrastructureKubeconfigKey)
 	}
 	loaded, err := clientcmd.Load(b)
 	if err != nil {
@@ -249,6 +288,13 @@ func secretTarget(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*target, 
 		id: fmt.Sprintf("secret/%s/%s/%s", dc.Namespace, k.KubeconfigSecret, ns), version: secret.ResourceVersion,
 		config: runtimes.Config{Kubernetes: &runtimes.KubernetesCluster{REST: cfg, Namespace: ns, External: true}},
 	}, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // SelfContainedKubeconfig refuses what in a kubeconfig a team writes would act in the manager's

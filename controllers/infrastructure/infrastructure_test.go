@@ -80,7 +80,7 @@ func TestWhereADockyardClustersNodesRun(t *testing.T) {
 		t.Errorf("the management cluster without the administrator's leave: %v", err)
 	}
 	if _, err := e.For(ctx, dockyardCluster("no-secret", &infrav1.KubernetesInfrastructure{KubeconfigSecret: "absent"})); err == nil ||
-		!strings.Contains(err.Error(), "kubeconfigSecret absent") {
+		!strings.Contains(err.Error(), "Secret absent (spec.infrastructure.kubernetes.kubeconfigSecret) does not exist") {
 		t.Errorf("a missing Secret: %v", err)
 	}
 }

@@ -24,8 +24,9 @@ import (
 const managerUser = "system:serviceaccount:dockyard-system:dockyard-manager"
 
 // verifyManagerRBAC checks, on a server clusterctl installed Dockyard on with the defaults, that
-// the manager reads Secrets and labels ConfigMaps in every namespace (its default mode), and
-// that it may change a ConfigMap only by adding clusterctl move's label.
+// the manager reads Secrets and labels ConfigMaps in every namespace (its default mode), that
+// it may change a ConfigMap only by adding clusterctl move's label, and a Secret only by its
+// mark of an infrastructure kubeconfig.
 func verifyManagerRBAC(ctx context.Context, t *testing.T, kubeconfig string, c client.Client) {
 	t.Helper()
 	binding := &rbacv1.ClusterRoleBinding{}
@@ -98,6 +99,61 @@ func verifyManagerRBAC(ctx context.Context, t *testing.T, kubeconfig string, c c
 	cm.Data["value"] = "frontend mine"
 	if err := c.Update(ctx, cm); err != nil {
 		t.Errorf("the policy held back another user: %v", err)
+	}
+	verifyManagerSecretChanges(ctx, t, c, manager, ns.Name)
+}
+
+// verifyManagerSecretChanges checks that the manager may add and remove its mark of an
+// infrastructure kubeconfig on a Secret (the label and finalizer
+// dockyard.x-k8s.io/infrastructure-kubeconfig) and change nothing else of it.
+func verifyManagerSecretChanges(ctx context.Context, t *testing.T, c, manager client.Client, namespace string) {
+	t.Helper()
+	const mark = "dockyard.x-k8s.io/infrastructure-kubeconfig"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "infra", Namespace: namespace, Labels: map[string]string{"team": "a"}},
+		Data: map[string][]byte{"value": []byte("kubeconfig")}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	patch := func(mutate func(*corev1.Secret)) error {
+		current := &corev1.Secret{}
+		if err := manager.Get(ctx, client.ObjectKeyFromObject(secret), current); err != nil {
+			return err
+		}
+		original := current.DeepCopy()
+		mutate(current)
+		return manager.Patch(ctx, current, client.MergeFrom(original))
+	}
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		return patch(func(o *corev1.Secret) { o.Data["value"] = []byte("evil") }) != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the manager could still change a Secret's data a minute after init")
+	}
+	for what, mutate := range map[string]func(*corev1.Secret){
+		"its data":          func(o *corev1.Secret) { o.Data["value"] = []byte("evil") },
+		"another key":       func(o *corev1.Secret) { o.Data["token"] = []byte("evil") },
+		"another label":     func(o *corev1.Secret) { o.Labels["team"] = "b" },
+		"a label removed":   func(o *corev1.Secret) { delete(o.Labels, "team") },
+		"an annotation":     func(o *corev1.Secret) { o.Annotations = map[string]string{"x": "y"} },
+		"another finalizer": func(o *corev1.Secret) { o.Finalizers = []string{"example.com/keep"} },
+		"its owner": func(o *corev1.Secret) {
+			o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: namespace, UID: "x"}}
+		},
+	} {
+		err := patch(mutate)
+		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), mark) {
+			t.Errorf("the manager changing a Secret's %s: %v, want it refused by the admission policy", what, err)
+		}
+	}
+	marked := func(o *corev1.Secret) {
+		o.Labels[mark] = ""
+		o.Finalizers = append(o.Finalizers, mark)
+	}
+	if err := patch(marked); err != nil {
+		t.Errorf("the manager marking an infrastructure kubeconfig Secret: %v", err)
+	}
+	if err := patch(func(o *corev1.Secret) { o.Finalizers = nil }); err != nil {
+		t.Errorf("the manager letting an infrastructure kubeconfig Secret go: %v", err)
 	}
 }
 
