@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -169,23 +168,28 @@ func (o *clusterOptions) useInfrastructure(cluster string) ([]byte, error) {
 }
 
 // applyInfrastructureSecret puts the infrastructure kubeconfig in the Secret the cluster's
-// DockyardCluster names, labelled so clusterctl move takes it along.
-func applyInfrastructureSecret(ctx context.Context, c client.Client, ref clusterRef, kubeconfig []byte) error {
+// DockyardCluster names, labelled so clusterctl move takes it along; with dryRun the API server
+// only checks it. It reports whether the Secret was created rather than updated.
+func applyInfrastructureSecret(ctx context.Context, c client.Client, ref clusterRef, kubeconfig []byte, dryRun bool) (bool, error) {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: infrastructureSecret(ref.Name), Labels: map[string]string{
 			clusterv1.ClusterNameLabel: ref.Name, clusterctlv1.ClusterctlMoveLabel: "",
 		}},
 		Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: kubeconfig},
 	}
-	if err := c.Create(ctx, s); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return errors.Wrapf(err, "creating Secret %s", s.Name)
-		}
-		if err := c.Update(ctx, s); err != nil {
-			return errors.Wrapf(err, "updating Secret %s", s.Name)
-		}
+	var createOpts []client.CreateOption
+	var updateOpts []client.UpdateOption
+	if dryRun {
+		createOpts, updateOpts = append(createOpts, client.DryRunAll), append(updateOpts, client.DryRunAll)
 	}
-	return nil
+	err := c.Create(ctx, s, createOpts...)
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, errors.Wrapf(err, "creating Secret %s", s.Name)
+	}
+	return false, errors.Wrapf(c.Update(ctx, s, updateOpts...), "updating Secret %s", s.Name)
 }
 
 // ownInfrastructureSecret makes the Cluster the owner of its infrastructure Secret, so the
@@ -286,21 +290,23 @@ func generateCluster(ctx context.Context, g *globals, o *clusterOptions, ref clu
 	return clusterObjects(manifest, ref.Name, o.kind)
 }
 
-// applyCluster applies the cluster's objects, with the Secret of the infrastructure cluster's
-// kubeconfig before them and owned by the Cluster after, when there is one.
+// applyCluster creates the cluster's objects all or none: the Secret of the infrastructure
+// cluster's kubeconfig when there is one, the objects, then the Cluster made the Secret's owner.
+// A server-side dry run of each, in that order, comes first, through the management cluster's
+// validation and webhooks: when one is refused nothing is created, and the namespace the
+// command made for the cluster is removed again. Applying for real can still fail (something
+// changed since the dry run); what this run created is then removed before the error returns.
 func applyCluster(ctx context.Context, c client.Client, ref clusterRef, objs []*unstructured.Unstructured, infraKubeconfig []byte) error {
-	if infraKubeconfig != nil {
-		if err := applyInfrastructureSecret(ctx, c, ref, infraKubeconfig); err != nil {
-			return err
-		}
-	}
-	if err := apply(ctx, c, ref.Namespace, objs); err != nil {
+	run := &clusterApply{c: c, ref: ref, existed: map[string]bool{}}
+	var err error
+	if run.madeNamespace, err = ensureNamespace(ctx, c, ref.Namespace); err != nil {
 		return err
 	}
-	if infraKubeconfig != nil {
-		if err := ownInfrastructureSecret(ctx, c, ref); err != nil {
-			return err
-		}
+	if err := run.dryRun(ctx, objs, infraKubeconfig); err != nil {
+		return run.refused(ctx, err)
+	}
+	if err := run.apply(ctx, objs, infraKubeconfig); err != nil {
+		return run.undo(ctx, err)
 	}
 	return nil
 }
@@ -367,30 +373,6 @@ func templateProvider(ctx context.Context, configPath, kubeconfigPath string) (s
 	}
 	// <repository>/infrastructure-dockyard/<version>/infrastructure-components.yaml
 	return "dockyard:" + path.Base(path.Dir(p.URL())), nil
-}
-
-// apply creates or updates every object of a multi-document YAML (server-side apply), so
-// creating a cluster again changes nothing.
-func apply(ctx context.Context, c client.Client, namespace string, objs []*unstructured.Unstructured) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if err := client.IgnoreAlreadyExists(c.Create(ctx, ns)); err != nil {
-		return errors.Wrapf(err, "creating namespace %s", namespace)
-	}
-	for _, obj := range objs {
-		// Right after clusterctl init the webhooks' Service may not route yet: retry a while.
-		var lastErr error
-		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			lastErr = c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.FieldOwner("dockyard"), client.ForceOwnership)
-			return lastErr == nil || apierrors.IsInvalid(lastErr), nil
-		})
-		if err == nil {
-			err = lastErr
-		}
-		if err != nil {
-			return errors.Wrapf(lastErr, "applying %s %s", obj.GetKind(), obj.GetName())
-		}
-	}
-	return nil
 }
 
 func getClustersCommand(g *globals) *cobra.Command {

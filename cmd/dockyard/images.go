@@ -67,15 +67,19 @@ func buildMissingImages(ctx context.Context, kubernetesVersion string, want []st
 		return err
 	}
 	if os.Geteuid() != 0 {
-		return errors.Errorf("images %s are not on the engine, and building them needs root (debootstrap): run dockyard as root, or build them with make images component-images",
-			strings.Join(missing, ", "))
+		return errors.Errorf("images %s are not on the engine, and building them needs root (debootstrap): run dockyard as root, or build them with make %s",
+			strings.Join(missing, ", "), strings.Join(plan.makeTargets(), " "))
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		return errors.Errorf("images %s are not on the engine, and building them needs Go (go on the PATH): the binaries come from the Go module proxy",
 			strings.Join(missing, ", "))
 	}
-	say("building %d images the engine lacks (the first time takes about 20 minutes; they are cached in %s): %s",
-		len(missing), gobuild.DockyardCache(), strings.Join(missing, ", "))
+	took := ""
+	if plan.node || plan.components != nil {
+		took = "the first time takes about 20 minutes; "
+	}
+	say("building %d images the engine lacks (%sthey are cached in %s): %s",
+		len(missing), took, gobuild.DockyardCache(), strings.Join(missing, ", "))
 	b := &imagebuild.Builder{CacheDir: gobuild.DockyardCache(), Log: os.Stderr, Runtime: rt}
 	if plan.node {
 		if _, err := b.NodeImage(ctx, imagebuild.NodeOptions{KubernetesVersion: kubernetesVersion}); err != nil {
@@ -89,6 +93,11 @@ func buildMissingImages(ctx context.Context, kubernetesVersion string, want []st
 	}
 	if plan.components != nil {
 		if _, err := b.ReleaseImages(ctx, *plan.components); err != nil {
+			return err
+		}
+	}
+	if plan.registry {
+		if _, err := b.RegistryImage(ctx, imagebuild.DefaultDistributionVersion); err != nil {
 			return err
 		}
 	}
@@ -115,10 +124,28 @@ func missingImages(ctx context.Context, engine *docker.Manager, want []string) (
 // localLoadBalancerImage is the load balancer image of --images local: the newest build.
 const localLoadBalancerImage = imagebuild.LoadBalancerRepository + ":latest"
 
+// localRegistryImage is the local registry's image this binary builds.
+var localRegistryImage = imagebuild.RegistryImageName(imagebuild.DefaultDistributionVersion)
+
 // imagePlan is what to build for a list of missing images.
 type imagePlan struct {
-	node, loadBalancer bool
-	components         *imagebuild.Release
+	node, loadBalancer, registry bool
+	components                   *imagebuild.Release
+}
+
+// makeTargets are the targets of a checkout's Makefile that build the same images.
+func (p imagePlan) makeTargets() []string {
+	var targets []string
+	if p.node || p.loadBalancer {
+		targets = append(targets, "images")
+	}
+	if p.components != nil {
+		targets = append(targets, "component-images")
+	}
+	if p.registry {
+		targets = append(targets, "registry-image")
+	}
+	return targets
 }
 
 // planImages maps missing images to the builds that make them, refusing an image no build of
@@ -136,11 +163,13 @@ func planImages(kubernetesVersion string, missing []string) (imagePlan, error) {
 			plan.node = true
 		case ref == localLoadBalancerImage:
 			plan.loadBalancer = true
+		case ref == localRegistryImage:
+			plan.registry = true
 		case slices.Contains(components, ref):
 			release.Only = append(release.Only, ref)
 		default:
-			return plan, errors.Errorf("image %s is not on the engine, and this dockyard builds only its own version's images (%s, %s, %s): build or pull it there",
-				ref, imagebuild.NodeImageName(kubernetesVersion), localLoadBalancerImage, strings.Join(components, ", "))
+			return plan, errors.Errorf("image %s is not on the engine, and this dockyard builds only its own version's images (%s, %s, %s, %s): build or pull it there",
+				ref, imagebuild.NodeImageName(kubernetesVersion), localLoadBalancerImage, localRegistryImage, strings.Join(components, ", "))
 		}
 	}
 	if len(release.Only) > 0 {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,6 @@ import (
 	"github.com/pkg/errors"
 	"github.com/spf13/cobra"
 
-	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/docker"
 )
 
@@ -23,7 +23,7 @@ the image by that name in any cluster of the namespaces it serves (--namespaces)
 --var DOCKYARD_REGISTRY=<name> (the DockyardCluster's spec.registry): Dockyard attaches the
 registry to the cluster's network and points every node's containerd at it there. Deletes are
 off unless --allow-deletes; --auth requires a password of every client, nodes included (Dockyard
-gives them theirs). make registry-image builds its image.`,
+gives them theirs).`,
 	}
 	cmd.AddCommand(registryCreateCommand(g), registryDeleteCommand(g))
 	return cmd
@@ -31,12 +31,17 @@ gives them theirs). make registry-image builds its image.`,
 
 func registryCreateCommand(g *globals) *cobra.Command {
 	spec := docker.RegistrySpec{}
+	images := &managementOptions{kubernetesVersion: defaultKubernetesVersion, images: "local"}
 	cmd := &cobra.Command{
 		Use:   "create",
 		Short: "Create (or start) a local registry",
 		Long: `Create (or start) a local registry. Running it again on an existing registry starts it; the
 flags not given keep the registry's settings. To change its namespaces, deletes or
-authentication, delete it with --keep-data (its images stay) and create it again.`,
+authentication, delete it with --keep-data (its images stay) and create it again.
+
+Dockyard's registry image, when the engine lacks it, is made as dockyard quickstart makes its
+images: pulled from --image-registry when given and holding it, else built from Debian's archive
+and the Go module proxy, no registry (root and Go needed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nodes, done, err := g.engine(cmd.Context())
@@ -44,52 +49,82 @@ authentication, delete it with --keep-data (its images stay) and create it again
 				return err
 			}
 			defer done()
-			// On an existing registry, what the command line does not say stays as it is.
-			if r, err := nodes.FindRegistry(cmd.Context(), spec.Name); err != nil {
-				return err
-			} else if r != nil {
-				flags := cmd.Flags()
-				if !flags.Changed("namespaces") && len(r.Namespaces()) > 0 {
-					spec.Namespaces = r.Namespaces()
-				}
-				if !flags.Changed("allow-deletes") {
-					spec.AllowDeletes = r.DeletesAllowed()
-				}
-				if !flags.Changed("auth") {
-					spec.Auth = r.AuthRequired()
-				}
-			}
-			r, err := nodes.CreateRegistry(cmd.Context(), spec)
-			if err != nil {
-				return err
-			}
-			deletes := "deletes off"
-			if r.DeletesAllowed() {
-				deletes = "deletes allowed"
-			}
-			fmt.Printf("Registry %s serves %s to the clusters of namespace(s) %s (%s).\n\n", r.Name, r.Host(), strings.Join(r.Namespaces(), ", "), deletes)
-			if r.AuthRequired() {
-				file, err := writeRegistryPassword(cmd, nodes, g.registryPasswordPath(r.Name), r.Name)
-				if err != nil {
-					return err
-				}
-				fmt.Printf("  docker login %s -u %s --password-stdin < %s\n", r.Host(), docker.RegistryUser, file)
-			}
-			fmt.Printf(`  docker tag app:dev %[2]s/app:dev && docker push %[2]s/app:dev
-  dockyard create cluster dev -n %[3]s --var DOCKYARD_REGISTRY=%[1]s
-  kubectl run app --image %[2]s/app:dev
-`, r.Name, r.Host(), r.Namespaces()[0])
-			return nil
+			return createRegistry(cmd, g, images, nodes, spec)
 		},
 	}
 	cmd.Flags().StringVar(&spec.Name, "name", docker.DefaultRegistryName, "the registry's container name")
 	cmd.Flags().IntVar(&spec.HostPort, "port", docker.DefaultRegistryHostPort, "the host port images name it by: localhost:<port>")
 	cmd.Flags().StringVar(&spec.ListenAddress, "listen-address", "127.0.0.1", "the host address the port is published on")
-	cmd.Flags().StringVar(&spec.Image, "image", imagebuild.RegistryImageName(imagebuild.DefaultDistributionVersion), "the registry's image (make registry-image builds it)")
+	cmd.Flags().StringVar(&spec.Image, "image", localRegistryImage, "the registry's image; Dockyard's, when the engine lacks it, is pulled from --image-registry or built, any other is pulled by the engine")
+	cmd.Flags().StringVar(&images.imageRegistry, "image-registry", "", `a registry path (localhost:5001/dockyard) Dockyard's registry image is pulled from when the engine lacks it (as <path>/registry:<version>); built when it does not hold it`)
 	cmd.Flags().StringSliceVar(&spec.Namespaces, "namespaces", []string{"default"}, "the namespaces whose clusters may use the registry")
 	cmd.Flags().BoolVar(&spec.AllowDeletes, "allow-deletes", false, "let clients delete manifests and blobs")
 	cmd.Flags().BoolVar(&spec.Auth, "auth", false, "require a user and password (generated; written to a file only you read) of every client")
 	return cmd
+}
+
+// provideRegistryImages gets images the engine lacks as dockyard quickstart gets its own:
+// pulled from --image-registry, built, copied from Docker into another engine. Tests replace it.
+var provideRegistryImages = provideImages
+
+// createRegistry creates (or starts) the registry of spec on the engine of nodes, making its
+// image first when it is Dockyard's and the engine lacks it, and prints how to use it.
+func createRegistry(cmd *cobra.Command, g *globals, images *managementOptions, nodes *docker.Manager, spec docker.RegistrySpec) error {
+	ctx := cmd.Context()
+	// On an existing registry, what the command line does not say stays as it is.
+	if r, err := nodes.FindRegistry(ctx, spec.Name); err != nil {
+		return err
+	} else if r != nil {
+		flags := cmd.Flags()
+		if !flags.Changed("namespaces") && len(r.Namespaces()) > 0 {
+			spec.Namespaces = r.Namespaces()
+		}
+		if !flags.Changed("allow-deletes") {
+			spec.AllowDeletes = r.DeletesAllowed()
+		}
+		if !flags.Changed("auth") {
+			spec.Auth = r.AuthRequired()
+		}
+	} else if err := ensureRegistryImage(ctx, g, images, nodes, spec.Image); err != nil {
+		return err
+	}
+	r, err := nodes.CreateRegistry(ctx, spec)
+	if err != nil {
+		return err
+	}
+	deletes := "deletes off"
+	if r.DeletesAllowed() {
+		deletes = "deletes allowed"
+	}
+	fmt.Printf("Registry %s serves %s to the clusters of namespace(s) %s (%s).\n\n", r.Name, r.Host(), strings.Join(r.Namespaces(), ", "), deletes)
+	if r.AuthRequired() {
+		file, err := writeRegistryPassword(cmd, nodes, g.registryPasswordPath(r.Name), r.Name)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  docker login %s -u %s --password-stdin < %s\n", r.Host(), docker.RegistryUser, file)
+	}
+	fmt.Printf(`  docker tag app:dev %[2]s/app:dev && docker push %[2]s/app:dev
+  dockyard create cluster dev -n %[3]s --var DOCKYARD_REGISTRY=%[1]s
+  kubectl run app --image %[2]s/app:dev
+`, r.Name, r.Host(), r.Namespaces()[0])
+	return nil
+}
+
+// ensureRegistryImage makes Dockyard's registry image when the engine lacks it, as dockyard
+// quickstart makes its images. Another image is the engine's to pull when the registry starts.
+func ensureRegistryImage(ctx context.Context, g *globals, images *managementOptions, nodes *docker.Manager, image string) error {
+	if image != localRegistryImage {
+		return nil
+	}
+	ok, err := nodes.ImageExists(ctx, image)
+	if err != nil {
+		return errors.Wrapf(err, "looking for image %s on the engine", image)
+	}
+	if ok {
+		return nil
+	}
+	return provideRegistryImages(ctx, g, images, nodes, []string{image})
 }
 
 // registryPasswordPath is where the host keeps a registry's password.
