@@ -2,7 +2,6 @@ package docker
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -522,18 +521,7 @@ func (m *Manager) waitForReload(ctx context.Context, name string, before int) er
 
 // writeFile writes one file into a container through the engine's archive API.
 func (m *Manager) writeFile(ctx context.Context, name, file string, content []byte) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: path.Base(file), Mode: 0o644, Size: int64(len(content)), ModTime: time.Now()}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(content); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return m.runtime.CopyToContainer(ctx, name, path.Dir(file), &buf)
+	return m.writeArchive(ctx, name, path.Dir(file), []archiveEntry{{name: path.Base(file), content: string(content), mode: 0o644}})
 }
 
 // readFile reads one file from a container through the engine's archive API; ErrNotFound

@@ -45,7 +45,9 @@ import (
 // the interfaces of workload networks, only replies to what the node and its pods opened pass
 // (rules in tables raw and mangle, ahead of kube-proxy's and the CNI's). Which networks are
 // workload networks follows their labels (managementNetworks): the engine names a node's
-// interfaces anew when it restarts, so eth0 need not be the node's own network then.
+// interfaces anew when it restarts, so eth0 need not be the node's own network then. Both
+// scripts are left in the node with their arguments, and run again each time it starts, before
+// its kubelet (management_boot.go).
 
 // ManagementResync is how often a cluster network is checked for management nodes that
 // joined the management cluster after the network was made.
@@ -183,8 +185,9 @@ var (
 )
 
 // settleManagementNode runs the scripts that follow a management node's networks:
-// scripts/isolate.sh, given the node's addresses on workload networks, and scripts/own-routes.sh,
-// given the gateways of its own network. It runs them when changed says the node joined or left
+// scripts/isolate.sh, given the subnets of its workload networks, and scripts/own-routes.sh,
+// given the gateways of its own network, then leaves both with their arguments in the node for
+// its next start (writeAtBoot). It runs them when changed says the node joined or left
 // a network, and otherwise when this manager has not settled the node lately (isSettled: a
 // restarted node lost its rules and routes). A node gone or stopped meanwhile is not an error:
 // it is settled once it runs.
@@ -225,14 +228,7 @@ func (m *Manager) settleManagementNode(ctx context.Context, name string, changed
 	for _, p := range m.openPorts {
 		args = append(args, "-o", strconv.Itoa(p))
 	}
-	for _, n := range nets.workload {
-		ep := c.Networks[n]
-		for _, a := range []string{ep.IPv4, ep.IPv6} {
-			if a != "" {
-				args = append(args, a)
-			}
-		}
-	}
+	args = append(args, nets.workloadSubnets...)
 	set, err := m.nodeScript(ctx, name, isolateScript, "isolate.sh", args, "isolating the management node from workload networks")
 	if err != nil {
 		return err
@@ -248,17 +244,27 @@ func (m *Manager) settleManagementNode(ctx context.Context, name string, changed
 		ctrl.LoggerFrom(ctx).Info("Management node routes set through its own network", "node", name, "routes", set)
 	}
 
+	boot := atBoot{isolate: args, ownRoutes: nets.gateways}
+	if m.bootWritten(c.ID) != boot.key() {
+		if err := m.writeAtBoot(ctx, name, boot); err != nil {
+			return err
+		}
+	}
 	m.settledMu.Lock()
 	defer m.settledMu.Unlock()
 	if m.settled == nil {
 		m.settled = map[string]settledNode{}
 	}
-	m.settled[c.ID] = settledNode{started: c.StartedAt, at: time.Now()}
+	m.settled[c.ID] = settledNode{started: c.StartedAt, at: time.Now(), boot: boot.key()}
 	return nil
 }
 
-// settledNode is when a manager settled a management node, and when the node had started.
-type settledNode struct{ started, at time.Time }
+// settledNode is when a manager settled a management node, when the node had started, and
+// the arguments it last left the node for its next start (atBoot.key).
+type settledNode struct {
+	started, at time.Time
+	boot        string
+}
 
 // nodeScript runs an embedded script in a node with its arguments and returns the lines it
 // printed.
@@ -295,6 +301,8 @@ type managementNetworks struct {
 	gateways []string
 	// workloadGateways are those of the workload networks: the engine's host on each.
 	workloadGateways []string
+	// workloadSubnets are the subnets of the workload networks, sorted.
+	workloadSubnets []string
 }
 
 // managementNetworks divides the networks a management node is on. The engine names the node's
@@ -352,8 +360,10 @@ func (m *Manager) managementNetworks(ctx context.Context, c *container.Container
 	for _, n := range workload {
 		out.workload = append(out.workload, n.Name)
 		out.workloadGateways = append(out.workloadGateways, n.Gateways...)
+		out.workloadSubnets = append(out.workloadSubnets, n.Subnets...)
 	}
 	slices.Sort(out.workload)
+	slices.Sort(out.workloadSubnets)
 	for _, n := range unsure {
 		out.unsure = append(out.unsure, n.Name)
 	}

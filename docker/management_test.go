@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
@@ -137,7 +138,7 @@ func TestWithoutManagementNodesNetworksAreLeftAlone(t *testing.T) {
 	}
 }
 
-// The scripts that follow a management node's networks (isolate.sh with its addresses on
+// The scripts that follow a management node's networks (isolate.sh with the subnets of its
 // workload networks, own-routes.sh with its own network's gateways) run when it joins or leaves
 // a cluster network, the first time a manager sees it, the first check after it restarted and
 // the first a resync after the last run, not at every check of a network it is on already; a
@@ -159,20 +160,16 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 	kind := map[string]string{kindClusterLabel: "kind"}
 	a := ClusterKey{Namespace: "ns", Name: "a"}
 	b := ClusterKey{Namespace: "ns", Name: "b"}
-	// want: the node's addresses on the workload networks, each with "-g" and the network's
-	// gateway (the engine's host there), and the gateways of kind's network.
+	// want: the subnets of the workload networks, each with "-g" and the network's gateway (the
+	// engine's host there), and the gateways of kind's network.
 	want := func(workload ...string) map[string][]string {
-		c, err := rt.InspectContainer(ctx, "kind-control-plane")
-		if err != nil {
-			t.Fatal(err)
-		}
 		var addresses []string
 		for _, n := range workload {
-			addresses = append(addresses, c.Networks[n].IPv4)
 			wn, err := rt.InspectNetwork(ctx, n)
 			if err != nil {
 				t.Fatal(err)
 			}
+			addresses = append(addresses, wn.Subnets...)
 			for _, gw := range wn.Gateways {
 				addresses = append(addresses, "-g", gw)
 			}
@@ -198,6 +195,14 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 			if w := slices.Sorted(slices.Values(args[script])); !slices.Equal(last, w) {
 				t.Errorf("%s: %s got %q, want %q", when, script, last, w)
 			}
+			// The same arguments are left in the node for its next start.
+			var left string
+			rt.WithContainer("kind-control-plane", func(c *fake.Container) {
+				left = string(c.Files[atBootDir+"/"+strings.TrimSuffix(script, ".sh")+".args"])
+			})
+			if w := strings.Join(got[len(got)-1], "\n"); strings.TrimSuffix(left, "\n") != w {
+				t.Errorf("%s: %s's arguments left for the node's next start are %q, want %q", when, script, left, w)
+			}
 		}
 	}
 	mgr := NewManager(rt, ManagerOptions{ManagementNodes: kind})
@@ -209,6 +214,12 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 	}
 	ensureWith(mgr, a)
 	check("joined a", 1, want(DefaultNetworkName(a)))
+	var unit string
+	rt.WithContainer("kind-control-plane", func(c *fake.Container) { unit = string(c.Files["/etc/systemd/system/"+atBootUnit]) })
+	if !strings.Contains(unit, "Before=kubelet.service") || !strings.Contains(unit, atBootDir+"/at-boot.sh") {
+		t.Errorf("the unit that settles the node when it starts, before kubelet:\n%s", unit)
+	}
+	copies := rt.CallCount("CopyToContainer")
 	ensureWith(mgr, a)
 	check("checked a again", 1, nil)
 
@@ -220,6 +231,9 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 	}
 	ensureWith(mgr, a)
 	check("a resync later", 2, want(DefaultNetworkName(a)))
+	if n := rt.CallCount("CopyToContainer"); n != copies {
+		t.Errorf("the same arguments were left in the node again (%d copies, want %d)", n, copies)
+	}
 
 	// A manager that restarted has not seen the node yet.
 	mgr = NewManager(rt, ManagerOptions{ManagementNodes: kind})

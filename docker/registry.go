@@ -1,18 +1,16 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/pkg/errors"
 	"golang.org/x/crypto/bcrypt"
@@ -399,27 +397,13 @@ func (m *Manager) writeRegistryAuth(ctx context.Context, name string) error {
 	if err != nil {
 		return errors.Wrap(err, "hashing the registry's password")
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
 	dir := path.Base(registryAuthDir)
-	if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Mode: 0o700, Typeflag: tar.TypeDir, ModTime: time.Now()}); err != nil {
-		return err
+	entries := []archiveEntry{
+		{name: dir, dir: true, mode: 0o700},
+		{name: dir + "/" + path.Base(registryHtpasswdFile), content: cred.Username + ":" + string(hash) + "\n", mode: 0o600},
+		{name: dir + "/" + path.Base(registryCredentialFile), content: cred.Username + ":" + cred.Password + "\n", mode: 0o600},
 	}
-	for file, content := range map[string]string{
-		registryHtpasswdFile:   cred.Username + ":" + string(hash) + "\n",
-		registryCredentialFile: cred.Username + ":" + cred.Password + "\n",
-	} {
-		if err := tw.WriteHeader(&tar.Header{Name: dir + "/" + path.Base(file), Mode: 0o600, Size: int64(len(content)), ModTime: time.Now()}); err != nil {
-			return err
-		}
-		if _, err := tw.Write([]byte(content)); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return errors.Wrapf(m.runtime.CopyToContainer(ctx, name, path.Dir(registryAuthDir), &buf), "writing the users of registry %s", name)
+	return errors.Wrapf(m.writeArchive(ctx, name, path.Dir(registryAuthDir), entries), "writing the users of registry %s", name)
 }
 
 // RegistryCredential returns the user and password of a local registry that requires
@@ -607,22 +591,40 @@ func (n *Node) UseRegistry(ctx context.Context, r *Registry, network string) err
 		return nil
 	}
 	// Through the engine's archive API, into /etc/containerd, which every node image has.
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
 	rel := strings.TrimPrefix(file, "/etc/containerd/")
-	for _, dir := range []string{path.Dir(path.Dir(rel)), path.Dir(rel)} {
-		if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Now()}); err != nil {
-			return err
-		}
+	entries := []archiveEntry{
+		{name: path.Dir(path.Dir(rel)), dir: true}, {name: path.Dir(rel), dir: true},
+		{name: rel, content: want, mode: mode},
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: mode, Size: int64(len(want)), ModTime: time.Now()}); err != nil {
-		return err
+	return errors.Wrapf(n.m.writeArchive(ctx, n.Name, "/etc/containerd", entries), "configuring registry %s in node %s", r.Host(), n.Name)
+}
+
+// Registries names the local registries on the engine: those with a container, a network or a
+// data volume of theirs left, sorted.
+func (m *Manager) Registries(ctx context.Context) ([]string, error) {
+	any := map[string]string{registryLabel: ""}
+	names := map[string]bool{}
+	cs, err := m.runtime.ListContainers(ctx, any)
+	if err != nil {
+		return nil, errors.Wrap(err, "listing the local registries")
 	}
-	if _, err := tw.Write([]byte(want)); err != nil {
-		return err
+	for _, c := range cs {
+		names[c.Labels[registryLabel]] = true
 	}
-	if err := tw.Close(); err != nil {
-		return err
+	ns, err := m.runtime.ListNetworks(ctx, any)
+	if err != nil {
+		return nil, errors.Wrap(err, "listing the local registries' networks")
 	}
-	return errors.Wrapf(n.m.runtime.CopyToContainer(ctx, n.Name, "/etc/containerd", &buf), "configuring registry %s in node %s", r.Host(), n.Name)
+	for _, n := range ns {
+		names[n.Labels[registryLabel]] = true
+	}
+	vs, err := m.runtime.ListVolumes(ctx, any)
+	if err != nil {
+		return nil, errors.Wrap(err, "listing the local registries' volumes")
+	}
+	for _, v := range vs {
+		names[v.Labels[registryLabel]] = true
+	}
+	delete(names, "")
+	return slices.Sorted(maps.Keys(names)), nil
 }

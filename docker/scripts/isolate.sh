@@ -8,9 +8,12 @@
 # Arguments: -g GATEWAY for the gateway (the engine's host) of each workload network, -p PORT for
 # each TCP port of the node the engine publishes on the host, -o PORT for each TCP port of the
 # node that workload nodes may connect to (none unless the administrator opens one), then the
-# node's addresses on the workload networks it is on (either family). The interfaces holding
-# them are the workload interfaces; the others (the node's own network, its pods' interfaces,
-# lo) are left alone. From a workload interface:
+# subnets of the workload networks it is on (either family). The interfaces on them (those with
+# a kernel route to the subnet) are the workload interfaces; the others (the node's own network,
+# its pods' interfaces, lo) are left alone. Subnets, not addresses: a network keeps its subnet
+# when the engine restarts, so the same arguments hold when the node starts again
+# (dockyard-management.service runs this script then, before kubelet). From a workload
+# interface:
 #   - table raw, before connection tracking and before kube-proxy's DNAT: only packets to the
 #     node's own addresses on that interface pass (IPv6: also link-local and link-scope
 #     multicast destinations, which are never forwarded). Nothing else is routed, whatever
@@ -60,11 +63,13 @@ done
 shift $((OPTIND - 1))
 
 devs=""
-for addr in "$@"; do
-	dev="$(ip -o addr show | awk -v a="$addr" '{ split($4, p, "/") } p[1] == a { print $2; exit }')"
+for subnet in "$@"; do
+	family=-4
+	case "$subnet" in *:*) family=-6 ;; esac
+	dev="$(ip "$family" -o route show proto kernel | awk -v s="$subnet" '$1 == s { for (i = 2; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }')"
 	case "$dev" in
 	"" | lo)
-		echo "no workload interface holds $addr (the node left that network)" >&2
+		echo "no workload interface is on $subnet (the node left that network)" >&2
 		continue
 		;;
 	esac

@@ -125,7 +125,7 @@ func initData(c *Cluster, opts Options) ([]byte, error) {
 		plugins := strings.Join(append([]string{"NodeRestriction"}, opts.AdmissionPlugins...), ",")
 		clusterConfig.APIServer.ExtraArgs = []bootstrapv1.Arg{{Name: "enable-admission-plugins", Value: ptr.To(plugins)}}
 	}
-	kubelet := []bootstrapv1.Arg{{Name: "eviction-hard", Value: ptr.To(evictionHard)}}
+	kubelet := []bootstrapv1.Arg{{Name: "eviction-hard", Value: ptr.To(evictionHard)}, {Name: "node-ip", Value: ptr.To(c.Address)}}
 	initConfig := bootstrapv1.InitConfiguration{
 		NodeRegistration: bootstrapv1.NodeRegistrationOptions{
 			Name: c.Node, KubeletExtraArgs: kubelet, Taints: ptr.To([]corev1.Taint{}),

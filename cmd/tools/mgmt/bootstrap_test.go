@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -48,7 +49,7 @@ func kubeadmDocument(t *testing.T, cloudConfig []byte, kind string) map[string]a
 		t.Fatalf("translating the cloud-config: %v", err)
 	}
 	for _, step := range plan.Steps {
-		if step.File == nil || !strings.HasSuffix(step.File.Path, "kubeadm.yaml") {
+		if step.File == nil || !strings.HasPrefix(step.File.Path, "/run/kubeadm/") {
 			continue
 		}
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(step.File.Content), 4096)
@@ -64,4 +65,38 @@ func kubeadmDocument(t *testing.T, cloudConfig []byte, kind string) map[string]a
 	}
 	t.Fatalf("no %s in the cloud-config's kubeadm configuration", kind)
 	return nil
+}
+
+// Every node of the management cluster registers its fixed address on the cluster's own network
+// as its Node's internal IP, whatever networks it joins later: kubelet's own choice follows the
+// default route, which the engine gives any network after it restarts.
+func TestManagementNodesPinTheirAddressOnTheirOwnNetwork(t *testing.T) {
+	c := &Cluster{Name: "mgmt", Node: "mgmt-control-plane", Address: "172.18.0.3"}
+	opts := Options{KubernetesVersion: "v1.34.4"}
+	init, err := initData(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	join, err := joinData(c, opts, joining{hostname: "mgmt-worker-a", zone: "a", address: "172.18.0.4", token: "abcdef.0123456789abcdef", caHash: "sha256:00"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		data []byte
+		kind string
+		want string
+	}{{init, "InitConfiguration", "172.18.0.3"}, {join, "JoinConfiguration", "172.18.0.4"}} {
+		reg, _ := kubeadmDocument(t, tc.data, tc.kind)["nodeRegistration"].(map[string]any)
+		list, _ := reg["kubeletExtraArgs"].([]any)
+		var got []string
+		for _, a := range list {
+			arg, _ := a.(map[string]any)
+			if arg["name"] == "node-ip" {
+				got = append(got, fmt.Sprint(arg["value"]))
+			}
+		}
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("%s: kubelet's node-ip %v, want %s (kubeletExtraArgs %v)", tc.kind, got, tc.want, list)
+		}
+	}
 }

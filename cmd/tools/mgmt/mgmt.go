@@ -99,6 +99,12 @@ type Cluster struct {
 	Node string
 	// Network is the engine network the node is on.
 	Network string
+	// Address is the node's fixed address on Network, which its kubelet registers as the
+	// Node's only internal IP: the node joins workload networks, whose interfaces the engine
+	// may bring up in any order when it restarts, and kubelet would otherwise take the address
+	// of whichever holds the default route (admission webhooks then answered "no route to host"
+	// for minutes).
+	Address string
 	// Kubeconfig is the administrator's kubeconfig, pointing at the API server's port
 	// published on the host's loopback.
 	Kubeconfig []byte
@@ -123,6 +129,9 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 	node, err := ensureNode(ctx, nodes, c, opts)
 	if err != nil {
 		return nil, err
+	}
+	if c.Address = node.Address(c.Network); c.Address == "" {
+		return nil, errors.Errorf("management cluster %s: node %s has no address on network %s", c.Name, c.Node, c.Network)
 	}
 	opts.Logf("Copying %d images into %s", len(opts.Images), c.Node)
 	if err := node.LoadImages(ctx, opts.Images, nil); err != nil {

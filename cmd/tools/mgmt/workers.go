@@ -111,7 +111,11 @@ func joinWorker(ctx context.Context, cs kubernetes.Interface, node *docker.Node,
 		if err != nil {
 			return err
 		}
-		data, err := joinData(c, opts, node.Hostname, zone, token, caHash)
+		address := node.Address(c.Network)
+		if address == "" {
+			return errors.Errorf("management cluster %s: worker %s has no address on network %s", c.Name, node.Name, c.Network)
+		}
+		data, err := joinData(c, opts, joining{hostname: node.Hostname, zone: zone, address: address, token: token, caHash: caHash})
 		if err != nil {
 			return errors.Wrapf(err, "management cluster %s: rendering the join data of %s", c.Name, node.Name)
 		}
@@ -180,22 +184,28 @@ func caCertHash(kubeconfig []byte) (string, error) {
 	return "", errors.New("the management cluster's kubeconfig has no CA")
 }
 
+// joining is a worker as it joins: its hostname, zone and fixed address on the cluster's
+// network (its Node's internal IP, as the control plane node's: Cluster.Address), and the
+// bootstrap token and CA hash it joins with.
+type joining struct{ hostname, zone, address, token, caHash string }
+
 // joinData renders a worker's cloud-config the way Cluster API's kubeadm bootstrap provider
 // does for a worker machine, with the zone as a label of its Node.
-func joinData(c *Cluster, opts Options, hostname, zone, token, caHash string) ([]byte, error) {
+func joinData(c *Cluster, opts Options, w joining) ([]byte, error) {
 	version, err := capiversion.ParseTolerantImageTag(opts.KubernetesVersion)
 	if err != nil {
 		return nil, err
 	}
 	join := bootstrapv1.JoinConfiguration{
 		Discovery: bootstrapv1.Discovery{BootstrapToken: bootstrapv1.BootstrapTokenDiscovery{
-			APIServerEndpoint: fmt.Sprintf("%s:%d", c.Node, docker.APIServerPort), Token: token, CACertHashes: []string{caHash},
+			APIServerEndpoint: fmt.Sprintf("%s:%d", c.Node, docker.APIServerPort), Token: w.token, CACertHashes: []string{w.caHash},
 		}},
 		NodeRegistration: bootstrapv1.NodeRegistrationOptions{
-			Name: hostname,
+			Name: w.hostname,
 			KubeletExtraArgs: []bootstrapv1.Arg{
 				{Name: "eviction-hard", Value: ptr.To(evictionHard)},
-				{Name: "node-labels", Value: ptr.To(ZoneLabel + "=" + zone)},
+				{Name: "node-labels", Value: ptr.To(ZoneLabel + "=" + w.zone)},
+				{Name: "node-ip", Value: ptr.To(w.address)},
 			},
 		},
 	}
