@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,10 +17,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlclient "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	clusterctllog "sigs.k8s.io/cluster-api/cmd/clusterctl/log"
 
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/cmd/tools/mgmt"
 	"github.com/dockyard-dev/dockyard/docker"
@@ -284,7 +287,13 @@ func deleteManagementCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "management",
 		Short: "Delete every workload cluster through Cluster API, then the management cluster",
-		Args:  cobra.NoArgs,
+		Long: `Delete every workload cluster through Cluster API, all at once, and wait for them at most
+--wait; then remove what Dockyard made for them on the engine that is still there (containers,
+volumes, networks, found by their labels) and the local registries, then the management cluster.
+It always ends: what it could not remove (nodes as Pods of another Kubernetes cluster that a
+deletion did not reach in time) it names, as abandoned. It exits 0 once nothing of the
+management cluster is left on the engine.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			nodes, done, err := g.engine(ctx)
@@ -293,28 +302,117 @@ func deleteManagementCommand(g *globals) *cobra.Command {
 			}
 			defer done()
 			if m, err := g.management(ctx); err == nil {
-				clusters, err := listClusters(ctx, m.client)
-				if err != nil {
+				if err := deleteWorkloadClusters(ctx, m.client, nodes, timeout); err != nil {
 					return err
-				}
-				for _, c := range clusters {
-					if err := deleteCluster(ctx, m.client, nodes, clusterRef{Namespace: c.Namespace, Name: c.Name}, timeout); err != nil {
-						return err
-					}
 				}
 			} else {
 				say("no running management cluster %s (%v): deleting what is left of it", g.managementName, err)
 			}
+			if err := removeRegistries(ctx, nodes, g.managementName); err != nil {
+				return err
+			}
 			if err := mgmt.Delete(ctx, nodes, g.managementName); err != nil {
 				return err
+			}
+			if left, err := nodes.Leftovers(ctx, docker.ClusterKey{Name: g.managementName}); err != nil || left != nil {
+				return errors.Errorf("management cluster %s is not gone from the engine: %+v (%v)", g.managementName, left, err)
 			}
 			_ = os.Remove(g.kubeconfigPath(g.managementName))
 			say("management cluster %s deleted", g.managementName)
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "wait", 10*time.Minute, "how long to wait for each workload cluster's deletion")
+	cmd.Flags().DurationVar(&timeout, "wait", 10*time.Minute, "how long to wait for the workload clusters' deletion, all at once")
 	return cmd
+}
+
+// deleteWorkloadClusters deletes every workload cluster at once and waits for them at most
+// timeout, then removes by their labels what is left of them on the engine, and names the
+// clusters whose nodes ran elsewhere (nodes as Pods) that were not gone in time: abandoned.
+func deleteWorkloadClusters(ctx context.Context, c client.Client, nodes *docker.Manager, timeout time.Duration) error {
+	clusters, err := listClusters(ctx, c)
+	if err != nil {
+		return err
+	}
+	for _, cl := range clusters {
+		say("deleting cluster %s/%s", cl.Namespace, cl.Name)
+		if err := c.Delete(ctx, &cl); err != nil && !apierrors.IsNotFound(err) {
+			return errors.Wrapf(err, "deleting cluster %s/%s", cl.Namespace, cl.Name)
+		}
+	}
+	start := time.Now()
+	waitCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	left := clusters
+	for len(left) > 0 && waitCtx.Err() == nil {
+		left = slices.DeleteFunc(left, func(cl clusterv1.Cluster) bool {
+			return apierrors.IsNotFound(c.Get(waitCtx, client.ObjectKeyFromObject(&cl), &clusterv1.Cluster{}))
+		})
+		select {
+		case <-waitCtx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if len(clusters) > 0 {
+		say("%d of %d workload clusters deleted through Cluster API in %s", len(clusters)-len(left), len(clusters), time.Since(start).Round(time.Second))
+	}
+	for _, cl := range left {
+		dc := &infrav1.DockyardCluster{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: cl.Spec.InfrastructureRef.Name}, dc)
+		if err == nil && dc.Spec.Infrastructure.Kubernetes != nil {
+			say("abandoned: cluster %s/%s was not deleted within %s; its nodes as Pods may be left in its infrastructure cluster (%s): remove them there",
+				cl.Namespace, cl.Name, timeout, orDefault(dc.Status.Engine, "spec.infrastructure.kubernetes"))
+		} else {
+			say("cluster %s/%s was not deleted within %s: removing what is left of it on the engine", cl.Namespace, cl.Name, timeout)
+		}
+	}
+	for _, cl := range clusters {
+		rest, err := nodes.Leftovers(ctx, docker.ClusterKey{Namespace: cl.Namespace, Name: cl.Name})
+		if err != nil {
+			return err
+		}
+		if rest != nil {
+			if err := nodes.RemoveCluster(ctx, *rest); err != nil {
+				return err
+			}
+			say("removed what was left of cluster %s/%s on the engine: %d containers, %d volumes, %d networks", cl.Namespace, cl.Name, len(rest.Containers), len(rest.Volumes), len(rest.Networks))
+		}
+	}
+	return nil
+}
+
+// removeRegistries removes the local registries on the engine, their images included, unless
+// another management cluster made by dockyard is on the engine: registries are the engine's,
+// not one management cluster's, so they are then kept and named.
+func removeRegistries(ctx context.Context, nodes *docker.Manager, management string) error {
+	names, err := nodes.Registries(ctx)
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	all, err := nodes.ListClusters(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range all {
+		if c.Cluster.Namespace == "" && c.Cluster.Name != management {
+			say("kept the local registries %s: management cluster %s is on the engine too", strings.Join(names, ", "), c.Cluster.Name)
+			return nil
+		}
+	}
+	for _, name := range names {
+		if _, err := nodes.DeleteRegistry(ctx, name, false); err != nil {
+			return errors.Wrapf(err, "removing local registry %s", name)
+		}
+		say("removed local registry %s and its images", name)
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func printManagementKubeconfig(ctx context.Context, g *globals) error {
