@@ -242,7 +242,12 @@ E2E_GINKGO = E2E_ARTIFACTS="$(E2E_ARTIFACTS)$(E2E_ARTIFACTS_SUBDIR)" E2E_KUBERNE
 
 .PHONY: test-e2e
 test-e2e: images registry-image component-images release-manifests mgmt-binaries ginkgo ## End to end: Cluster API's controllers drive Dockyard on the real engine, and the daily loop of the dockyard command line.
-	$(E2E_GINKGO) --procs $(E2E_PROCS) --timeout 80m --label-filter='!release' $(E2E_FLAGS) ./test/e2e
+	$(E2E_GINKGO) --procs $(E2E_PROCS) --timeout 80m --label-filter='!release && !lifecycle' $(E2E_FLAGS) ./test/e2e
+
+.PHONY: test-e2e-lifecycle
+test-e2e-lifecycle: E2E_ARTIFACTS_SUBDIR = /lifecycle
+test-e2e-lifecycle: images registry-image component-images release-manifests mgmt-binaries ginkgo ## Lifecycle chaos (label lifecycle, and the engine's restart under a management cluster in containers): clusters with MachinePools made and deleted while the manager is killed at random, an infrastructure cluster deleted under its clusters, a namespace deleted with clusters in it; every deletion ends and leaves nothing.
+	$(E2E_GINKGO) --timeout 60m --label-filter='lifecycle || engine-restart' $(E2E_FLAGS) ./test/e2e
 
 .PHONY: test-e2e-release
 test-e2e-release: E2E_ARTIFACTS_SUBDIR = /release
@@ -268,12 +273,13 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release and make fuzz.
+test-e2e-full: images component-images release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release, make test-e2e-lifecycle and make fuzz.
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_UPGRADE_ENV)' \
 		CAPI_E2E_FLAGS="-ginkgo.label-filter='!kubernetes' $(CAPI_E2E_FLAGS)"
 	$(MAKE) --no-print-directory test-kubernetes-engine
 	$(MAKE) --no-print-directory test-e2e-kubernetes-run
 	$(MAKE) --no-print-directory test-e2e-release
+	$(MAKE) --no-print-directory test-e2e-lifecycle
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: upgrade-node-images
