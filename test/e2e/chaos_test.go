@@ -154,9 +154,10 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 		}
 		mgmtAddress := own.nodeAddress(ctx)
 		Expect(own.internalIP(ctx)).To(Equal(mgmtAddress), "the management node's Node, before the restart")
-		restarted := restartEngine(ctx)
+		restarted, back := restartEngine(ctx)
+		timings.add("chaos: engine restarted → answering again", back.Sub(restarted))
 		own.waitWebhooks(ctx)
-		timings.add("chaos: engine restarted → the management cluster in containers admits objects through its webhooks", time.Since(restarted))
+		timings.add("chaos: engine answering again → the management cluster in containers admits objects through its webhooks", time.Since(back))
 		Expect(own.nodeAddress(ctx)).To(Equal(mgmtAddress), "the management node's fixed address on its own network")
 		Expect(own.internalIP(ctx)).To(Equal(mgmtAddress), "the management node's Node after the restart: its address on its own network, not a workload network's")
 		own.expectSettledBeforeKubelet(ctx)
@@ -216,12 +217,13 @@ func expectBootstrappedOnce(ctx context.Context, c clusterSpec) {
 	}
 }
 
-// restartEngine restarts the Docker engine and returns when it sent the stop signal. A dockerd
+// restartEngine restarts the Docker engine and returns when it sent the stop signal and when
+// the engine answered again. A dockerd
 // that hack/ensure-docker.sh started is stopped by the PID the script recorded (the suite stops
 // nothing it did not start) and started again with the script; a Docker the host's systemd
 // runs is restarted by systemd. On any other engine the spec fails, saying how to leave it out:
 // it is the only proof that clusters survive an engine restart, so it never passes unseen.
-func restartEngine(ctx context.Context) time.Time {
+func restartEngine(ctx context.Context) (stopped, back time.Time) {
 	cache := os.Getenv("DOCKYARD_CACHE")
 	if cache == "" {
 		home, _ := os.UserHomeDir()
@@ -239,19 +241,19 @@ func restartEngine(ctx context.Context) time.Time {
 		out, err := exec.CommandContext(ctx, filepath.Join(envtest.RepoRoot(), "hack", "ensure-docker.sh")).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "starting the engine again:\n%s", out)
 		fmt.Fprintf(GinkgoWriter, "%s", out)
-		return stopped
+		return stopped, time.Now()
 	}
 	if exec.CommandContext(ctx, "systemctl", "is-active", "--quiet", "docker").Run() == nil {
 		By("restarting the Docker engine (systemctl restart docker)")
 		stopped := time.Now()
 		out, err := exec.CommandContext(ctx, "systemctl", "restart", "docker").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "systemctl restart docker:\n%s", out)
-		return stopped
+		return stopped, time.Now()
 	}
 	Fail(fmt.Sprintf("cannot restart this Docker engine: hack/ensure-docker.sh did not start it (pid file: %v, process %q) "+
 		"and systemd does not run it. Run the suite on an engine the script starts, or leave this spec out with "+
 		"E2E_FLAGS=--label-filter='!engine-restart'", pidErr, strings.TrimSpace(string(comm))))
-	return time.Time{}
+	return time.Time{}, time.Time{}
 }
 
 // writeHostKubeconfig writes the cluster's kubeconfig as `dockyard get kubeconfig` gives it to
