@@ -32,7 +32,7 @@ of the control plane's load balancer and of each Service load balancer.
 
 DIR is made to be handed to someone else: directories are created 0700 and files 0600, and
 every file is redacted (bootstrap tokens, certificate keys, PEM private keys, base64 holding PEM
-blocks, service account tokens). DIR must be new or empty; with --overwrite, files of the same
+blocks, on one line or wrapped over many, service account tokens). DIR must be new or empty; with --overwrite, files of the same
 names in it are replaced. No symbolic link inside DIR is followed. It reads the engine only: it
 works on a cluster whose management cluster is gone.`,
 		Example: `  dockyard export logs ./logs --cluster dev

@@ -178,7 +178,9 @@ func base64Marks(s string) []string {
 
 // base64PEMSpans finds runs of base64 holding a PEM block, with the lines that continue a run
 // that ends its line (base64(1) wraps its output every 76 characters): whole lines of base64,
-// the last one padded.
+// the last one padded. A line that continues one may carry the same prefix as the run's first
+// line but for its digits (a journal's time and PID, a container log's time and stream): only
+// its base64 is hidden.
 func base64PEMSpans(s string) []span {
 	var spans []span
 	for i := 0; i < len(s); {
@@ -196,7 +198,12 @@ func base64PEMSpans(s string) []span {
 			start--
 		}
 		end = base64End(s, end)
-		for {
+		spans = append(spans, span{start, end})
+		prefix := withoutDigits(s[strings.LastIndexByte(s[:start], '\n')+1 : start])
+		// A wrapped run's lines are as wide as its first (64 or 76 characters: whole groups of
+		// four) but its last, which is narrower and ends it.
+		width, last := end-start, false
+		for !last && width >= 60 && width%4 == 0 {
 			next := end
 			if strings.HasPrefix(s[next:], "\r\n") {
 				next += 2
@@ -205,16 +212,59 @@ func base64PEMSpans(s string) []span {
 			} else {
 				break
 			}
-			lineEnd := base64End(s, next)
-			if lineEnd == next || (lineEnd < len(s) && s[lineEnd] != '\n' && s[lineEnd] != '\r') {
+			from := next + len(prefix)
+			if prefix != "" {
+				// The prefix, digits aside, then base64: where the line's digits end the
+				// prefix is found by walking it with them.
+				from = afterPrefix(s, next, prefix)
+				if from < 0 {
+					break
+				}
+			}
+			lineEnd := base64End(s, from)
+			if lineEnd == from || lineEnd-from > width || (lineEnd < len(s) && s[lineEnd] != '\n' && s[lineEnd] != '\r') {
 				break
 			}
-			end = lineEnd
+			spans = append(spans, span{from, lineEnd})
+			end, last = lineEnd, lineEnd-from < width
 		}
-		spans = append(spans, span{start, end})
 		i = end
 	}
 	return spans
+}
+
+// withoutDigits is s without its ASCII digits.
+func withoutDigits(s string) string {
+	return strings.Map(func(r rune) rune {
+		if '0' <= r && r <= '9' {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// afterPrefix returns where s[i:] continues after a prefix (a line's, digits removed) with any
+// digits among its characters; -1 when the line does not start so. Digits that begin what
+// follows the prefix belong to it only where the prefix ends in a separator.
+func afterPrefix(s string, i int, prefix string) int {
+	p := 0
+	for i < len(s) && s[i] != '\n' {
+		switch {
+		case p < len(prefix) && s[i] == prefix[p]:
+			p++
+		case '0' <= s[i] && s[i] <= '9' && p < len(prefix):
+		default:
+			if p == len(prefix) {
+				return i
+			}
+			return -1
+		}
+		i++
+		if p == len(prefix) {
+			return i
+		}
+	}
+	return -1
 }
 
 // base64End is the end of the base64 characters and padding at s[i:].

@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -94,6 +95,16 @@ func journal(s string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
+// prefixed puts a prefix before each line of s, as a journal or a container runtime writes
+// them: format takes the line's number three times (seconds, fraction, a PID or more digits).
+func prefixed(s, format string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = fmt.Sprintf(format, i%60, i*7919%1000000, i%3) + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
 func sampleKeys(t *testing.T) (ecKey, pkcs8Key, certificate string) {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -163,6 +174,13 @@ func TestRedactHidesEverySecretShape(t *testing.T) {
 		{"kubeconfig", kubeconfig, []string{b64([]byte(ecKey))[14:]}, []string{"client-key-data:", "server: https://172.18.0.3:6443"}},
 		{"Secret data", "data:\n  tls.crt: " + b64([]byte(cert)) + "\n  tls.key: " + b64([]byte(pkcs8Key)) + "\ntype: kubernetes.io/tls\n", []string{b64([]byte(pkcs8Key))[14:]}, []string{"tls.key:", "type: kubernetes.io/tls"}},
 		{"wrapped base64", "$ base64 ca.key\n" + wrap(b64([]byte(ecKey)), 76) + "$ echo done\n", strings.Split(strings.TrimSpace(wrap(b64([]byte(ecKey)), 76)), "\n"), []string{"$ base64 ca.key", "$ echo done"}},
+		// base64 /etc/kubernetes/pki/ca.key | systemd-cat, as a bootstrap command may run it:
+		// every line of the key in the journal, each with its own time.
+		{"wrapped base64 in the journal", prefixed(wrap(b64([]byte(pkcs8Key)), 76)+"done\n", "Dec 06 17:00:%02d.%06d dev-control-plane-x7k2p systemd-cat[%d]: "),
+			strings.Split(strings.TrimSpace(wrap(b64([]byte(pkcs8Key)), 76)), "\n"), []string{"]: done", "Dec 06 17:00:00.000000"}},
+		// A container's log as the runtime writes it (CRI), and as kubectl logs prints it.
+		{"wrapped base64 in a container's log", prefixed(wrap(b64([]byte(ecKey)), 64)+"done\n", "2026-12-06T17:00:%02d.%06d%03dZ stdout F "),
+			strings.Split(strings.TrimSpace(wrap(b64([]byte(ecKey)), 64)), "\n"), []string{"stdout F done"}},
 		{"base64 of a file with a key after a line", "content: " + b64([]byte("# c\n"+ecKey)), []string{b64([]byte("# c\n" + ecKey))[20:]}, []string{"content: "}},
 		{"base64 of a file with a key after two bytes", "content: " + b64([]byte("#\n"+ecKey)), []string{b64([]byte("#\n" + ecKey))[20:]}, nil},
 		{"a kubeconfig Secret's value", "  value: " + b64([]byte(kubeconfig)) + "\n", []string{b64([]byte(kubeconfig))[400:]}, []string{"  value: "}},
