@@ -80,6 +80,8 @@ type options struct {
 	allowedSubnetPools             []string
 	reservedSubnets                []string
 	managementInfrastructure       []string
+	hostEngineNamespaces           []string
+	infrastructureServers          []string
 	reconcileTimeout               time.Duration
 	maxServiceLoadBalancers        int
 	containerRuntime               string
@@ -150,6 +152,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Ranges clusters' subnets must not overlap, besides what the manager finds itself: the management cluster's Service ranges (ServiceCIDRs) and Nodes' pod ranges, the engine's networks and the routes of the manager's host.")
 	fs.StringSliceVar(&o.managementInfrastructure, "allowed-management-infrastructure-namespaces", nil,
 		"Namespaces whose DockyardClusters may run their nodes as privileged Pods of the management cluster itself (spec.infrastructure.kubernetes without a kubeconfigSecret), in their own namespace; * allows every namespace. Empty: none. The manager needs the rights of config/rbac/infrastructure_role.yaml there.")
+	fs.StringSliceVar(&o.hostEngineNamespaces, "allowed-host-engine-namespaces", policy.DefaultHostEngineNamespaces,
+		"Namespaces whose DockyardClusters may run their nodes on the manager's own engine (spec.infrastructure empty), where root in a node is root on the engine's host; * allows every namespace. Empty: none, and every cluster must name an infrastructure cluster.")
+	fs.StringSliceVar(&o.infrastructureServers, "allowed-infrastructure-servers", policy.DefaultInfrastructureServers,
+		"API servers of infrastructure clusters that a namespace's kubeconfig Secrets (spec.infrastructure.kubernetes.kubeconfigSecret) may name, each [NAMESPACE=]https://HOST[:PORT]; HOST * for any host. http:// servers only when named so. Empty: none.")
 	fs.IntVar(&o.maxServiceLoadBalancers, "max-service-load-balancers-per-cluster", controllers.DefaultMaxServiceLoadBalancersPerCluster,
 		"Service load balancers (haproxy containers on the engine's host) one workload cluster may have: Services of type LoadBalancer beyond it get none, and an Event saying so.")
 	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", 5*time.Minute,
@@ -200,6 +206,8 @@ func (o *options) policy() (*policy.Policy, error) {
 		ReservedSubnets:       o.reservedSubnets,
 
 		ManagementInfrastructureNamespaces: o.managementInfrastructure,
+		HostEngineNamespaces:               o.hostEngineNamespaces,
+		InfrastructureServers:              o.infrastructureServers,
 	})
 }
 

@@ -207,6 +207,11 @@ type target struct {
 func (e *Engines) resolve(ctx context.Context, dc *infrav1.DockyardCluster) (*target, error) {
 	k := dc.Spec.Infrastructure.Kubernetes
 	if k == nil {
+		if e.opts.Policy != nil {
+			if err := e.opts.Policy.CheckHostEngine(dc.Namespace); err != nil {
+				return nil, err
+			}
+		}
 		return nil, nil
 	}
 	if k.KubeconfigSecret == "" {
@@ -228,7 +233,7 @@ func (e *Engines) resolve(ctx context.Context, dc *infrav1.DockyardCluster) (*ta
 	if err != nil {
 		return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
 	}
-	return secretTarget(dc, &secret)
+	return secretTarget(dc, &secret, e.opts.Policy)
 }
 
 // management is the management cluster as a cluster's infrastructure, in the cluster's own
@@ -254,7 +259,7 @@ func (e *Engines) management(dc *infrav1.DockyardCluster) (*target, error) {
 // secretTarget is the infrastructure cluster of a kubeconfig Secret. The management cluster
 // reaches it from outside its network (it is another cluster, or as good as one: nothing says
 // the management cluster routes to its Service range), so its fronts are load balancers.
-func secretTarget(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*target, error) {
+func secretTarget(dc *infrav1.DockyardCluster, secret *corev1.Secret, p *policy.Policy) (*target, error) {
 	k := dc.Spec.Infrastructure.Kubernetes
 	b, ok := secret.Data[infrav1.InfrastructureKubeconfigKey]
 	switch {
@@ -276,6 +281,11 @@ func secretTarget(dc *infrav1.DockyardCluster, secret *corev1.Secret) (*target, 
 	cfg, err := clientcmd.NewDefaultClientConfig(*loaded, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return nil, errors.Wrapf(err, "the kubeconfig of Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret)", k.KubeconfigSecret)
+	}
+	if p != nil {
+		if err := p.CheckInfrastructureServer(dc.Namespace, cfg.Host); err != nil {
+			return nil, policy.Refusedf("Secret %s (spec.infrastructure.kubernetes.kubeconfigSecret): %v", k.KubeconfigSecret, err)
+		}
 	}
 	ns := k.Namespace
 	if current, ok := loaded.Contexts[loaded.CurrentContext]; ns == "" && ok {

@@ -48,7 +48,9 @@ func TestWhereADockyardClustersNodesRun(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra", ResourceVersion: "7"},
 		Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(testKubeconfig)}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(secret).Build()
-	p, err := policy.New(policy.Config{ManagementInfrastructureNamespaces: []string{"team-a"}})
+	cfg := policy.DefaultConfig()
+	cfg.ManagementInfrastructureNamespaces = []string{"team-a"}
+	p, err := policy.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +200,40 @@ func TestInfrastructureKubeconfigActsOnlyAsItsAuthor(t *testing.T) {
 				t.Errorf("refusal: %v", err)
 			}
 		})
+	}
+}
+
+// Where the policy keeps a namespace off the host's engine, or off an infrastructure cluster's
+// server (http, or one not listed for it), the engine is refused as NotAllowed, naming the flag.
+func TestThePolicySaysWhereANamespacesNodesMayRun(t *testing.T) {
+	ctx := context.Background()
+	httpKubeconfig := strings.Replace(testKubeconfig, "https://infra.example:6443", "http://infra.example:8080", 1)
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra"},
+			Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(testKubeconfig)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "plain"},
+			Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(httpKubeconfig)}},
+	).Build()
+	cfg := policy.DefaultConfig()
+	cfg.HostEngineNamespaces = []string{"platform"}
+	cfg.InfrastructureServers = []string{"team-b=https://infra.example:6443", "https://other.example:6443"}
+	p, err := policy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(docker.NewManager(fakeengine.New(), docker.ManagerOptions{}), Options{Secrets: c, Policy: p})
+	for _, tc := range []struct {
+		what string
+		k    *infrav1.KubernetesInfrastructure
+		flag string
+	}{
+		{"the host's engine", nil, policy.HostEngineFlag},
+		{"a server listed for another namespace", &infrav1.KubernetesInfrastructure{KubeconfigSecret: "infra"}, policy.InfrastructureServersFlag},
+		{"a server over http", &infrav1.KubernetesInfrastructure{KubeconfigSecret: "plain"}, policy.InfrastructureServersFlag},
+	} {
+		_, err := e.For(ctx, dockyardCluster("c", tc.k))
+		if !policy.IsRefused(err) || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: %v, want a refusal naming %s", tc.what, err, tc.flag)
+		}
 	}
 }

@@ -10,10 +10,13 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/distribution/reference"
@@ -33,7 +36,20 @@ const (
 	// ManagementInfrastructureFlag lists the namespaces whose clusters may run their nodes as
 	// Pods of the management cluster.
 	ManagementInfrastructureFlag = "--allowed-management-infrastructure-namespaces"
+	// HostEngineFlag lists the namespaces whose clusters may run their nodes on the manager's
+	// own engine.
+	HostEngineFlag = "--allowed-host-engine-namespaces"
+	// InfrastructureServersFlag lists the API servers of infrastructure clusters a namespace's
+	// kubeconfig Secrets may name.
+	InfrastructureServersFlag = "--allowed-infrastructure-servers"
 )
+
+// AnyNamespace in a list of namespaces allows every namespace.
+const AnyNamespace = "*"
+
+// AnyHTTPSServer, as an entry of InfrastructureServers, allows every API server reached over
+// https; http is only ever allowed by name.
+const AnyHTTPSServer = "https://*"
 
 // hostPathsVariable says how clusterctl users set HostPathsFlag.
 const hostPathsVariable = "; clusterctl init sets it from DOCKYARD_ALLOWED_HOST_PATHS"
@@ -58,6 +74,10 @@ var (
 	DefaultListenAddresses = []string{"127.0.0.1", "::1"}
 	// DefaultSubnetPools are the private ranges (RFC 1918, and unique local IPv6 addresses).
 	DefaultSubnetPools = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}
+	// DefaultHostEngineNamespaces lets every namespace run nodes on the manager's engine.
+	DefaultHostEngineNamespaces = []string{AnyNamespace}
+	// DefaultInfrastructureServers lets every namespace name any API server reached over https.
+	DefaultInfrastructureServers = []string{AnyHTTPSServer}
 )
 
 // DefaultMinHostPort keeps the host's privileged ports (80, 443, ...) for its administrator.
@@ -78,6 +98,12 @@ type Config struct {
 	// ManagementInfrastructureNamespaces may run their clusters' nodes as Pods of the
 	// management cluster; "*" allows every namespace.
 	ManagementInfrastructureNamespaces []string
+	// HostEngineNamespaces may run their clusters' nodes on the manager's engine; "*" allows
+	// every namespace.
+	HostEngineNamespaces []string
+	// InfrastructureServers are the API servers kubeconfig Secrets may name, each
+	// "[NAMESPACE=]SCHEME://HOST[:PORT]" (HOST * for any host; no namespace for every one).
+	InfrastructureServers []string
 }
 
 // DefaultConfig is the configuration of a manager started without the flags.
@@ -88,6 +114,8 @@ func DefaultConfig() Config {
 		ListenAddresses:       DefaultListenAddresses,
 		MinHostPort:           DefaultMinHostPort,
 		SubnetPools:           DefaultSubnetPools,
+		HostEngineNamespaces:  DefaultHostEngineNamespaces,
+		InfrastructureServers: DefaultInfrastructureServers,
 	}
 }
 
@@ -120,6 +148,31 @@ type Policy struct {
 	// as Pods of the management cluster (privileged Pods, in the cluster's namespace): "*"
 	// allows every one; empty allows none.
 	ManagementInfrastructureNamespaces []string
+	// HostEngineNamespaces are the namespaces whose clusters may run their nodes on the
+	// manager's own engine, where their bootstrap commands are root on its host: "*" allows
+	// every one; empty allows none (each must name an infrastructure cluster).
+	HostEngineNamespaces []string
+	// InfrastructureServers are the API servers of infrastructure clusters each namespace's
+	// kubeconfig Secrets may name.
+	InfrastructureServers []ServerPattern
+}
+
+// ServerPattern is an entry of InfrastructureServersFlag: the API servers of a namespace (every
+// namespace when empty) with a scheme, a host (any when "*") and a port (the scheme's when 0).
+type ServerPattern struct {
+	Namespace, Scheme, Host string
+	Port                    int
+}
+
+func (s ServerPattern) String() string {
+	out := s.Scheme + "://" + s.Host
+	if s.Port != 0 {
+		out += ":" + strconv.Itoa(s.Port)
+	}
+	if s.Namespace != "" {
+		out = s.Namespace + "=" + out
+	}
+	return out
 }
 
 // Default is the policy of a manager started without the flags.
@@ -166,7 +219,34 @@ func New(c Config) (*Policy, error) {
 		return nil, err
 	}
 	p.ManagementInfrastructureNamespaces = trimmed(c.ManagementInfrastructureNamespaces)
+	p.HostEngineNamespaces = trimmed(c.HostEngineNamespaces)
+	for _, e := range trimmed(c.InfrastructureServers) {
+		sp, err := parseServerPattern(e)
+		if err != nil {
+			return nil, errors.Errorf("%s: %q %v", InfrastructureServersFlag, e, err)
+		}
+		p.InfrastructureServers = append(p.InfrastructureServers, sp)
+	}
 	return p, nil
+}
+
+// parseServerPattern reads "[NAMESPACE=]SCHEME://HOST[:PORT]".
+func parseServerPattern(e string) (ServerPattern, error) {
+	var sp ServerPattern
+	if ns, rest, ok := strings.Cut(e, "="); ok {
+		sp.Namespace, e = ns, rest
+	}
+	u, err := url.Parse(e)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.User != nil || u.RawQuery != "" {
+		return sp, errors.New("is not [NAMESPACE=]https://HOST[:PORT] (or http://; HOST * for any)")
+	}
+	sp.Scheme, sp.Host = u.Scheme, u.Hostname()
+	if port := u.Port(); port != "" {
+		if sp.Port, err = strconv.Atoi(port); err != nil || sp.Port < 1 || sp.Port > 65535 {
+			return sp, errors.New("has no valid port")
+		}
+	}
+	return sp, nil
 }
 
 // WithReservedSubnets returns a copy of the policy that also reserves subnets (what the manager
@@ -340,6 +420,54 @@ func (p *Policy) CheckManagementInfrastructure(namespace string) error {
 	}
 	return refusedf("spec.infrastructure.kubernetes names no kubeconfigSecret, so the nodes would be privileged Pods of the management cluster, "+
 		"which the manager allows the namespaces %s and not %s (%s)", orNone(p.ManagementInfrastructureNamespaces), namespace, ManagementInfrastructureFlag)
+}
+
+// CheckHostEngine returns an error unless a cluster of a namespace may run its nodes on the
+// manager's own engine, where root in a node (what the cluster's bootstrap commands get) is
+// root on the engine's host.
+func (p *Policy) CheckHostEngine(namespace string) error {
+	if slices.Contains(p.HostEngineNamespaces, AnyNamespace) || slices.Contains(p.HostEngineNamespaces, namespace) {
+		return nil
+	}
+	return refusedf("spec.infrastructure is empty, so the nodes would run on the manager's engine, which the manager allows the namespaces %s and not %s (%s): "+
+		"name an infrastructure cluster in spec.infrastructure.kubernetes", orNone(p.HostEngineNamespaces), namespace, HostEngineFlag)
+}
+
+// CheckInfrastructureServer returns an error unless a kubeconfig Secret of a namespace may name
+// server, the API server of an infrastructure cluster: its scheme, host and port must match an
+// entry for the namespace or for every namespace. A server without a scheme is refused (the
+// client would pick one from its TLS settings).
+func (p *Policy) CheckInfrastructureServer(namespace, server string) error {
+	u, err := url.Parse(server)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return refusedf("the kubeconfig's server %q is not a URL with a scheme (https://HOST[:PORT])", server)
+	}
+	port := 0
+	if s := u.Port(); s != "" {
+		port, _ = strconv.Atoi(s)
+	}
+	defaultPort := map[string]int{"https": 443, "http": 80}
+	for _, sp := range p.InfrastructureServers {
+		if sp.Namespace != "" && sp.Namespace != AnyNamespace && sp.Namespace != namespace {
+			continue
+		}
+		if sp.Scheme != u.Scheme || (sp.Host != "*" && !strings.EqualFold(sp.Host, u.Hostname())) {
+			continue
+		}
+		want := sp.Port
+		if want == 0 && sp.Host != "*" {
+			want = defaultPort[sp.Scheme]
+		}
+		if got := cmp.Or(port, defaultPort[u.Scheme]); want == 0 || want == got {
+			return nil
+		}
+	}
+	allowed := make([]string, 0, len(p.InfrastructureServers))
+	for _, sp := range p.InfrastructureServers {
+		allowed = append(allowed, sp.String())
+	}
+	return refusedf("the kubeconfig's server %s may not be used by namespace %s: the manager allows %s (%s)",
+		u.Scheme+"://"+u.Host, namespace, orNone(allowed), InfrastructureServersFlag)
 }
 
 // CheckNetwork returns an error unless a cluster may join network name, which exists and which

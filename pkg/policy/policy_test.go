@@ -266,3 +266,72 @@ func TestSubnets(t *testing.T) {
 		t.Error("WithReservedSubnets changed the policy it was called on")
 	}
 }
+
+// The host's engine is every namespace's by default; an administrator can keep teams off it,
+// so that their nodes (root on the host when on its engine) run on infrastructure clusters only.
+func TestHostEngine(t *testing.T) {
+	if err := Default().CheckHostEngine("team-a"); err != nil {
+		t.Errorf("by default every namespace may use the host's engine: %v", err)
+	}
+	p, err := New(Config{HostEngineNamespaces: []string{"platform"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckHostEngine("platform"); err != nil {
+		t.Errorf("a listed namespace: %v", err)
+	}
+	for _, cfg := range []Config{{HostEngineNamespaces: []string{"platform"}}, {}} {
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CheckHostEngine("team-a"); !IsRefused(err) || !strings.Contains(err.Error(), HostEngineFlag) ||
+			!strings.Contains(err.Error(), "spec.infrastructure") {
+			t.Errorf("%+v: team-a on the host's engine: %v, want a refusal naming the field and %s", cfg, err, HostEngineFlag)
+		}
+	}
+}
+
+// Which API servers a namespace's kubeconfig Secrets may name: https anywhere by default, http
+// never unless named, a server without a scheme never.
+func TestInfrastructureServers(t *testing.T) {
+	for _, tc := range []struct {
+		entries   []string
+		namespace string
+		server    string
+		allowed   bool
+	}{
+		{DefaultInfrastructureServers, "team-a", "https://infra.example:6443", true},
+		{DefaultInfrastructureServers, "team-a", "https://10.0.0.1", true},
+		{DefaultInfrastructureServers, "team-a", "http://infra.example:6443", false},
+		{DefaultInfrastructureServers, "team-a", "infra.example:6443", false},
+		{DefaultInfrastructureServers, "team-a", "HTTPS://infra.example", true},
+		{[]string{"http://infra.example:8080"}, "team-a", "http://infra.example:8080", true},
+		{[]string{"http://infra.example:8080"}, "team-a", "http://infra.example:8081", false},
+		{[]string{"https://infra.example"}, "team-a", "https://infra.example:443", true},
+		{[]string{"https://infra.example"}, "team-a", "https://infra.example:6443", false},
+		{[]string{"https://*:6443"}, "team-a", "https://anything:6443", true},
+		{[]string{"https://*:6443"}, "team-a", "https://anything:443", false},
+		{[]string{"team-a=https://infra-a.example:6443", "team-b=https://infra-b.example:6443"}, "team-a", "https://infra-a.example:6443", true},
+		{[]string{"team-a=https://infra-a.example:6443", "team-b=https://infra-b.example:6443"}, "team-a", "https://infra-b.example:6443", false},
+		{[]string{"*=https://shared.example:6443"}, "team-c", "https://shared.example:6443", true},
+		{nil, "team-a", "https://infra.example:6443", false},
+	} {
+		p, err := New(Config{InfrastructureServers: tc.entries})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.CheckInfrastructureServer(tc.namespace, tc.server)
+		if (err == nil) != tc.allowed {
+			t.Errorf("%v, %s naming %s: allowed=%v, want %v (%v)", tc.entries, tc.namespace, tc.server, err == nil, tc.allowed, err)
+		}
+		if err != nil && (!IsRefused(err) || !strings.Contains(err.Error(), InfrastructureServersFlag) && !strings.Contains(err.Error(), "scheme")) {
+			t.Errorf("%s: the refusal names neither the flag nor the scheme: %v", tc.server, err)
+		}
+	}
+	for _, bad := range []string{"infra.example", "ftp://infra.example", "https://", "https://infra.example/path", "https://u:p@infra.example", "https://infra.example:99999"} {
+		if _, err := New(Config{InfrastructureServers: []string{bad}}); err == nil || !strings.Contains(err.Error(), InfrastructureServersFlag) {
+			t.Errorf("entry %q: %v, want an error naming %s", bad, err, InfrastructureServersFlag)
+		}
+	}
+}

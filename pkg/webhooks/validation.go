@@ -377,6 +377,11 @@ func checkClusterPolicy(ctx context.Context, p *policy.Policy, env Environment, 
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "hostPort"), err.Error()))
 		}
 	}
+	if newSpec.Infrastructure.Kubernetes == nil && oldSpec == nil {
+		if err := p.CheckHostEngine(namespace); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("infrastructure"), err.Error()))
+		}
+	}
 	if k := newSpec.Infrastructure.Kubernetes; k != nil && k.KubeconfigSecret == "" && oldSpec == nil {
 		if err := p.CheckManagementInfrastructure(namespace); err != nil {
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("infrastructure", "kubernetes", "kubeconfigSecret"), err.Error()))

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -792,4 +793,32 @@ func TestPolicyRefusesWhatReachesOutsideTheNamespace(t *testing.T) {
 	}
 	good.Spec.Template.Ports = append(good.Spec.Template.Ports, infrav1.PortMapping{ContainerPort: 30443, HostPort: 443})
 	expectRejected(t, env.Client.Update(ctx, good), "spec.template.ports[1].hostPort", "--min-host-port")
+}
+
+// A namespace the administrator keeps off the manager's engine cannot make a DockyardCluster
+// (nor a template of one) that names no infrastructure cluster; one that names one is admitted.
+func TestHostEngineRefusedToANamespace(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.HostEngineNamespaces = []string{"platform"}
+	p, err := policy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onHost := validClusterSpec()
+	errs := checkClusterPolicy(context.Background(), p, Environment{}, "team-a", nil, &onHost, field.NewPath("spec"))
+	if len(errs) != 1 || errs[0].Field != "spec.infrastructure" || !strings.Contains(errs[0].Error(), policy.HostEngineFlag) {
+		t.Errorf("team-a on the host's engine: %v, want one refusal of spec.infrastructure naming %s", errs, policy.HostEngineFlag)
+	}
+	if errs := checkClusterPolicy(context.Background(), p, Environment{}, "platform", nil, &onHost, field.NewPath("spec")); len(errs) != 0 {
+		t.Errorf("the namespace allowed on the host's engine was refused: %v", errs)
+	}
+	elsewhere := validClusterSpec()
+	elsewhere.Infrastructure.Kubernetes = &infrav1.KubernetesInfrastructure{KubeconfigSecret: "infra"}
+	if errs := checkClusterPolicy(context.Background(), p, Environment{}, "team-a", nil, &elsewhere, field.NewPath("spec")); len(errs) != 0 {
+		t.Errorf("team-a naming an infrastructure cluster was refused: %v", errs)
+	}
+	// An object admitted before the policy changed is not refused when it is updated.
+	if errs := checkClusterPolicy(context.Background(), p, Environment{}, "team-a", &onHost, onHost.DeepCopy(), field.NewPath("spec")); len(errs) != 0 {
+		t.Errorf("an update of a cluster admitted before was refused: %v", errs)
+	}
 }
