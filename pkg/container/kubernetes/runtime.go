@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"slices"
 	"time"
 
@@ -63,6 +64,7 @@ func New(config *rest.Config, namespace string, opts ...Option) (*Runtime, error
 	cfg := rest.CopyConfig(config)
 	// Pod names with dots (Dockyard qualifies nodes by namespace) draw a warning on every call.
 	cfg.WarningHandler = rest.NoWarnings{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return trimmedAnswers{next: rt} })
 	calls := rest.CopyConfig(cfg)
 	if calls.Timeout <= 0 || calls.Timeout > RequestTimeout {
 		calls.Timeout = RequestTimeout

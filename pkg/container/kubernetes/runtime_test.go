@@ -3,8 +3,10 @@ package kubernetes_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,3 +78,36 @@ func TestInfoFollowsItsContext(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// What a team's server answers to a failed request reaches conditions and events through the
+// engine's errors: a page of text or HTML is cut to its first line, a Status's message to a few
+// hundred characters. Before, up to 2 KiB of any body came through.
+func TestAServersErrorsAreTrimmed(t *testing.T) {
+	page := "<html><head><title>502 Bad Gateway</title></head>\n" + strings.Repeat("<p>padding that says nothing</p>\n", 100)
+	status := metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+		Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden, Message: "forbidden: " + strings.Repeat("x", 4000)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/version" {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte(page))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(status)
+	}))
+	defer srv.Close()
+	rt, err := kubernetes.New(&rest.Config{Host: srv.URL}, "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Info(context.Background())
+	if err == nil || len(err.Error()) > 600 || !strings.Contains(err.Error(), "502 Bad Gateway") || strings.Contains(err.Error(), "padding") {
+		t.Errorf("a page for an answer: %d bytes: %v; want its first line only", len(fmt.Sprint(err)), err)
+	}
+	_, err = rt.InspectContainer(context.Background(), "node")
+	if err == nil || len(err.Error()) > 900 || !strings.Contains(err.Error(), "forbidden: xxx") {
+		t.Errorf("a long Status: %d bytes: %v; want its message cut short", len(fmt.Sprint(err)), err)
+	}
+}
