@@ -32,14 +32,18 @@ import (
 // namespace, every deletion ends, nothing is left on the engine, and no object is held by a
 // finalizer for more than five minutes without a condition saying why.
 var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Ordered, Serial, Label("lifecycle"), func() {
+	// One namespace per cluster (deleteOn waits for a namespace to hold no Dockyard object), and
+	// one deleted whole.
 	ns := testNamespacePrefix + "-lifecycle"
+	namespaces := []string{ns + "-a", ns + "-b", ns + "-infra", ns + "-pods", ns + "-gone"}
 	var watch *stuckWatch
 
 	BeforeAll(func(ctx SpecContext) {
-		watch = watchStuck(ctx, ns)
+		watch = watchStuck(ctx, namespaces...)
 		DeferCleanup(func(ctx SpecContext) {
-			_ = plane.Client().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-			_ = plane.Client().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns + "-gone"}})
+			for _, n := range namespaces {
+				_ = plane.Client().Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}})
+			}
 			sweepEngine(ctx, ns)
 		}, NodeTimeout(5*time.Minute))
 	})
@@ -48,12 +52,12 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 	})
 
 	It("creates and deletes clusters with MachinePools while the manager is killed at random", func(ctx SpecContext) {
-		a := clusterSpec{name: "lc-pool-a", namespace: ns, controlPlane: 1, workers: 2}
-		b := clusterSpec{name: "lc-pool-b", namespace: ns, controlPlane: 1, workers: 1}
+		a := clusterSpec{name: "lc-pool-a", namespace: ns + "-a", controlPlane: 1, workers: 2}
+		b := clusterSpec{name: "lc-pool-b", namespace: ns + "-b", controlPlane: 1, workers: 1}
 		start := time.Now()
 		// Created while the manager runs: its webhooks admit the objects.
 		for _, c := range []clusterSpec{a, b} {
-			createObjects(ctx, plane.Client(), ns, generateFromTemplate(ctx, "cluster-template-machinepool.yaml", c, map[string]string{
+			createObjects(ctx, plane.Client(), c.namespace, generateFromTemplate(ctx, "cluster-template-machinepool.yaml", c, map[string]string{
 				"DOCKYARD_NODE_IMAGE": nodeImageRepo + ":" + kubernetesVersion, "DOCKYARD_LB_IMAGE": lbImage,
 			}))
 		}
@@ -67,7 +71,7 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 		By("scaling one pool to 0 and deleting the other cluster, still killing the manager")
 		start = time.Now()
 		mp := &clusterv1.MachinePool{}
-		Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: b.name + "-mp-0"}, mp)).To(Succeed())
+		Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: b.namespace, Name: b.name + "-mp-0"}, mp)).To(Succeed())
 		patch := client.MergeFrom(mp.DeepCopy())
 		mp.Spec.Replicas = ptr.To[int32](0)
 		Expect(plane.Client().Patch(ctx, mp, patch)).To(Succeed())
@@ -80,33 +84,34 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 	})
 
 	It("ends the deletion of clusters whose infrastructure cluster was deleted under them", func(ctx SpecContext) {
-		infra := clusterSpec{name: "lc-infra", namespace: ns, controlPlane: 1}
-		onPods := clusterSpec{name: "lc-on-pods", namespace: ns, controlPlane: 1, workers: 1}
+		infra := clusterSpec{name: "lc-infra", namespace: ns + "-infra", controlPlane: 1}
+		onPods := clusterSpec{name: "lc-on-pods", namespace: ns + "-pods", controlPlane: 1, workers: 1}
+		pods := onPods.namespace
 		createCluster(ctx, infra)
 		waitMachinesRunning(ctx, infra, 1, 0)
 		_, kubeconfig := workloadClient(ctx, infra)
 		// A Secret of any name holds the infrastructure cluster's kubeconfig.
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "infra"},
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pods, Name: "infra"},
 			Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: kubeconfig}}
 		Expect(plane.Client().Create(ctx, secret)).To(Succeed())
-		createObjects(ctx, plane.Client(), ns, generateFromTemplate(ctx, "cluster-template-kubernetes.yaml", onPods, map[string]string{
+		createObjects(ctx, plane.Client(), pods, generateFromTemplate(ctx, "cluster-template-kubernetes.yaml", onPods, map[string]string{
 			"DOCKYARD_NODE_IMAGE": nodeImageRepo + ":" + kubernetesVersion, "DOCKYARD_LB_IMAGE": lbImage,
 			"DOCKYARD_INFRASTRUCTURE_KUBECONFIG_SECRET": secret.Name,
 		}))
 		By("Dockyard records where it makes the cluster, and makes it there")
 		Eventually(func(g Gomega) {
 			dc := getDockyardCluster(ctx, onPods)
-			g.Expect(dc.Status.Engine).To(Equal("secret/"+ns+"/infra/"+ns), "status.engine; LoadBalancerAvailable: %s",
+			g.Expect(dc.Status.Engine).To(Equal("secret/"+pods+"/infra/"+pods), "status.engine; LoadBalancerAvailable: %s",
 				conditions.GetMessage(dc, infrav1.LoadBalancerAvailableCondition))
 			wl, _ := workloadClient(ctx, infra)
 			services := &corev1.ServiceList{}
-			g.Expect(wl.List(ctx, services, client.InNamespace(ns))).To(Succeed())
+			g.Expect(wl.List(ctx, services, client.InNamespace(pods))).To(Succeed())
 			g.Expect(services.Items).NotTo(BeEmpty(), "the cluster's Services on the infrastructure cluster")
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(poll).Should(Succeed())
 
 		By("deleting the infrastructure cluster, then the cluster on it")
 		deleteOn(ctx, plane, infra)
-		Expect(plane.Client().Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: onPods.name}})).To(Succeed())
+		Expect(plane.Client().Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: pods, Name: onPods.name}})).To(Succeed())
 		start := time.Now()
 		Eventually(func(g Gomega) {
 			dc := getDockyardCluster(ctx, onPods)
@@ -118,7 +123,7 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 		By("abandoning what is on the infrastructure cluster")
 		start = time.Now()
 		abandon := client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":{"`+infrav1.AbandonAnnotation+`":"true"}}}`))
-		Expect(plane.Client().Patch(ctx, &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: onPods.name}}, abandon)).To(Succeed())
+		Expect(plane.Client().Patch(ctx, &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: pods, Name: onPods.name}}, abandon)).To(Succeed())
 		deleteOn(ctx, plane, onPods)
 		Eventually(func(g Gomega) {
 			s := &corev1.Secret{}
@@ -131,7 +136,7 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(BeTrue(), "the Secret, no longer marked, goes when deleted")
 		timings.add("lifecycle: abandoned → cluster deleted and its kubeconfig Secret released", time.Since(start))
 		events := &corev1.EventList{}
-		Expect(plane.Client().List(ctx, events, client.InNamespace(ns))).To(Succeed())
+		Expect(plane.Client().List(ctx, events, client.InNamespace(pods))).To(Succeed())
 		Expect(slices.ContainsFunc(events.Items, func(e corev1.Event) bool {
 			return e.Reason == "Abandoned" && e.InvolvedObject.Name == onPods.name
 		})).To(BeTrue(), "an Abandoned event names what was left")
@@ -191,6 +196,10 @@ func killManagerAtRandom(ctx context.Context, minEvery, maxEvery time.Duration) 
 			select {
 			case <-k.done:
 				return
+			case <-ctx.Done():
+				// The spec ended without stop (it failed, or was interrupted): the manager
+				// runs for its cleanup.
+				return
 			case <-time.After(wait):
 			}
 			Expect(plane.KillDockyard()).To(Succeed())
@@ -198,7 +207,7 @@ func killManagerAtRandom(ctx context.Context, minEvery, maxEvery time.Duration) 
 			down := time.Duration(r.Int64N(int64(3 * time.Second)))
 			fmt.Fprintf(GinkgoWriter, "manager killed at +%s, down %s\n", time.Since(start).Round(100*time.Millisecond), down.Round(100*time.Millisecond))
 			time.Sleep(down)
-			Expect(plane.StartDockyard(ctx)).To(Succeed())
+			Expect(plane.StartDockyard(context.WithoutCancel(ctx))).To(Succeed())
 		}
 	}()
 	return k
