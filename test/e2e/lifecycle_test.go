@@ -91,6 +91,7 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 		waitMachinesRunning(ctx, infra, 1, 0)
 		_, kubeconfig := workloadClient(ctx, infra)
 		// A Secret of any name holds the infrastructure cluster's kubeconfig.
+		Expect(client.IgnoreAlreadyExists(plane.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pods}}))).To(Succeed())
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pods, Name: "infra"},
 			Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: kubeconfig}}
 		Expect(plane.Client().Create(ctx, secret)).To(Succeed())
