@@ -9,5 +9,5 @@ import "embed"
 
 // Files is the tree of this directory, minus Go sources other than the pause program.
 //
-//go:embed node haproxy iptables kube-proxy cni pause/main.go rootfs registry e2e
+//go:embed node haproxy iptables kube-proxy cni pause/main.go rootfs registry e2e netpol
 var Files embed.FS

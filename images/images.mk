@@ -46,6 +46,14 @@ registry-image: ## Build the local registry image localhost/dockyard/registry:$(
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) registry-image --cache "$(DOCKYARD_CACHE)" --version $(DISTRIBUTION_VERSION) $(IMAGE_BUILD_FLAGS)
 
+# The release of kube-router whose firewall enforces NetworkPolicies where asked (--network-policy).
+KUBE_ROUTER_VERSION ?= v2.1.0
+
+.PHONY: netpol-image
+netpol-image: ## Build the network policy image localhost/dockyard/kube-router:$(KUBE_ROUTER_VERSION) (kube-router's firewall, cached).
+	hack/ensure-docker.sh
+	$(DOCKYARD_BUILD) netpol-image --cache "$(DOCKYARD_CACHE)" --version $(KUBE_ROUTER_VERSION) $(IMAGE_BUILD_FLAGS)
+
 .PHONY: component-images
 component-images: ## Build the images clusterctl installs: Dockyard's manager:$(VERSION), Cluster API's controllers, cert-manager $(CERT_MANAGER_VERSION) (cached).
 	hack/ensure-docker.sh

@@ -112,6 +112,25 @@ func runRegistryImage(ctx context.Context, args []string) error {
 	return nil
 }
 
+// runNetworkPolicyImage builds localhost/dockyard/kube-router:<version>.
+func runNetworkPolicyImage(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("netpol-image", flag.ExitOnError)
+	common := addImageFlags(fs)
+	version := fs.String("version", imagebuild.DefaultKubeRouterVersion, "release of kube-router")
+	_ = fs.Parse(args)
+	b, done, err := common.builder()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ref, err := b.NetworkPolicyImage(ctx, *version)
+	if err != nil {
+		return err
+	}
+	fmt.Println(ref)
+	return nil
+}
+
 // runCNIImage builds localhost/dockyard/flannel:<version>.
 func runCNIImage(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cni-image", flag.ExitOnError)

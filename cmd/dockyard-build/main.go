@@ -26,6 +26,8 @@ commands:
   cni-image   build the flannel image localhost/dockyard/flannel:<--flannel-version> (needs root)
   registry-image  build the local registry image localhost/dockyard/registry:<--version>
               (distribution's registry; needs root)
+  netpol-image  build the network policy image localhost/dockyard/kube-router:<--version>
+              (kube-router's firewall; needs root)
   component-images  build the images of Dockyard's manager, Cluster API's controllers and
               cert-manager, named as their releases publish them
   conformance build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named
@@ -61,6 +63,8 @@ func main() {
 		err = runCNIImage(ctx, os.Args[2:])
 	case "registry-image":
 		err = runRegistryImage(ctx, os.Args[2:])
+	case "netpol-image":
+		err = runNetworkPolicyImage(ctx, os.Args[2:])
 	case "component-images":
 		err = runComponentImages(ctx, os.Args[2:])
 	case "conformance":

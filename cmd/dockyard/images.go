@@ -101,6 +101,11 @@ func buildMissingImages(ctx context.Context, kubernetesVersion string, want []st
 			return err
 		}
 	}
+	if plan.networkPolicy {
+		if _, err := b.NetworkPolicyImage(ctx, imagebuild.DefaultKubeRouterVersion); err != nil {
+			return err
+		}
+	}
 	if still, err := missingImages(ctx, engine, want); err != nil || len(still) > 0 {
 		return errors.Errorf("images %s are still not on the engine after building (%v)", strings.Join(still, ", "), err)
 	}
@@ -127,10 +132,13 @@ const localLoadBalancerImage = imagebuild.LoadBalancerRepository + ":latest"
 // localRegistryImage is the local registry's image this binary builds.
 var localRegistryImage = imagebuild.RegistryImageName(imagebuild.DefaultDistributionVersion)
 
+// localNetworkPolicyImage is the network policy controller's image (--network-policy).
+var localNetworkPolicyImage = imagebuild.KubeRouterImageName(imagebuild.DefaultKubeRouterVersion)
+
 // imagePlan is what to build for a list of missing images.
 type imagePlan struct {
-	node, loadBalancer, registry bool
-	components                   *imagebuild.Release
+	node, loadBalancer, registry, networkPolicy bool
+	components                                  *imagebuild.Release
 }
 
 // makeTargets are the targets of a checkout's Makefile that build the same images.
@@ -144,6 +152,9 @@ func (p imagePlan) makeTargets() []string {
 	}
 	if p.registry {
 		targets = append(targets, "registry-image")
+	}
+	if p.networkPolicy {
+		targets = append(targets, "netpol-image")
 	}
 	return targets
 }
@@ -165,11 +176,13 @@ func planImages(kubernetesVersion string, missing []string) (imagePlan, error) {
 			plan.loadBalancer = true
 		case ref == localRegistryImage:
 			plan.registry = true
+		case ref == localNetworkPolicyImage:
+			plan.networkPolicy = true
 		case slices.Contains(components, ref):
 			release.Only = append(release.Only, ref)
 		default:
-			return plan, errors.Errorf("image %s is not on the engine, and this dockyard builds only its own version's images (%s, %s, %s, %s): build or pull it there",
-				ref, imagebuild.NodeImageName(kubernetesVersion), localLoadBalancerImage, localRegistryImage, strings.Join(components, ", "))
+			return plan, errors.Errorf("image %s is not on the engine, and this dockyard builds only its own version's images (%s, %s, %s, %s, %s): build or pull it there",
+				ref, imagebuild.NodeImageName(kubernetesVersion), localLoadBalancerImage, localRegistryImage, localNetworkPolicyImage, strings.Join(components, ", "))
 		}
 	}
 	if len(release.Only) > 0 {

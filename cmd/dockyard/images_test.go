@@ -43,6 +43,11 @@ func TestPlanImagesBuildsWhatIsMissingAndRefusesOthers(t *testing.T) {
 		t.Errorf("plan %+v, %v: want only the component images built", plan, err)
 	}
 
+	plan, err = planImages("v1.34.4", []string{localNetworkPolicyImage})
+	if err != nil || !plan.networkPolicy || plan.node || plan.components != nil || !slices.Equal(plan.makeTargets(), []string{"netpol-image"}) {
+		t.Errorf("plan %+v, %v: want only the network policy image built (make netpol-image)", plan, err)
+	}
+
 	for _, foreign := range []string{imagebuild.NodeImageName("v1.33.13"), "kindest/node:v1.34.0", imagebuild.ManagerImageName("v9.9.9")} {
 		if _, err := planImages("v1.34.4", []string{foreign}); err == nil || !strings.Contains(err.Error(), foreign) {
 			t.Errorf("planImages(%s): %v, want a refusal naming it", foreign, err)

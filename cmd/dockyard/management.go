@@ -43,6 +43,9 @@ type managementOptions struct {
 	// zones give the management cluster one worker per zone, labelled with it, and every node
 	// the node image: an infrastructure cluster for clusters of the kubernetes flavor.
 	zones []string
+	// networkPolicy makes the management cluster enforce NetworkPolicies (kube-router's
+	// firewall), so that teams' node Pods there are kept apart.
+	networkPolicy bool
 }
 
 func (o *managementOptions) register(cmd *cobra.Command) {
@@ -50,6 +53,7 @@ func (o *managementOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.images, "images", "local", `images: "local" (Dockyard's own: those the engine lacks are built from Debian's archive and the Go module proxy, no registry; needs root and Go; the manager's is made of this binary) or "kind" (kindest/node and kindest/haproxy, pulled from Docker Hub)`)
 	cmd.Flags().StringVar(&o.imageRegistry, "image-registry", "", `a registry path (localhost:5001/dockyard) the images the engine lacks are pulled from, where "dockyard push images" published them; only those it does not hold are built`)
 	cmd.Flags().StringSliceVar(&o.zones, "zones", nil, "one worker per zone (e.g. a,b,c), labelled topology.kubernetes.io/zone, with the node image loaded into every node: an infrastructure cluster for clusters of the kubernetes flavor, whose failure domains are the zones")
+	cmd.Flags().BoolVar(&o.networkPolicy, "network-policy", false, "enforce NetworkPolicies, ingress and egress (kube-router's firewall, beside flannel; its image is built when the engine lacks it): an infrastructure cluster whose teams' node Pods are kept apart by the NetworkPolicies Dockyard makes")
 }
 
 // allImages are the images a management cluster and its clusters run: the node and load
@@ -59,6 +63,9 @@ func (o *managementOptions) allImages(config string) (node, lb string, component
 		return "", "", nil, err
 	}
 	components, err = mgmt.ComponentImages(config)
+	if o.networkPolicy {
+		components = append(components, localNetworkPolicyImage)
+	}
 	return node, lb, components, err
 }
 
@@ -154,9 +161,13 @@ func createManagementCluster(ctx context.Context, g *globals, o *managementOptio
 		// Clusters of the kubernetes flavor run the node image as Pods of this cluster.
 		images = append(images, nodeImage)
 	}
+	var netpol string
+	if o.networkPolicy {
+		netpol = localNetworkPolicyImage
+	}
 	mc, err := mgmt.Create(ctx, nodes, mgmt.Options{
 		Name: g.managementName, NodeImage: nodeImage, KubernetesVersion: o.kubernetesVersion, Images: images,
-		EngineSocket: socket, Zones: o.zones, Logf: say,
+		EngineSocket: socket, Zones: o.zones, NetworkPolicyImage: netpol, Logf: say,
 	})
 	if err != nil {
 		return "", nil, err

@@ -37,6 +37,9 @@ type ClusterProviderInput struct {
 	// Zones give the management cluster one worker per zone (mgmt.Options.Zones): the
 	// infrastructure cluster of the kubernetes flavor's clusters.
 	Zones []string
+	// NetworkPolicyImage, when set, makes the management cluster enforce NetworkPolicies
+	// (mgmt.Options.NetworkPolicyImage); Images must hold it.
+	NetworkPolicyImage string
 }
 
 // ClusterProvider makes and disposes of a management cluster in a node container on the local
@@ -92,7 +95,7 @@ func (p *ClusterProvider) Create(ctx context.Context) {
 	}
 	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
 		Name: p.in.Name, NodeImage: p.in.NodeImage, KubernetesVersion: p.in.KubernetesVersion, Images: images,
-		AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"}, Zones: p.in.Zones,
+		AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"}, Zones: p.in.Zones, NetworkPolicyImage: p.in.NetworkPolicyImage,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(ginkgo.GinkgoWriter, format+"\n", args...)
 		},

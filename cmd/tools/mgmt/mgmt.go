@@ -67,6 +67,10 @@ type Options struct {
 	// with it: an infrastructure cluster whose zones are failure domains (the workers are
 	// simulated hosts, the engine's containers).
 	Zones []string
+	// NetworkPolicyImage, when set, is kube-router's image (cmd/tools/imagebuild
+	// NetworkPolicyImage), which the cluster then runs to enforce NetworkPolicies; Images must
+	// hold it.
+	NetworkPolicyImage string
 	// Logf reports progress; nil is quiet.
 	Logf func(format string, args ...any)
 }
@@ -153,6 +157,9 @@ func Create(ctx context.Context, nodes *docker.Manager, opts Options) (*Cluster,
 		return nil, errors.Wrapf(err, "management cluster %s", c.Name)
 	}
 	if err := ensureWorkers(ctx, nodes, c, opts); err != nil {
+		return nil, err
+	}
+	if err := ensureNetworkPolicy(ctx, node, c, opts); err != nil {
 		return nil, err
 	}
 	return c, nil

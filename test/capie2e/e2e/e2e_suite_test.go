@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/cluster-api/test/framework/ginkgoextensions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/cmd/tools/imagebuild"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/test/capie2e"
 )
@@ -180,20 +181,24 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 
 		By("Creating the management cluster: Kubernetes in a Dockyard node container, the images preloaded")
 		images := e2eConfig.Images
+		var networkPolicy string
 		if zones := infrastructureZones(); len(zones) > 0 {
 			// The kubernetes flavor's nodes are Pods of the management cluster: every node of
-			// it holds the node image, as it would pull it from a registry.
+			// it holds the node image, as it would pull it from a registry. Its teams' node
+			// Pods are kept apart by NetworkPolicies, which it enforces.
+			networkPolicy = imagebuild.KubeRouterImageName(imagebuild.DefaultKubeRouterVersion)
 			images = append(images, clusterctl.ContainerImage{
 				Name:         e2eConfig.MustGetVariable("DOCKYARD_NODE_IMAGE_REPOSITORY") + ":" + e2eConfig.MustGetVariable("KUBERNETES_VERSION"),
 				LoadBehavior: clusterctl.MustLoadImage,
-			})
+			}, clusterctl.ContainerImage{Name: networkPolicy, LoadBehavior: clusterctl.MustLoadImage})
 		}
 		bootstrapClusterProvider = capie2e.NewClusterProvider(capie2e.ClusterProviderInput{
-			Name:              e2eConfig.ManagementClusterName,
-			KubernetesVersion: e2eConfig.MustGetVariable("KUBERNETES_VERSION_MANAGEMENT"),
-			Images:            images,
-			LogFolder:         filepath.Join(artifactFolder, "clusters", "bootstrap"),
-			Zones:             infrastructureZones(),
+			Name:               e2eConfig.ManagementClusterName,
+			KubernetesVersion:  e2eConfig.MustGetVariable("KUBERNETES_VERSION_MANAGEMENT"),
+			Images:             images,
+			LogFolder:          filepath.Join(artifactFolder, "clusters", "bootstrap"),
+			Zones:              infrastructureZones(),
+			NetworkPolicyImage: networkPolicy,
 		})
 		bootstrapClusterProvider.Create(ctx)
 		kubeconfig = bootstrapClusterProvider.GetKubeconfigPath()
