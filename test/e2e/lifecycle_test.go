@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -161,7 +162,7 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 		Eventually(func() error {
 			err := plane.Client().Get(ctx, client.ObjectKey{Name: gone}, &corev1.Namespace{})
 			if err == nil {
-				return fmt.Errorf("namespace %s still there; Dockyard's objects in it: %s", gone, dockyardObjects(ctx, gone))
+				return errors.Errorf("namespace %s still there; Dockyard's objects in it: %s", gone, dockyardObjects(ctx, gone))
 			}
 			return client.IgnoreNotFound(err)
 		}).WithContext(ctx).WithTimeout(10 * time.Minute).WithPolling(poll).Should(Succeed())
