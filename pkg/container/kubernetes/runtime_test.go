@@ -14,9 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/rest"
 
+	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/container/kubernetes"
 )
 
@@ -109,5 +113,40 @@ func TestAServersErrorsAreTrimmed(t *testing.T) {
 	_, err = rt.InspectContainer(context.Background(), "node")
 	if err == nil || len(err.Error()) > 900 || !strings.Contains(err.Error(), "forbidden: xxx") {
 		t.Errorf("a long Status: %d bytes: %v; want its message cut short", len(fmt.Sprint(err)), err)
+	}
+}
+
+// client-go asks an infrastructure cluster for built-in types in protobuf, and a failed request
+// is answered with a Status in protobuf: trimming keeps it one, so the engine's error says what
+// the server said (a namespace not found), cut short when long. Before, the Status became a
+// line of its bytes, and every such error read "the server could not find the requested
+// resource".
+func TestAServersProtobufStatusKeepsItsMessage(t *testing.T) {
+	scheme := kruntime.NewScheme()
+	scheme.AddKnownTypes(schema.GroupVersion{Version: "v1"}, &metav1.Status{})
+	codec := protobuf.NewSerializer(scheme, scheme)
+	message := `namespaces "pods" not found`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Reason: metav1.StatusReasonNotFound, Code: http.StatusNotFound, Message: message}
+		if r.Method == http.MethodGet {
+			st.Reason, st.Code, st.Message = metav1.StatusReasonForbidden, http.StatusForbidden, "forbidden: "+strings.Repeat("x", 4000)
+		}
+		w.Header().Set("Content-Type", kruntime.ContentTypeProtobuf)
+		w.WriteHeader(int(st.Code))
+		_ = codec.Encode(st, w)
+	}))
+	defer srv.Close()
+	rt, err := kubernetes.New(&rest.Config{Host: srv.URL}, "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = rt.CreateNetwork(context.Background(), container.NetworkSpec{Name: "dev"})
+	if err == nil || !strings.Contains(err.Error(), message) {
+		t.Errorf("a Status in protobuf: %v; want its message %q", err, message)
+	}
+	_, err = rt.InspectContainer(context.Background(), "node")
+	if err == nil || len(err.Error()) > 900 || !strings.Contains(err.Error(), "forbidden: xxx") {
+		t.Errorf("a long Status in protobuf: %d bytes: %v; want its message cut short", len(fmt.Sprint(err)), err)
 	}
 }
