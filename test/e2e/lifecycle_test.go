@@ -90,7 +90,10 @@ var _ = Describe("Lifecycle chaos: every deletion ends and leaves nothing", Orde
 		pods := onPods.namespace
 		createCluster(ctx, infra)
 		waitMachinesRunning(ctx, infra, 1, 0)
-		_, kubeconfig := workloadClient(ctx, infra)
+		infraClient, kubeconfig := workloadClient(ctx, infra)
+		// The Pods' namespace on the infrastructure cluster is its administrator's to make.
+		Expect(client.IgnoreAlreadyExists(infraClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pods,
+			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}))).To(Succeed())
 		// A Secret of any name holds the infrastructure cluster's kubeconfig.
 		Expect(client.IgnoreAlreadyExists(plane.Client().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pods}}))).To(Succeed())
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: pods, Name: "infra"},
