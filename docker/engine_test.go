@@ -56,8 +56,8 @@ func engineCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	key := ClusterKey{Namespace: testNamespace, Name: "dy" + hex.EncodeToString(suffix)}
+	sweepEngine(t, rt)
 	m := NewManager(rt, ManagerOptions{Privilege: PrivilegeAuto})
-	sweepOnce.Do(func() { sweepTestClusters(t, m, rt) })
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -69,6 +69,41 @@ func engineCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
 		}
 	})
 	return m, rt, key
+}
+
+// engineTestLabel marks the containers and networks engine tests make outside a cluster of
+// testNamespace, which sweepEngine removes when a run was cut short.
+const engineTestLabel = "dockyard.x-k8s.io/engine-test"
+
+// sweepEngine removes, once per run and before the first test's objects, what an interrupted
+// earlier run left: clusters of testNamespace, and containers and networks of engineTestLabel.
+func sweepEngine(t *testing.T, rt container.Runtime) {
+	t.Helper()
+	sweepOnce.Do(func() {
+		sweepTestClusters(t, NewManager(rt, ManagerOptions{}), rt)
+		ctx := context.Background()
+		left := map[string]string{engineTestLabel: ""}
+		cs, err := rt.ListContainers(ctx, left)
+		if err != nil {
+			t.Fatalf("listing the containers earlier runs left: %v", err)
+		}
+		for _, c := range cs {
+			t.Logf("removing container %s, left on the engine by an earlier run", c.Name)
+			if err := rt.RemoveContainer(ctx, c.Name); err != nil {
+				t.Fatalf("removing container %s left by an earlier run: %v", c.Name, err)
+			}
+		}
+		ns, err := rt.ListNetworks(ctx, left)
+		if err != nil {
+			t.Fatalf("listing the networks earlier runs left: %v", err)
+		}
+		for _, n := range ns {
+			t.Logf("removing network %s, left on the engine by an earlier run", n.Name)
+			if err := rt.RemoveNetwork(ctx, n.Name); err != nil {
+				t.Fatalf("removing network %s left by an earlier run: %v", n.Name, err)
+			}
+		}
+	})
 }
 
 // sweepTestClusters deletes every cluster of testNamespace found on the engine's containers,

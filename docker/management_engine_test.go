@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -32,7 +33,7 @@ func TestManagementNodeKeepsItsOwnRoutesOnTheEngine(t *testing.T) {
 	id := strings.TrimPrefix(home, "zz-dockyard-test-home-")
 	node := "dockyard-test-mgmt-" + id
 	_, _, key := engineCluster(t)
-	labels := map[string]string{kindClusterLabel: "mgmt-" + id, kindRoleLabel: string(RoleControlPlane)}
+	labels := map[string]string{kindClusterLabel: "mgmt-" + id, kindRoleLabel: string(RoleControlPlane), engineTestLabel: ""}
 	if err := rt.CreateContainer(ctx, container.ContainerSpec{
 		Name: node, Image: dockerenv.NodeImage(), Labels: labels, Network: home,
 		Entrypoint: []string{"sleep"}, Cmd: []string{"infinity"}, Security: container.SecuritySpec{CapAdd: []string{"NET_ADMIN"}},
@@ -125,6 +126,11 @@ func TestManagementNodeIsNoRouterOnTheEngine(t *testing.T) {
 	const serve = `socat TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo ok' &`
 	run := func(name string, labels map[string]string, network string, unconfined bool, script string, ports ...container.PortMapping) {
 		t.Helper()
+		labels = maps.Clone(labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[engineTestLabel] = ""
 		if err := rt.CreateContainer(ctx, container.ContainerSpec{
 			Name: name, Image: dockerenv.NodeImage(), Labels: labels, Network: network, Ports: ports,
 			Entrypoint: []string{"sh", "-c", script + "\nexec sleep infinity"},

@@ -28,7 +28,8 @@ func userNetwork(t *testing.T, rt container.Runtime, prefix string) string {
 	suffix := make([]byte, 3)
 	_, _ = rand.Read(suffix)
 	name := prefix + hex.EncodeToString(suffix)
-	if err := rt.CreateNetwork(context.Background(), container.NetworkSpec{Name: name}); err != nil {
+	sweepEngine(t, rt)
+	if err := rt.CreateNetwork(context.Background(), container.NetworkSpec{Name: name, Labels: map[string]string{engineTestLabel: ""}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
