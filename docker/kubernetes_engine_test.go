@@ -112,10 +112,10 @@ func TestNodeBootsAsAPod(t *testing.T) {
 	}
 }
 
-// What dockyard load image and export logs do on a cluster whose nodes are Pods: the Manager
-// of the engine the images are on (Docker) resolves the cluster to the Kubernetes engine, copies
-// an image from Docker into the node Pod over the exec API, and collects the node's logs; the
-// front standing for the load balancer is described.
+// What dockyard load image and export logs do on a cluster whose nodes are Pods: the node layer
+// of the cluster's Kubernetes engine, made from the one of the engine the images are on (Docker)
+// with ForEngine, copies an image from Docker into the node Pod over the exec API, and collects
+// the node's logs; the front standing for the load balancer is described.
 func TestLoadImagesAndLogsOfANodePod(t *testing.T) {
 	sub, rt, key := kubernetesCluster(t)
 	host := dockerenv.Engine(t)
@@ -124,12 +124,9 @@ func TestLoadImagesAndLogsOfANodePod(t *testing.T) {
 		image = "localhost/conformance/e2e/busybox:1.37.0-1"
 	}
 	dockerenv.RequireImages(t, host, image)
-	m := NewManager(host, ManagerOptions{Engines: func(_ context.Context, c ClusterKey) (container.Runtime, error) {
-		if c == key {
-			return rt, nil
-		}
-		return nil, nil
-	}})
+	// The cluster's engine, chosen above the node layer as the CLI does: images come from the
+	// host's engine, where they are built.
+	m := NewManager(host, ManagerOptions{}).ForEngine(rt)
 	bootNode(t, sub, key, "cp-0", RoleControlPlane)
 	ctx := context.Background()
 	if _, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Image: "unused", Network: DefaultNetworkName(key)}); err != nil {
