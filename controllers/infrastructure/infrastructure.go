@@ -41,8 +41,12 @@ type Options struct {
 	Secrets  client.Reader
 	Uncached client.Reader
 	// Management reaches the management cluster, the infrastructure of a DockyardCluster whose
-	// spec.infrastructure.kubernetes names no kubeconfig Secret; nil: no cluster may.
+	// spec.infrastructure.kubernetes names no kubeconfig Secret; nil: no cluster may. Its API
+	// server's CA also names it in the owners engines act for (owners.go).
 	Management *rest.Config
+	// ManagementID names the management cluster in those owners where Management has no CA or
+	// is nil; empty: a hash of Management's address, or "unknown" without one.
+	ManagementID string
 	// Policy says which namespaces may run nodes on the management cluster; nil allows every
 	// namespace (the command line, which acts with its user's own rights).
 	Policy *policy.Policy
@@ -60,6 +64,10 @@ type Options struct {
 type Engines struct {
 	host *docker.Manager
 	opts Options
+	// managementID names the management cluster in owners (managementID), managementErr why it
+	// cannot be named.
+	managementID  string
+	managementErr error
 
 	mu sync.Mutex
 	// engines are the infrastructures' engines by ID; users the ID each cluster last resolved
@@ -79,7 +87,8 @@ type clusterKey struct{ namespace, name string }
 
 // New returns the resolver of clusters whose nodes run on host unless they say otherwise.
 func New(host *docker.Manager, opts Options) *Engines {
-	return &Engines{host: host, opts: opts, engines: map[string]*engine{}, users: map[clusterKey]string{}}
+	id, err := managementID(opts.Management, opts.ManagementID)
+	return &Engines{host: host, opts: opts, managementID: id, managementErr: err, engines: map[string]*engine{}, users: map[clusterKey]string{}}
 }
 
 // Host is the node layer of the manager's own engine.
@@ -203,8 +212,27 @@ type target struct {
 	config      runtimes.Config
 }
 
-// resolve reads where a DockyardCluster's nodes run; nil for the host's engine.
+// resolve reads where a DockyardCluster's nodes run; nil for the host's engine. An engine of an
+// infrastructure cluster acts for the owner of the DockyardCluster's namespace (owners.go), and
+// makes a container again by itself only when the node layer's policy allows its spec
+// (docker.Manager.AllowedContainer).
 func (e *Engines) resolve(ctx context.Context, dc *infrav1.DockyardCluster) (*target, error) {
+	t, err := e.where(ctx, dc)
+	if t == nil || err != nil {
+		return t, err
+	}
+	if e.managementErr != nil {
+		return nil, e.managementErr
+	}
+	t.config.Kubernetes.Owner = ownerOf(e.managementID, dc.Namespace)
+	if e.host != nil {
+		t.config.Kubernetes.SpecCheck = e.host.AllowedContainer
+	}
+	return t, nil
+}
+
+// where reads the infrastructure a DockyardCluster's nodes run on; nil for the host's engine.
+func (e *Engines) where(ctx context.Context, dc *infrav1.DockyardCluster) (*target, error) {
 	k := dc.Spec.Infrastructure.Kubernetes
 	if k == nil {
 		if e.opts.Policy != nil {

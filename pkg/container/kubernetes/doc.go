@@ -25,6 +25,11 @@
 //   - Exec, copies and signals run over the exec API (copies as tar; signals with kill, so a
 //     Pod's PID 1 gets only the signals it handles), logs come from the log API, and events from
 //     watching the Pods and NetworkPolicies.
+//   - An engine acts for one owner (WithOwner: a management cluster and namespace): the first
+//     owner to make anything in the namespace claims it (the ConfigMap dockyard-claim), another
+//     owner's creations are refused (a policy refusal), and every object the engine makes
+//     carries the owner, which every read requires (owners.go). An ended Pod is made again only
+//     once the owner's check (WithSpecCheck) allows the spec it kept.
 //   - Images are pulled by the kubelet of the node a Pod lands on, from a registry those nodes
 //     reach: ImageExists asks the nodes' status, PullImage leaves it to the kubelet, and images
 //     cannot be saved from or loaded into the cluster.

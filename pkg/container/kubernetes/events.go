@@ -12,8 +12,10 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
-// Events streams the start, death and removal of the Pods carrying the labels and the
-// creation and removal of every network, from watches of the Pods and NetworkPolicies. A Pod
+// Events streams the start, death and removal of the owner's Pods carrying the labels and the
+// creation and removal of every network of the owner's, from watches of the Pods and
+// NetworkPolicies (the owner's only: objects of an earlier release not yet adopted are not
+// seen until they are, by a read). A Pod
 // is seen starting when its container runs, dying when it stops running (or is deleted while
 // it ran), destroyed when it is gone.
 func (r *Runtime) Events(ctx context.Context, want map[string]string) (<-chan container.Event, <-chan error) {
@@ -53,7 +55,7 @@ func (r *Runtime) watch(ctx context.Context, want map[string]string, events chan
 			if !ok {
 				return errors.New("the infrastructure cluster closed the watch of Dockyard's Pods")
 			}
-			seen, err := podEvents(ev, want, running)
+			seen, err := r.podEvents(ev, want, running)
 			if err != nil {
 				return err
 			}
@@ -66,7 +68,7 @@ func (r *Runtime) watch(ctx context.Context, want map[string]string, events chan
 			if !ok {
 				return errors.New("the infrastructure cluster closed the watch of Dockyard's networks")
 			}
-			if e, ok := networkEvent(ev); ok && !send(e) {
+			if e, ok := r.networkEvent(ev); ok && !send(e) {
 				return ctx.Err()
 			}
 		}
@@ -77,15 +79,18 @@ func (r *Runtime) watch(ctx context.Context, want map[string]string, events chan
 // there.
 func (r *Runtime) watchPods(ctx context.Context, want map[string]string) (watch.Interface, map[string]bool, error) {
 	// Lists are calls (bounded); watches last as long as ctx.
-	list, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("container", want)})
+	sel := r.ownSelector("container", want)
+	list, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, nil, errors.Wrap(err, "listing Dockyard's Pods to watch them")
 	}
 	running := map[string]bool{}
 	for i := range list.Items {
-		running[list.Items[i].Name] = isRunning(&list.Items[i])
+		if r.mine(&list.Items[i]) {
+			running[list.Items[i].Name] = isRunning(&list.Items[i])
+		}
 	}
-	pw, err := r.watches.CoreV1().Pods(r.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: selector("container", want), ResourceVersion: list.ResourceVersion})
+	pw, err := r.watches.CoreV1().Pods(r.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		return nil, nil, errors.Wrap(err, "watching Dockyard's Pods")
 	}
@@ -94,28 +99,29 @@ func (r *Runtime) watchPods(ctx context.Context, want map[string]string) (watch.
 
 // watchNetworks lists the NetworkPolicies of Dockyard's networks and watches them from there.
 func (r *Runtime) watchNetworks(ctx context.Context) (watch.Interface, error) {
-	nlist, err := r.client.NetworkingV1().NetworkPolicies(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("network", nil)})
+	sel := r.ownSelector("network", nil)
+	nlist, err := r.client.NetworkingV1().NetworkPolicies(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, errors.Wrap(err, "listing Dockyard's networks to watch them")
 	}
-	nw, err := r.watches.NetworkingV1().NetworkPolicies(r.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: selector("network", nil), ResourceVersion: nlist.ResourceVersion})
+	nw, err := r.watches.NetworkingV1().NetworkPolicies(r.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: nlist.ResourceVersion})
 	if err != nil {
 		return nil, errors.Wrap(err, "watching Dockyard's networks")
 	}
 	return nw, nil
 }
 
-// podEvents returns the container events a change of a Pod carrying the labels means, in
-// order, and records in running whether it runs; an error event of the watch is an error.
-func podEvents(ev watch.Event, want map[string]string, running map[string]bool) ([]container.Event, error) {
+// podEvents returns the container events a change of an owner's Pod carrying the labels means,
+// in order, and records in running whether it runs; an error event of the watch is an error.
+func (r *Runtime) podEvents(ev watch.Event, want map[string]string, running map[string]bool) ([]container.Event, error) {
 	if ev.Type == watch.Error {
 		return nil, errors.Errorf("watching Dockyard's Pods: %v", ev.Object)
 	}
 	pod, ok := ev.Object.(*corev1.Pod)
-	if !ok {
+	if !ok || !r.mine(pod) {
 		return nil, nil
 	}
-	labels := exactLabels(pod.Annotations)
+	labels := labelsOf(pod)
 	if !container.MatchLabels(labels, want) {
 		return nil, nil
 	}
@@ -140,12 +146,12 @@ func podEvents(ev watch.Event, want map[string]string, running map[string]bool) 
 	return seen, nil
 }
 
-// networkEvent returns the network event a NetworkPolicy's creation or removal means; false
-// for any other change.
-func networkEvent(ev watch.Event) (container.Event, bool) {
+// networkEvent returns the network event an owner's NetworkPolicy's creation or removal means;
+// false for any other change.
+func (r *Runtime) networkEvent(ev watch.Event) (container.Event, bool) {
 	np, isNP := ev.Object.(*networkingv1.NetworkPolicy)
 	action := map[watch.EventType]string{watch.Added: "create", watch.Deleted: "destroy"}[ev.Type]
-	if !isNP || action == "" {
+	if !isNP || action == "" || !r.mine(np) {
 		return container.Event{}, false
 	}
 	return container.Event{Type: container.EventNetwork, Action: action, Name: np.Name}, true

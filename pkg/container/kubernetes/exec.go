@@ -9,7 +9,6 @@ import (
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
@@ -20,14 +19,14 @@ import (
 
 // Exec runs a command in the Pod's container over the exec API (WebSocket, else SPDY) and
 // returns its exit code. The exec API takes no environment: variables are set by env(1) in
-// the container. ErrNotFound when the Pod does not exist; a Pod not running is an error.
+// the container. ErrNotFound when the owner has no such Pod; a Pod not running is an error.
 func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOptions) (int, error) {
 	if opts.User != "" {
 		return -1, errors.Errorf("exec in container %s as user %s: the exec API runs commands as the container's user", name, opts.User)
 	}
-	pod, err := r.client.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
+	pod, err := r.ownPod(ctx, name)
 	if err != nil {
-		return -1, notFound(err, "exec in container %s", name)
+		return -1, errors.Wrapf(err, "exec in container %s", name)
 	}
 	if st := mainStatus(pod); st == nil || st.State.Running == nil {
 		return -1, errors.Errorf("exec in container %s: its Pod is not running (%s)", name, lastWords(pod))
@@ -102,8 +101,12 @@ func (r *Runtime) CopyFromContainer(ctx context.Context, name, file string) (io.
 	return pr, nil
 }
 
-// ContainerLogs returns the last lines of the Pod's container output.
+// ContainerLogs returns the last lines of the Pod's container output; ErrNotFound when the owner
+// has no such Pod.
 func (r *Runtime) ContainerLogs(ctx context.Context, name string, tailLines int) (string, error) {
+	if _, err := r.ownPod(ctx, name); err != nil {
+		return "", errors.Wrapf(err, "reading the logs of container %s", name)
+	}
 	opts := &corev1.PodLogOptions{Container: mainContainer}
 	if tailLines > 0 {
 		opts.TailLines = ptrInt64(int64(tailLines))

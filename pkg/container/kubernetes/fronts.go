@@ -20,16 +20,16 @@ var _ container.Balancer = &Runtime{}
 // Balancer is the engine itself: a front is a Service.
 func (r *Runtime) Balancer() container.Balancer { return r }
 
-// EnsureFront makes a Service in front of the ready Pods carrying spec.Select, or returns the
-// one of that name as it is. A NodePort Service's address is its cluster address, which lasts
-// as long as the Service whatever happens to the Pods; with ExternalFronts it is a LoadBalancer
-// Service and its address is the load balancer's. Either way its node port reaches it through
-// any node of the cluster.
+// EnsureFront makes a Service in front of the owner's ready Pods carrying spec.Select, or
+// returns the owner's of that name as it is; a Service of its name not the owner's is said so.
+// A NodePort Service's address is its cluster address, which lasts as long as the Service
+// whatever happens to the Pods; with ExternalFronts it is a LoadBalancer Service and its address
+// is the load balancer's. Either way its node port reaches it through any node of the cluster.
 func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*container.Front, error) {
 	if f, err := r.InspectFront(ctx, spec.Name); !container.IsNotFound(err) {
 		return f, err
 	}
-	sel := map[string]string{}
+	sel := map[string]string{ownerLabel: ownerValue(r.owner)}
 	for k, v := range spec.Select {
 		key, ok := labelKey(k)
 		if !ok {
@@ -49,7 +49,16 @@ func (r *Runtime) EnsureFront(ctx context.Context, spec container.FrontSpec) (*c
 		},
 	}
 	svc.Annotations[frontNameAnnotation] = spec.Name
+	r.own(svc.Labels, svc.Annotations)
+	if err := r.claim(ctx); err != nil {
+		return nil, errors.Wrapf(err, "making front %s", spec.Name)
+	}
 	created, err := r.client.CoreV1().Services(r.namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		if _, theirs := r.ownService(ctx, svc.Name); container.IsNotFound(theirs) {
+			return nil, errors.Wrapf(r.notTheOwners("Service", svc.Name), "making front %s", spec.Name)
+		}
+	}
 	if err != nil {
 		return nil, errors.Wrapf(err, "creating the Service in front of %s", spec.Name)
 	}
@@ -92,7 +101,7 @@ const frontNameAnnotation = "dockyard.x-k8s.io/front"
 // frontOf is the front a Service is. A LoadBalancer Service's address is the first of its
 // status.loadBalancer.ingress (an IP, else a host name), and none until it has one.
 func frontOf(svc *corev1.Service) *container.Front {
-	f := &container.Front{Name: svc.Annotations[frontNameAnnotation], Labels: exactLabels(svc.Annotations), Address: svc.Spec.ClusterIP}
+	f := &container.Front{Name: svc.Annotations[frontNameAnnotation], Labels: labelsOf(svc), Address: svc.Spec.ClusterIP}
 	if len(svc.Spec.Ports) > 0 {
 		f.Port, f.NodePort = int(svc.Spec.Ports[0].Port), int(svc.Spec.Ports[0].NodePort)
 	}
@@ -111,11 +120,11 @@ func frontOf(svc *corev1.Service) *container.Front {
 	return f
 }
 
-// InspectFront returns a front; ErrNotFound when its Service does not exist.
+// InspectFront returns a front; ErrNotFound when the owner has no Service of it.
 func (r *Runtime) InspectFront(ctx context.Context, name string) (*container.Front, error) {
-	svc, err := r.client.CoreV1().Services(r.namespace).Get(ctx, serviceName(name), metav1.GetOptions{})
+	svc, err := r.ownService(ctx, serviceName(name))
 	if err != nil {
-		return nil, notFound(err, "inspecting front %s", name)
+		return nil, errors.Wrapf(err, "inspecting front %s", name)
 	}
 	if svc.Labels[kindLabel] != "front" {
 		return nil, errors.Wrapf(container.ErrNotFound, "Service %s is not one of Dockyard's fronts", svc.Name)
@@ -123,24 +132,25 @@ func (r *Runtime) InspectFront(ctx context.Context, name string) (*container.Fro
 	return frontOf(svc), nil
 }
 
-// RemoveFront deletes a front's Service.
+// RemoveFront deletes a front's Service; one not the owner's is left.
 func (r *Runtime) RemoveFront(ctx context.Context, name string) error {
-	err := r.client.CoreV1().Services(r.namespace).Delete(ctx, serviceName(name), metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return errors.Wrapf(err, "removing front %s", name)
-	}
-	return nil
+	return errors.Wrapf(r.deleteService(ctx, serviceName(name)), "removing front %s", name)
 }
 
-// Zones returns the topology.kubernetes.io/zone values of the nodes Pods can be scheduled on.
+// Zones returns the topology.kubernetes.io/zone values of the nodes the namespace's Pods can be
+// scheduled on: those its placement (placement.go) allows.
 func (r *Runtime) Zones(ctx context.Context) ([]string, error) {
+	place, err := r.placement(ctx)
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := r.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: corev1.LabelTopologyZone})
 	if err != nil {
 		return nil, errors.Wrap(err, "listing the infrastructure cluster's nodes")
 	}
 	seen := map[string]bool{}
 	for _, n := range nodes.Items {
-		if schedulable(&n) {
+		if place.allows(&n) {
 			seen[n.Labels[corev1.LabelTopologyZone]] = true
 		}
 	}
@@ -150,18 +160,4 @@ func (r *Runtime) Zones(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(zones)
 	return zones, nil
-}
-
-// schedulable reports whether Pods without tolerations land on a node: not cordoned, not
-// tainted NoSchedule or NoExecute (a control plane node usually is).
-func schedulable(n *corev1.Node) bool {
-	if n.Spec.Unschedulable {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-			return false
-		}
-	}
-	return true
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pkg/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -97,6 +98,24 @@ func exactLabels(annotations map[string]string) map[string]string {
 		_ = json.Unmarshal([]byte(s), &out)
 	}
 	return out
+}
+
+// labelsOf are the exact labels of an object, those its annotation keeps, when its Kubernetes
+// labels agree (each one Kubernetes allows is there, with its value); none when they do not, so
+// an annotation edited to claim labels the object does not carry matches no selection of them.
+func labelsOf(o metav1.Object) map[string]string {
+	exact, have := exactLabels(o.GetAnnotations()), o.GetLabels()
+	for k, v := range exact {
+		if key, ok := labelKey(k); ok && have[key] != labelValue(v) {
+			return map[string]string{}
+		}
+	}
+	return exact
+}
+
+// ownSelector is selector, of the engine's owner's objects only (watches).
+func (r *Runtime) ownSelector(kind string, want map[string]string) string {
+	return selector(kind, want) + "," + ownerLabel + "=" + ownerValue(r.owner)
 }
 
 // networkLabel is the Pod label that attaches it to a network.

@@ -39,16 +39,44 @@ const lostHostSeconds int64 = 15
 
 // CreateContainer creates the container's Pod held by its start gate, with its Service when it
 // publishes ports. A spec the engine cannot honour (fixed addresses, device rules) is refused
-// before anything is made; a network that does not exist is ErrNotFound.
+// before anything is made, and so is every creation in a namespace another owner holds (a
+// policy refusal); a network that does not exist (or is not the owner's) is ErrNotFound.
 func (r *Runtime) CreateContainer(ctx context.Context, spec container.ContainerSpec) error {
 	pod, err := r.podOf(ctx, spec, true)
 	if err != nil {
 		return err
 	}
-	if _, err := r.client.CoreV1().Pods(r.namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return errors.Wrapf(err, "creating Pod %s", spec.Name)
+	if err := r.claim(ctx); err != nil {
+		return errors.Wrapf(err, "creating container %s", spec.Name)
 	}
-	return nil
+	_, err = r.createPod(ctx, pod)
+	return err
+}
+
+// createPod creates a Pod the namespace's claim allows; a Pod of its name that is not the
+// owner's is said so.
+func (r *Runtime) createPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	made, err := r.client.CoreV1().Pods(r.namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		if _, theirs := r.ownPod(ctx, pod.Name); container.IsNotFound(theirs) {
+			return nil, r.notTheOwners("Pod", pod.Name)
+		}
+	}
+	if err != nil {
+		return nil, errors.Wrapf(err, "creating Pod %s", pod.Name)
+	}
+	return made, nil
+}
+
+// ownPod reads a Pod of the owner's; ErrNotFound when there is none of that name.
+func (r *Runtime) ownPod(ctx context.Context, name string) (*corev1.Pod, error) {
+	o, err := r.owned(ctx, "Pod", name, func() (metav1.Object, error) {
+		return r.client.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return o.(*corev1.Pod), nil
 }
 
 // podOf renders the Pod of a container spec.
@@ -86,6 +114,11 @@ func (r *Runtime) podOf(ctx context.Context, spec container.ContainerSpec, gated
 	}
 	pod.Spec.TopologySpreadConstraints = spread
 	pod.Spec.Affinity = zoneAffinity(spec.Zone)
+	place, err := r.placement(ctx)
+	if err != nil {
+		return nil, errors.Wrapf(err, "container %s", spec.Name)
+	}
+	place.apply(&pod.Spec)
 	return pod, nil
 }
 
@@ -114,7 +147,8 @@ func podCanRun(spec container.ContainerSpec) error {
 	return nil
 }
 
-// podMeta names the Pod and carries the spec's labels, the spec itself and its network.
+// podMeta names the Pod and carries the spec's labels, the spec itself, its network and the
+// engine's owner.
 func (r *Runtime) podMeta(spec container.ContainerSpec) (metav1.ObjectMeta, error) {
 	kept, err := json.Marshal(spec)
 	if err != nil {
@@ -124,6 +158,7 @@ func (r *Runtime) podMeta(spec container.ContainerSpec) (metav1.ObjectMeta, erro
 	labels[podLabel] = podSelectorValue(spec.Name)
 	annotations := annotated(spec.Labels)
 	annotations[specAnnotation] = string(kept)
+	r.own(labels, annotations)
 	if spec.Network != "" {
 		labels[networkLabel(spec.Network)] = ""
 		annotations[networksAnnotation] = networksValue([]string{spec.Network})
@@ -213,13 +248,13 @@ func readinessProbe(port int) *corev1.Probe {
 	}
 }
 
-// spreadConstraints spread the Pods that share the spec's SpreadFrom labels over zones and
-// hosts; none when it has no such labels.
+// spreadConstraints spread the owner's Pods that share the spec's SpreadFrom labels over zones
+// and hosts; none when it has no such labels.
 func (r *Runtime) spreadConstraints(ctx context.Context, spec container.ContainerSpec) ([]corev1.TopologySpreadConstraint, error) {
 	if len(spec.SpreadFrom) == 0 {
 		return nil, nil
 	}
-	sel := &metav1.LabelSelector{MatchLabels: map[string]string{}}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{ownerLabel: ownerValue(r.owner)}}
 	for k, v := range spec.SpreadFrom {
 		if key, ok := labelKey(k); ok {
 			sel.MatchLabels[key] = labelValue(v)
@@ -361,32 +396,25 @@ func (r *Runtime) clusterDNS(ctx context.Context) (string, error) {
 // StartContainer lifts a created Pod's start gate, or makes a Pod that ended anew from its
 // spec, and waits (within ctx) for it to run or fail. A Pod still pulling its image when ctx
 // ends is left to start: InspectContainer tells when it runs. Its Service is made when it
-// publishes ports.
+// publishes ports. A Pod not the owner's is ErrNotFound.
 func (r *Runtime) StartContainer(ctx context.Context, name string) error {
-	pods := r.client.CoreV1().Pods(r.namespace)
-	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	pod, err := r.ownPod(ctx, name)
 	if err != nil {
-		return notFound(err, "starting container %s", name)
+		return errors.Wrapf(err, "starting container %s", name)
 	}
 	var spec container.ContainerSpec
 	if err := json.Unmarshal([]byte(pod.Annotations[specAnnotation]), &spec); err != nil {
 		return errors.Wrapf(err, "Pod %s was not made by Dockyard's engine", name)
 	}
+	spec.Name = name
 	switch {
 	case podPhaseEnded(pod):
-		if err := r.removePod(ctx, name); err != nil {
+		if pod, err = r.remake(ctx, pod, spec); err != nil {
 			return err
-		}
-		fresh, err := r.podOf(ctx, spec, false)
-		if err != nil {
-			return err
-		}
-		if pod, err = pods.Create(ctx, fresh, metav1.CreateOptions{}); err != nil {
-			return errors.Wrapf(err, "making Pod %s again", name)
 		}
 	case len(pod.Spec.SchedulingGates) > 0:
 		patch := []byte(`{"spec":{"schedulingGates":null}}`)
-		if pod, err = pods.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		if pod, err = r.client.CoreV1().Pods(r.namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return errors.Wrapf(err, "lifting the start gate of Pod %s", name)
 		}
 	}
@@ -394,6 +422,29 @@ func (r *Runtime) StartContainer(ctx context.Context, name string) error {
 		return err
 	}
 	return r.waitStarted(ctx, name)
+}
+
+// remake makes an ended Pod again from the spec it kept, which anyone who may edit the Pod may
+// have changed: the owner's check (WithSpecCheck) must allow it, and the Pod must render and
+// the namespace's claim allow it, before the ended Pod is removed; a refusal leaves it as it is.
+func (r *Runtime) remake(ctx context.Context, ended *corev1.Pod, spec container.ContainerSpec) (*corev1.Pod, error) {
+	if r.check != nil {
+		if err := r.check(spec); err != nil {
+			return nil, errors.Wrapf(err, "making container %s again from the spec its Pod kept", spec.Name)
+		}
+	}
+	fresh, err := r.podOf(ctx, spec, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.claim(ctx); err != nil {
+		return nil, errors.Wrapf(err, "making container %s again", spec.Name)
+	}
+	if err := r.removePod(ctx, ended); err != nil {
+		return nil, err
+	}
+	pod, err := r.createPod(ctx, fresh)
+	return pod, errors.Wrapf(err, "making container %s again", spec.Name)
 }
 
 // startWait bounds how long StartContainer waits for a Pod to run.
@@ -405,9 +456,9 @@ func (r *Runtime) waitStarted(ctx context.Context, name string) error {
 	defer cancel()
 	var ended, last *corev1.Pod
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		pod, err := r.client.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
+		pod, err := r.ownPod(ctx, name)
 		if err != nil {
-			return false, notFound(err, "starting container %s", name)
+			return false, errors.Wrapf(err, "starting container %s", name)
 		}
 		last = pod
 		if st := mainStatus(pod); st != nil && st.State.Running != nil {
@@ -478,45 +529,45 @@ func mainStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	return nil
 }
 
-// InspectContainer returns the state of a container's Pod; ErrNotFound when there is none.
+// InspectContainer returns the state of a container's Pod; ErrNotFound when there is none of
+// the owner's.
 func (r *Runtime) InspectContainer(ctx context.Context, name string) (*container.Container, error) {
-	pod, err := r.client.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
+	pod, err := r.ownPod(ctx, name)
 	if err != nil {
-		return nil, notFound(err, "inspecting container %s", name)
+		return nil, errors.Wrapf(err, "inspecting container %s", name)
 	}
-	if pod.Labels[managedLabel] != managedBy {
-		return nil, errors.Wrapf(container.ErrNotFound, "Pod %s is not one of Dockyard's containers", name)
-	}
-	svc, err := r.client.CoreV1().Services(r.namespace).Get(ctx, serviceName(name), metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	svc, err := r.ownService(ctx, serviceName(name))
+	if err != nil && !container.IsNotFound(err) {
 		return nil, errors.Wrapf(err, "reading the Service of container %s", name)
-	}
-	if err != nil {
-		svc = nil
 	}
 	c := containerOf(pod, svc)
 	c.Hostname = pod.Spec.Hostname
 	return c, nil
 }
 
-// ListContainers returns the containers carrying the labels.
+// ListContainers returns the owner's containers carrying the labels.
 func (r *Runtime) ListContainers(ctx context.Context, want map[string]string) ([]container.Container, error) {
-	pods, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("container", want)})
+	pods, err := r.ownPods(ctx, selector("container", want))
 	if err != nil {
 		return nil, errors.Wrap(err, "listing Dockyard's Pods")
 	}
-	svcs, err := r.client.CoreV1().Services(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("container", nil)})
+	svcs, err := r.ownedList(ctx, func() ([]metav1.Object, error) {
+		l, err := r.client.CoreV1().Services(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: selector("container", nil)})
+		if err != nil {
+			return nil, err
+		}
+		return objects(l.Items), nil
+	})
 	if err != nil {
 		return nil, errors.Wrap(err, "listing Dockyard's Services")
 	}
 	byName := map[string]*corev1.Service{}
-	for i := range svcs.Items {
-		byName[svcs.Items[i].Name] = &svcs.Items[i]
+	for _, svc := range typed[*corev1.Service](svcs) {
+		byName[svc.Name] = svc
 	}
 	var out []container.Container
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if !container.MatchLabels(exactLabels(pod.Annotations), want) {
+	for _, pod := range pods {
+		if !container.MatchLabels(labelsOf(pod), want) {
 			continue
 		}
 		out = append(out, *containerOf(pod, byName[serviceName(pod.Name)]))
@@ -524,11 +575,23 @@ func (r *Runtime) ListContainers(ctx context.Context, want map[string]string) ([
 	return out, nil
 }
 
+// ownPods lists the owner's Pods a label selector selects.
+func (r *Runtime) ownPods(ctx context.Context, sel string) ([]*corev1.Pod, error) {
+	objs, err := r.ownedList(ctx, func() ([]metav1.Object, error) {
+		l, err := r.client.CoreV1().Pods(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		return objects(l.Items), nil
+	})
+	return typed[*corev1.Pod](objs), err
+}
+
 // containerOf describes a Pod as a container: "created" until its container first runs (gated,
 // scheduling, pulling, initialising), "running", "exited" when it stopped (waiting to restart,
 // or ended), "removing" while it is deleted.
 func containerOf(pod *corev1.Pod, svc *corev1.Service) *container.Container {
-	c := &container.Container{ID: string(pod.UID), Name: pod.Name, Labels: exactLabels(pod.Annotations), State: "created", Networks: map[string]container.Endpoint{}}
+	c := &container.Container{ID: string(pod.UID), Name: pod.Name, Labels: labelsOf(pod), State: "created", Networks: map[string]container.Endpoint{}}
 	if len(pod.Spec.Containers) > 0 {
 		c.Image = pod.Spec.Containers[0].Image
 	}
@@ -581,24 +644,33 @@ func (r *Runtime) SignalContainer(ctx context.Context, name, signal string) erro
 	return nil
 }
 
-// RemoveContainer deletes the container's Pod at once (its Service goes with it) and waits for
-// it to be gone, so the name is free again.
+// RemoveContainer deletes the container's Pod at once, with its Service, and waits for it to be
+// gone, so the name is free again. A Pod or Service of its name not the owner's is left.
 func (r *Runtime) RemoveContainer(ctx context.Context, name string) error {
-	return r.removePod(ctx, name)
+	pod, err := r.ownPod(ctx, name)
+	switch {
+	case container.IsNotFound(err):
+		return r.removeService(ctx, name)
+	case err != nil:
+		return errors.Wrapf(err, "removing container %s", name)
+	}
+	return r.removePod(ctx, pod)
 }
 
-func (r *Runtime) removePod(ctx context.Context, name string) error {
+// removePod deletes one of the owner's Pods (that one: its UID) with its Service, and waits for
+// it to be gone.
+func (r *Runtime) removePod(ctx context.Context, pod *corev1.Pod) error {
 	pods := r.client.CoreV1().Pods(r.namespace)
-	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return errors.Wrapf(err, "removing Pod %s", name)
+	err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: sameObject(pod)})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return errors.Wrapf(err, "removing Pod %s", pod.Name)
 	}
-	if err := r.client.CoreV1().Services(r.namespace).Delete(ctx, serviceName(name), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return errors.Wrapf(err, "removing the Service of container %s", name)
+	if err := r.removeService(ctx, pod.Name); err != nil {
+		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		now, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && now.UID != pod.UID) {
 			return true, nil
 		}
 		return false, err

@@ -35,6 +35,10 @@ type Runtime struct {
 	// fronts is the type of the Services fronts are: NodePort (clients in the cluster's
 	// network, or through a node), LoadBalancer (clients elsewhere: ExternalFronts).
 	fronts corev1.ServiceType
+	// owner is whom the engine acts for (owners.go); check, when set, is the owner's check of
+	// a spec an ended Pod kept, before the Pod is made again from it.
+	owner string
+	check func(container.ContainerSpec) error
 }
 
 // Option changes how an engine works.
@@ -55,8 +59,9 @@ var _ container.Runtime = &Runtime{}
 // never answers fails a call after it, not never.
 const RequestTimeout = 30 * time.Second
 
-// New returns the engine of a cluster's namespace, reached with a REST configuration. Connecting
-// does not talk to the cluster: call Info to learn whether it answers.
+// New returns the engine of a cluster's namespace, reached with a REST configuration, acting for
+// one owner (WithOwner; owners.go). Connecting does not talk to the cluster: call Info to learn
+// whether it answers.
 func New(config *rest.Config, namespace string, opts ...Option) (*Runtime, error) {
 	if namespace == "" {
 		return nil, errors.New("the infrastructure cluster's namespace for Dockyard's Pods is empty")
@@ -78,13 +83,16 @@ func New(config *rest.Config, namespace string, opts ...Option) (*Runtime, error
 		return nil, errors.Wrap(err, "making a client of the infrastructure cluster")
 	}
 	r := newRuntime(cfg, cs, namespace, opts...)
+	if len(r.owner) > MaxOwnerLength {
+		return nil, errors.Errorf("the owner %q of the engine of namespace %s is longer than %d characters", r.owner, namespace, MaxOwnerLength)
+	}
 	r.watches = watches
 	return r, nil
 }
 
 // newRuntime is an engine of one clientset for calls and watches (tests give a fake).
 func newRuntime(cfg *rest.Config, cs kubernetes.Interface, namespace string, opts ...Option) *Runtime {
-	r := &Runtime{config: cfg, client: cs, watches: cs, namespace: namespace, fronts: corev1.ServiceTypeNodePort}
+	r := &Runtime{config: cfg, client: cs, watches: cs, namespace: namespace, fronts: corev1.ServiceTypeNodePort, owner: DefaultOwner}
 	for _, o := range opts {
 		o(r)
 	}

@@ -61,7 +61,17 @@ type KubernetesCluster struct {
 	// External says the engine's clients (the manager) are outside the cluster's network:
 	// fronts are Services of type LoadBalancer (kubernetes.ExternalFronts).
 	External bool
+	// Owner is whom the engine acts for (kubernetes.WithOwner: only its objects are the
+	// engine's, and the namespace is claimed for it), at most MaxOwnerLength characters; empty:
+	// kubernetes.DefaultOwner.
+	Owner string
+	// SpecCheck is the owner's check of a container spec an engine makes again by itself
+	// (kubernetes.WithSpecCheck); nil: none.
+	SpecCheck func(container.ContainerSpec) error
 }
+
+// MaxOwnerLength bounds KubernetesCluster.Owner.
+const MaxOwnerLength = kubernetes.MaxOwnerLength
 
 // FromEnv reads the engine's name and endpoint from DOCKYARD_CONTAINER_RUNTIME (Docker when
 // unset) and DOCKYARD_CONTAINER_RUNTIME_ENDPOINT.
@@ -141,7 +151,7 @@ func connect(c Config) (Runtime, error) {
 		if k.REST == nil {
 			return nil, errors.New("a Kubernetes engine needs the cluster's REST configuration")
 		}
-		var opts []kubernetes.Option
+		opts := []kubernetes.Option{kubernetes.WithOwner(k.Owner), kubernetes.WithSpecCheck(k.SpecCheck)}
 		if k.External {
 			opts = append(opts, kubernetes.ExternalFronts())
 		}
