@@ -60,6 +60,10 @@ type ManagerOptions struct {
 	// may connect to on the nodes' addresses in their networks (scripts/isolate.sh drops every
 	// other new connection from a workload network); none by default.
 	ManagementPortsOpenToWorkloads []int
+	// GuardHost keeps the engine's host from answering the networks Dockyard makes for clusters
+	// (hostguard.go), but on HostPortsOpenToWorkloads.
+	GuardHost                bool
+	HostPortsOpenToWorkloads []int
 }
 
 // Manager is the node layer of one engine: it creates, finds and deletes Dockyard's nodes, load
@@ -96,6 +100,12 @@ type Manager struct {
 	// the next cluster network check.
 	settledMu sync.Mutex
 	settled   map[string]settledNode
+
+	// noHostGuard leaves the engine's host as it is (ManagerOptions.GuardHost false);
+	// hostGuard is what was last done to it, for hostPorts.
+	noHostGuard bool
+	hostPorts   []int
+	hostGuard   hostGuard
 }
 
 // NewManager returns the node layer of an engine. The engine's way to balance the API server
@@ -107,6 +117,7 @@ func NewManager(rt container.Runtime, opts ManagerOptions) *Manager {
 	m := &Manager{
 		runtime: rt, privilege: opts.Privilege, management: opts.ManagementNodes, openPorts: opts.ManagementPortsOpenToWorkloads,
 		policy: opts.Policy, inUse: opts.SubnetsInUse, bootstrap: runner.Default(), images: rt,
+		noHostGuard: !opts.GuardHost, hostPorts: opts.HostPortsOpenToWorkloads,
 	}
 	m.lbs = &haproxies{m: m}
 	if b := rt.Balancer(); b != nil {

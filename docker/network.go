@@ -75,6 +75,9 @@ func (m *Manager) ensureClusterNetwork(ctx context.Context, cluster ClusterKey, 
 		if err := m.createNetwork(ctx, cluster, spec); err != nil {
 			return nil, err
 		}
+		if err := m.guardHost(ctx, true); err != nil {
+			return nil, err
+		}
 		n, err = m.runtime.InspectNetwork(ctx, name)
 	case err == nil:
 		if err := checkNetworkOwner(n, cluster, spec); err != nil {
@@ -88,6 +91,9 @@ func (m *Manager) ensureClusterNetwork(ctx context.Context, cluster ClusterKey, 
 		}
 	}
 	if err != nil {
+		return nil, err
+	}
+	if err := m.guardHost(ctx, false); err != nil {
 		return nil, err
 	}
 	connected, err := m.connectManagementNodes(ctx, name)
@@ -131,6 +137,12 @@ func (m *Manager) allowedSubnets(ctx context.Context, subnets []string) error {
 			}
 		}
 	}
+	// The host's routes, read on the host: a manager in a pod sees only its pod's.
+	routes, err := m.hostRoutesInUse(ctx)
+	if err != nil {
+		return err
+	}
+	taken = append(taken, routes...)
 	for _, s := range subnets {
 		if err := m.policy.CheckSubnet(s, taken...); err != nil {
 			return err
@@ -229,7 +241,10 @@ func (m *Manager) DeleteCluster(ctx context.Context, cluster ClusterKey, network
 	if len(n.Containers) > 0 {
 		return errors.Errorf("network %s is still used by %v", network, n.Containers)
 	}
-	return m.runtime.RemoveNetwork(ctx, network)
+	if err := m.runtime.RemoveNetwork(ctx, network); err != nil {
+		return err
+	}
+	return m.guardHost(ctx, true)
 }
 
 // nodeAddress returns a container's IPv4 address on a network (IPv6 when it has no IPv4).

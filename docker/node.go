@@ -201,6 +201,12 @@ func (m *Manager) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The first node on the engine lends the host's helper its image: the host is guarded from
+	// then on (a no-op once done, until hostGuardResync). A failure here is the cluster
+	// network's to report, at its next check.
+	if err := m.guardHost(ctx, false); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Engine's host not kept from answering workload networks yet")
+	}
 	return m.node(spec.Cluster, spec.Machine, c), nil
 }
 

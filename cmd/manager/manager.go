@@ -71,6 +71,8 @@ type options struct {
 	nodePrivileged                 string
 	managementNode                 string
 	managementPortsOpenToWorkloads []string
+	guardEngineHost                bool
+	hostPortsOpenToWorkloads       []string
 	allowedHostPaths               []string
 	allowedImageRepositories       []string
 	allowedLoadImages              []string
@@ -134,6 +136,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Container name of the node this manager runs on (defaults to $NODE_NAME, which the Deployment sets). When the management cluster's nodes are containers on the same engine (kind, or a Dockyard cluster), they are connected to every workload cluster's network so controllers in pods reach the workload API servers. Empty, or a name no container has: nothing is connected.")
 	fs.StringSliceVar(&o.managementPortsOpenToWorkloads, "management-ports-open-to-workloads", nil,
 		"TCP ports of the management cluster's nodes that workload nodes may connect to (e.g. 6443, its API server, for tests whose nodes read the management cluster). The management nodes drop every other connection a workload network opens. Default: none.")
+	fs.BoolVar(&o.guardEngineHost, "guard-engine-host", true,
+		"Keep the engine's host from answering the networks Dockyard makes for workload clusters: the host is their gateway, and a node reaches whatever the host listens on, on any address. A chain DOCKYARD-HOST in the host's filter table (set by a short-lived helper container on the host's network, with NET_ADMIN) lets through replies and --host-ports-open-to-workloads only. false leaves the host's firewall as it is.")
+	fs.StringSliceVar(&o.hostPortsOpenToWorkloads, "host-ports-open-to-workloads", nil,
+		"TCP ports of the engine's host that workload nodes may connect to on their gateway, with --guard-engine-host. Default: none.")
 	fs.StringSliceVar(&o.allowedHostPaths, "allowed-host-paths", nil,
 		"Host paths (absolute) that DockyardMachines may bind-mount into node containers with spec.extraMounts, each with the paths below it. Node containers run with nearly every capability, so a mount gives whoever creates DockyardMachines that part of the engine's host; the engine's socket gives all of it. Default: none.")
 	fs.StringSliceVar(&o.allowedImageRepositories, "allowed-image-repositories", policy.DefaultImageRepositories,
@@ -167,17 +173,22 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	flags.AddManagerOptions(fs, &o.managerOptions)
 }
 
-// openPorts reads --management-ports-open-to-workloads: TCP ports, an empty entry ignored (the
-// components pass "" when the variable is unset).
+// openPorts reads --management-ports-open-to-workloads.
 func (o *options) openPorts() ([]int, error) {
+	return tcpPorts("--management-ports-open-to-workloads", o.managementPortsOpenToWorkloads)
+}
+
+// tcpPorts reads a flag of TCP ports, an empty entry ignored (the components pass "" when the
+// variable is unset).
+func tcpPorts(flag string, values []string) ([]int, error) {
 	var ports []int
-	for _, s := range o.managementPortsOpenToWorkloads {
+	for _, s := range values {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		p, err := strconv.Atoi(s)
 		if err != nil || p < 1 || p > 65535 {
-			return nil, errors.Errorf("--management-ports-open-to-workloads: %q is not a TCP port (1-65535)", s)
+			return nil, errors.Errorf("%s: %q is not a TCP port (1-65535)", flag, s)
 		}
 		ports = append(ports, p)
 	}
@@ -376,6 +387,10 @@ func connectEngine(ctx context.Context, o options, mgr ctrl.Manager, hostPolicy 
 	if err != nil {
 		return nil, nil, err
 	}
+	hostPorts, err := tcpPorts("--host-ports-open-to-workloads", o.hostPortsOpenToWorkloads)
+	if err != nil {
+		return nil, nil, err
+	}
 	runtimeName, err := runtimes.Parse(o.containerRuntime)
 	if err != nil {
 		return nil, nil, errors.Wrap(err, "--container-runtime")
@@ -401,6 +416,7 @@ func connectEngine(ctx context.Context, o options, mgr ctrl.Manager, hostPolicy 
 	host := docker.NewManager(engine, docker.ManagerOptions{
 		Privilege: privilege, ManagementNodes: management, ManagementPortsOpenToWorkloads: openPorts,
 		Policy: hostPolicy, SubnetsInUse: subnetsInUse(mgr.GetAPIReader()),
+		GuardHost: o.guardEngineHost, HostPortsOpenToWorkloads: hostPorts,
 	})
 	return host, closeEngine, nil
 }

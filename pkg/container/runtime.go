@@ -198,7 +198,9 @@ type ContainerSpec struct {
 	Cmd        []string
 	Env        []string
 	Labels     map[string]string
-	// Network is the network the container is attached to, reachable by its name and Aliases.
+	// Network is the network the container is attached to, reachable by its name and Aliases;
+	// HostNetwork puts it in the engine host's own network namespace (engines of many hosts,
+	// whose containers are not on the manager's host, refuse it).
 	Network        string
 	NetworkAliases []string
 	// IPv4Address is the container's fixed address on Network, kept across restarts of the
@@ -398,11 +400,17 @@ type NetworkSpec struct {
 // WantsIPv6 reports whether the spec asks for a dual-stack network.
 func (s NetworkSpec) WantsIPv6() bool { return s.EnableIPv6 || s.IPv6Subnet != "" }
 
+// HostNetwork, as ContainerSpec.Network, is the engine host's own network namespace.
+const HostNetwork = "host"
+
 // Network is the observed state of a network.
 type Network struct {
 	ID     string
 	Name   string
 	Labels map[string]string
+	// Interface is the network's interface on the engine's host (its bridge), through which its
+	// containers reach the host; empty on engines whose networks have none there.
+	Interface string
 	// Gateways are the gateway addresses of the network's subnets.
 	Gateways []string
 	// Subnets in CIDR notation.

@@ -703,8 +703,8 @@ func namesOf[T any](items []T, name func(T) string) []string {
 	return out
 }
 
-// Networks checks bridge networks: created with labels, inspected with a subnet and a gateway,
-// listed by label, removed idempotently, then ErrNotFound.
+// Networks checks bridge networks: created with labels, inspected with a subnet, a gateway and
+// the bridge's interface on the host, listed by label, removed idempotently, then ErrNotFound.
 func Networks(t *testing.T, s Subject) {
 	t.Helper()
 	ctx := context.Background()
@@ -717,15 +717,15 @@ func Networks(t *testing.T, s Subject) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Name != name || n.ID == "" || len(n.Subnets) == 0 || len(n.Gateways) == 0 || !container.MatchLabels(n.Labels, s.Labels) {
+	if n.Name != name || n.ID == "" || len(n.Subnets) == 0 || len(n.Gateways) == 0 || n.Interface == "" || !container.MatchLabels(n.Labels, s.Labels) {
 		t.Errorf("inspected network: %+v", n)
 	}
 	ns, err := rt.ListNetworks(ctx, s.Labels)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(ns, func(x container.Network) bool { return x.Name == name }) {
-		t.Errorf("networks with the labels %v: %+v, want %s", s.Labels, ns, name)
+	if !slices.ContainsFunc(ns, func(x container.Network) bool { return x.Name == name && x.Interface == n.Interface }) {
+		t.Errorf("networks with the labels %v: %+v, want %s with its interface %s", s.Labels, ns, name, n.Interface)
 	}
 	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: s.Labels}); err == nil {
 		t.Error("a second network of the same name was created")

@@ -162,7 +162,7 @@ func (r *Runtime) InspectNetwork(ctx context.Context, name string) (*container.N
 }
 
 func toNetwork(n *networkRecord) container.Network {
-	return container.Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Subnets: []string{n.Subnet}, Gateways: []string{n.Gateway}}
+	return container.Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Subnets: []string{n.Subnet}, Gateways: []string{n.Gateway}, Interface: n.Bridge}
 }
 
 // ListNetworks returns the networks carrying the labels.

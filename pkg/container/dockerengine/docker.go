@@ -637,7 +637,7 @@ func (r *Runtime) InspectNetwork(ctx context.Context, name string) (*container.N
 }
 
 func toNetwork(in network.Network) container.Network {
-	n := container.Network{ID: in.ID, Name: in.Name, Labels: in.Labels}
+	n := container.Network{ID: in.ID, Name: in.Name, Labels: in.Labels, Interface: bridgeOf(in)}
 	for _, c := range in.IPAM.Config {
 		if c.Subnet.IsValid() {
 			n.Subnets = append(n.Subnets, c.Subnet.String())
@@ -647,6 +647,18 @@ func toNetwork(in network.Network) container.Network {
 		}
 	}
 	return n
+}
+
+// bridgeOf is a bridge network's interface on the host: the name its options give it (Podman's
+// compatible API gives every network's), else Docker's br-<the first 12 digits of its ID>.
+func bridgeOf(in network.Network) string {
+	if name := in.Options["com.docker.network.bridge.name"]; name != "" {
+		return name
+	}
+	if in.Driver == "bridge" && len(in.ID) >= 12 {
+		return "br-" + in.ID[:12]
+	}
+	return ""
 }
 
 // ListNetworks returns the networks carrying the labels.

@@ -721,6 +721,7 @@ func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) e
 	n := &container.Network{
 		ID: spec.Name + "-id", Name: spec.Name, Labels: spec.Labels,
 		Subnets: []string{prefix.Masked().String()}, Gateways: []string{gateway},
+		Interface: fmt.Sprintf("br-fake%05d", len(r.networks)),
 	}
 	if spec.WantsIPv6() {
 		p6, err := ipv6Pool(spec, len(r.networks))
