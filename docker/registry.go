@@ -28,11 +28,16 @@ import (
 // (registryHostsFile). Nodes never need the host's network.
 //
 // A registry belongs to the namespaces it was created for: only their clusters get it attached
-// (ConnectRegistry). Its deletes are off unless it was created with them, and it may require
-// basic authentication: a user and password made at each creation of its container, kept in
-// the container (never in its labels, command or environment), which the nodes of its clusters
-// send as a header (registryHosts). Changing any of that re-creates it: delete it keeping its
-// data, then create it again.
+// (ConnectRegistry). Its deletes are off unless it was created with them, and its tags are
+// immutable unless it was created with mutable ones. It may require basic authentication: a
+// user per namespace it serves, named after it, who may push only to repositories under
+// "<namespace>/", and the host's (RegistryUser), who may push anywhere; every user may pull
+// anything. Their passwords are made at each creation of its container and kept in it (never
+// in its labels, command or environment); the nodes of a namespace's clusters send that
+// namespace's as a header (registryHosts). Dockyard's registry image enforces the prefixes and
+// the tags in a proxy in front of distribution (images/registryproxy), told by the container's
+// environment (registryEnv). Changing any of that re-creates it: delete it keeping its data,
+// then create it again.
 
 const (
 	// registryLabel holds the registry's name on its container, volume and network.
@@ -47,17 +52,32 @@ const (
 	registryDeletesLabel = "dockyard.x-k8s.io/registry-deletes"
 	// registryAuthLabel is "htpasswd" on a registry that requires basic authentication.
 	registryAuthLabel = "dockyard.x-k8s.io/registry-auth"
+	// registryTagsLabel is "immutable" on a registry whose tags keep naming the manifest first
+	// pushed under them, "mutable" on one created with MutableTags. A registry without it was
+	// made before the proxy of Dockyard's registry image: its tags move, and with
+	// authentication its one user (the host's) is every namespace's too.
+	registryTagsLabel = "dockyard.x-k8s.io/registry-tags"
 	// registryPort is the port the registry serves in its container.
 	registryPort = 5000
 	// DefaultRegistryName and DefaultRegistryHostPort are `dockyard registry create`'s.
 	DefaultRegistryName     = "dockyard-registry"
 	DefaultRegistryHostPort = 5001
-	// RegistryUser is the user of a registry that requires authentication.
-	RegistryUser = "dockyard"
+	// RegistryUser is the host's user of a registry that requires authentication, which may push
+	// anywhere. A namespace's user is named after the namespace; the "." keeps them apart.
+	RegistryUser = "dockyard.host"
+)
+
+// What the proxy of Dockyard's registry image reads besides distribution's variables
+// (images/registryproxy): the prefix of the repositories each user may push to, as
+// "user=prefix,..." ("*": any), and whether a push may move a tag.
+const (
+	registryPushEnv        = "DOCKYARD_REGISTRY_PUSH"
+	registryMutableTagsEnv = "DOCKYARD_REGISTRY_MUTABLE_TAGS"
 )
 
 // Where a registry that requires authentication keeps its users (htpasswd, bcrypt) and the
-// credential Dockyard gives nodes and the host ("user:password"), in its container.
+// credentials Dockyard gives the host and nodes ("user:password" lines, the host's first), in
+// its container.
 const (
 	registryAuthDir        = "/etc/distribution/auth"
 	registryHtpasswdFile   = registryAuthDir + "/htpasswd"
@@ -74,9 +94,16 @@ type RegistrySpec struct {
 	Namespaces []string
 	// AllowDeletes lets clients delete manifests and blobs (off: pushes only add).
 	AllowDeletes bool
-	// Auth requires basic authentication of every client: RegistryUser with a random password
-	// (RegistryCredential), new at each creation of the container.
+	// Auth requires basic authentication of every client, each user with a random password new
+	// at each creation of the container: the host's (RegistryUser, RegistryCredential) pushes
+	// anywhere, each namespace's (named after it, sent by its clusters' nodes) only to
+	// repositories under "<namespace>/"; all pull anything. Without it anyone who reaches the
+	// registry pushes anywhere.
 	Auth bool
+	// MutableTags lets a push move an existing tag to another manifest. Off, a push of another
+	// manifest under a tag that names one is refused (the same one again is not); a tag moves
+	// only by deleting it first, where deletes are allowed.
+	MutableTags bool
 }
 
 // Registry is a local registry on the engine.
@@ -112,6 +139,17 @@ func (r *Registry) DeletesAllowed() bool { return r.c.Labels[registryDeletesLabe
 // AuthRequired reports whether the registry requires basic authentication.
 func (r *Registry) AuthRequired() bool { return r.c.Labels[registryAuthLabel] == "htpasswd" }
 
+// MutableTags reports whether a push may move a tag to another manifest: on a registry created
+// with MutableTags, and on one made before Dockyard's registry kept its tags.
+func (r *Registry) MutableTags() bool { return r.c.Labels[registryTagsLabel] != "immutable" }
+
+// legacy reports whether the registry was made before the proxy of Dockyard's registry image:
+// its tags move and its one user, when it requires authentication, is every namespace's.
+func (r *Registry) legacy() bool {
+	_, ok := r.c.Labels[registryTagsLabel]
+	return !ok
+}
+
 // listenAddress is the host address its port is published on.
 func (r *Registry) listenAddress() string {
 	for _, p := range r.c.Ports {
@@ -135,6 +173,9 @@ func (r *Registry) createCommand(namespaces []string) string {
 	cmd += " --namespaces " + strings.Join(namespaces, ",")
 	if r.DeletesAllowed() {
 		cmd += " --allow-deletes"
+	}
+	if r.MutableTags() {
+		cmd += " --mutable-tags"
 	}
 	if r.AuthRequired() {
 		cmd += " --auth"
@@ -229,17 +270,22 @@ func registryLabels(spec RegistrySpec, host string, namespaces []string) map[str
 	if spec.Auth {
 		labels[registryAuthLabel] = "htpasswd"
 	}
+	labels[registryTagsLabel] = "immutable"
+	if spec.MutableTags {
+		labels[registryTagsLabel] = "mutable"
+	}
 	return labels
 }
 
-// sameSettings reports whether an existing registry is what labels describe.
+// sameSettings reports whether an existing registry is what labels describe. One made before
+// Dockyard's registry kept its tags is a registry of mutable tags.
 func (r *Registry) sameSettings(labels map[string]string) bool {
 	for _, k := range []string{registryNamespacesLabel, registryDeletesLabel, registryAuthLabel} {
 		if r.c.Labels[k] != labels[k] {
 			return false
 		}
 	}
-	return true
+	return r.MutableTags() == (labels[registryTagsLabel] == "mutable")
 }
 
 // settings describes the registry for a person.
@@ -253,14 +299,25 @@ func (r *Registry) settings() string {
 	} else {
 		s += ", deletes off"
 	}
-	if r.AuthRequired() {
-		s += ", authentication required"
+	if r.MutableTags() {
+		s += ", tags mutable"
+	} else {
+		s += ", tags immutable"
+	}
+	switch {
+	case r.AuthRequired() && r.legacy():
+		s += ", authentication required (one user for the host and every namespace)"
+	case r.AuthRequired():
+		s += ", authentication required (a user per namespace)"
+	}
+	if r.legacy() {
+		s += " (made by an earlier Dockyard)"
 	}
 	return s
 }
 
 // CreateRegistry creates and starts a local registry, or returns the one of that name when it
-// has the same host port, namespaces, deletes and authentication (starting it if it is
+// has the same host port, namespaces, deletes, tags and authentication (starting it if it is
 // stopped). A registry to change is refused: delete it keeping its data, and create it again.
 // Its data volume is kept across restarts and re-creations; a volume or network of its names
 // that is not its own is refused.
@@ -285,7 +342,7 @@ func (m *Manager) CreateRegistry(ctx context.Context, spec RegistrySpec) (*Regis
 	if err := m.registryStorage(ctx, spec, host, labels); err != nil {
 		return nil, err
 	}
-	if err := m.startRegistry(ctx, spec, labels); err != nil {
+	if err := m.startRegistry(ctx, spec, namespaces, labels); err != nil {
 		return nil, err
 	}
 	return m.FindRegistry(ctx, spec.Name)
@@ -346,20 +403,36 @@ func (m *Manager) registryStorage(ctx context.Context, spec RegistrySpec, host s
 	return nil
 }
 
-// startRegistry creates and starts a registry's container, with its users when it requires
-// authentication; one that does not start is removed.
-func (m *Manager) startRegistry(ctx context.Context, spec RegistrySpec, labels map[string]string) error {
-	// Distribution's configuration (images/registry/config.yml) has deletes off; its
-	// environment turns them and authentication on. Neither holds a secret.
+// registryEnv is the environment of a registry's container, which holds no secret.
+// Distribution's configuration (images/registry/config.yml) has deletes off, and its variables
+// turn them and authentication on; the proxy in front of it (images/registryproxy) checks the
+// users, and reads each one's push prefix and whether tags move from Dockyard's. Another image
+// runs distribution alone: it authenticates the users, but every one of them pushes anywhere
+// and tags move.
+func registryEnv(spec RegistrySpec, namespaces []string) []string {
 	var env []string
 	if spec.AllowDeletes {
 		env = append(env, "REGISTRY_STORAGE_DELETE_ENABLED=true")
 	}
-	if spec.Auth {
-		env = append(env, "REGISTRY_AUTH=htpasswd", "REGISTRY_AUTH_HTPASSWD_REALM="+spec.Name, "REGISTRY_AUTH_HTPASSWD_PATH="+registryHtpasswdFile)
+	if spec.MutableTags {
+		env = append(env, registryMutableTagsEnv+"=true")
 	}
+	if spec.Auth {
+		push := []string{RegistryUser + "=*"}
+		for _, ns := range namespaces {
+			push = append(push, ns+"="+ns+"/")
+		}
+		env = append(env, "REGISTRY_AUTH=htpasswd", "REGISTRY_AUTH_HTPASSWD_REALM="+spec.Name, "REGISTRY_AUTH_HTPASSWD_PATH="+registryHtpasswdFile,
+			registryPushEnv+"="+strings.Join(push, ","))
+	}
+	return env
+}
+
+// startRegistry creates and starts a registry's container serving namespaces, with their users
+// when it requires authentication; one that does not start is removed.
+func (m *Manager) startRegistry(ctx context.Context, spec RegistrySpec, namespaces []string, labels map[string]string) error {
 	err := m.runtime.CreateContainer(ctx, container.ContainerSpec{
-		Name: spec.Name, Hostname: spec.Name, Image: spec.Image, Labels: labels, Network: registryNetwork(spec.Name), Env: env,
+		Name: spec.Name, Hostname: spec.Name, Image: spec.Image, Labels: labels, Network: registryNetwork(spec.Name), Env: registryEnv(spec, namespaces),
 		Mounts:        []container.Mount{{Type: container.MountVolume, Source: registryVolume(spec.Name), Target: "/var/lib/registry"}},
 		Ports:         []container.PortMapping{{ContainerPort: registryPort, Protocol: "tcp", HostIP: orDefault(spec.ListenAddress, "127.0.0.1"), HostPort: spec.HostPort}},
 		RestartPolicy: "unless-stopped",
@@ -367,10 +440,10 @@ func (m *Manager) startRegistry(ctx context.Context, spec RegistrySpec, labels m
 	if err != nil {
 		return errors.Wrapf(err, "creating registry %s", spec.Name)
 	}
-	// The users are there before distribution starts: it would make one up and log its
-	// password otherwise.
+	// The users are there before the container starts: Dockyard's proxy reads them once, at
+	// its start, and distribution alone (another image) would make one up and log its password.
 	if spec.Auth {
-		if err := m.writeRegistryAuth(ctx, spec.Name); err != nil {
+		if err := m.writeRegistryAuth(ctx, spec.Name, namespaces); err != nil {
 			_ = m.runtime.RemoveContainer(ctx, spec.Name)
 			return err
 		}
@@ -385,29 +458,36 @@ func (m *Manager) startRegistry(ctx context.Context, spec RegistrySpec, labels m
 	return nil
 }
 
-// writeRegistryAuth makes a registry's credential, a random password for RegistryUser, and
-// copies it with its htpasswd file (bcrypt) into the registry's container.
-func (m *Manager) writeRegistryAuth(ctx context.Context, name string) error {
-	secret := make([]byte, 24)
-	if _, err := rand.Read(secret); err != nil {
-		return errors.Wrap(err, "making the registry's password")
-	}
-	cred := RegistryCredential{Username: RegistryUser, Password: base64.RawURLEncoding.EncodeToString(secret)}
-	hash, err := bcrypt.GenerateFromPassword([]byte(cred.Password), bcrypt.DefaultCost)
-	if err != nil {
-		return errors.Wrap(err, "hashing the registry's password")
+// writeRegistryAuth makes a registry's users, the host's (RegistryUser) and one per namespace
+// named after it, each with a random password, and copies their credentials (the host's first)
+// and their htpasswd file (bcrypt) into the registry's container.
+func (m *Manager) writeRegistryAuth(ctx context.Context, name string, namespaces []string) error {
+	var htpasswd, credentials strings.Builder
+	for _, user := range slices.Concat([]string{RegistryUser}, namespaces) {
+		secret := make([]byte, 24)
+		if _, err := rand.Read(secret); err != nil {
+			return errors.Wrap(err, "making the registry's passwords")
+		}
+		password := base64.RawURLEncoding.EncodeToString(secret)
+		hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+		if err != nil {
+			return errors.Wrap(err, "hashing the registry's passwords")
+		}
+		htpasswd.WriteString(user + ":" + string(hash) + "\n")
+		credentials.WriteString(user + ":" + password + "\n")
 	}
 	dir := path.Base(registryAuthDir)
 	entries := []archiveEntry{
 		{name: dir, dir: true, mode: 0o700},
-		{name: dir + "/" + path.Base(registryHtpasswdFile), content: cred.Username + ":" + string(hash) + "\n", mode: 0o600},
-		{name: dir + "/" + path.Base(registryCredentialFile), content: cred.Username + ":" + cred.Password + "\n", mode: 0o600},
+		{name: dir + "/" + path.Base(registryHtpasswdFile), content: htpasswd.String(), mode: 0o600},
+		{name: dir + "/" + path.Base(registryCredentialFile), content: credentials.String(), mode: 0o600},
 	}
 	return errors.Wrapf(m.writeArchive(ctx, name, path.Dir(registryAuthDir), entries), "writing the users of registry %s", name)
 }
 
-// RegistryCredential returns the user and password of a local registry that requires
-// authentication, read from its container through the engine; nil when it requires none.
+// RegistryCredential returns the host's user and password of a local registry that requires
+// authentication, which may push anywhere, read from its container through the engine; nil when
+// it requires none.
 func (m *Manager) RegistryCredential(ctx context.Context, name string) (*RegistryCredential, error) {
 	r, err := m.FindRegistry(ctx, name)
 	if err != nil {
@@ -416,22 +496,56 @@ func (m *Manager) RegistryCredential(ctx context.Context, name string) (*Registr
 	if r == nil {
 		return nil, errors.Wrapf(container.ErrNotFound, "local registry %s", name)
 	}
-	return m.registryCredential(ctx, r)
+	creds, err := m.registryCredentials(ctx, r)
+	if err != nil || creds == nil {
+		return nil, err
+	}
+	return &creds[0], nil
 }
 
-func (m *Manager) registryCredential(ctx context.Context, r *Registry) (*RegistryCredential, error) {
+// namespaceCredential returns the credential the nodes of a namespace's clusters send to a
+// registry that requires authentication (nil when it requires none): the namespace's user's, or
+// on a registry made before per-namespace users, the one user's. A registry that does not serve
+// the namespace is refused.
+func (m *Manager) namespaceCredential(ctx context.Context, r *Registry, namespace string) (*RegistryCredential, error) {
+	if err := r.checkServes(namespace); err != nil {
+		return nil, err
+	}
+	creds, err := m.registryCredentials(ctx, r)
+	if err != nil || creds == nil {
+		return nil, err
+	}
+	for _, c := range creds {
+		if c.Username == namespace {
+			return &c, nil
+		}
+	}
+	if r.legacy() {
+		return &creds[0], nil
+	}
+	return nil, errors.Errorf("registry %s has no user for namespace %s: re-create it keeping its images: dockyard registry delete --name %s --keep-data && %s",
+		r.Name, namespace, r.Name, r.createCommand(r.Namespaces()))
+}
+
+// registryCredentials are the credentials a registry that requires authentication keeps in its
+// container, the host's first; none when it requires none.
+func (m *Manager) registryCredentials(ctx context.Context, r *Registry) ([]RegistryCredential, error) {
 	if !r.AuthRequired() {
 		return nil, nil
 	}
 	content, err := m.readFile(ctx, r.Name, registryCredentialFile)
 	if err != nil {
-		return nil, errors.Wrapf(err, "reading the credential of registry %s", r.Name)
+		return nil, errors.Wrapf(err, "reading the credentials of registry %s", r.Name)
 	}
-	user, password, ok := strings.Cut(strings.TrimSpace(string(content)), ":")
-	if !ok || user == "" || password == "" {
-		return nil, errors.Errorf("the credential of registry %s (%s in its container) is not user:password: re-create the registry", r.Name, registryCredentialFile)
+	var creds []RegistryCredential
+	for line := range strings.SplitSeq(strings.TrimSpace(string(content)), "\n") {
+		user, password, ok := strings.Cut(line, ":")
+		if !ok || user == "" || password == "" {
+			return nil, errors.Errorf("the credentials of registry %s (%s in its container) are not user:password lines: re-create the registry", r.Name, registryCredentialFile)
+		}
+		creds = append(creds, RegistryCredential{Username: user, Password: password})
 	}
-	return &RegistryCredential{Username: user, Password: password}, nil
+	return creds, nil
 }
 
 // FindRegistry returns the local registry of that name, or nil.
@@ -570,15 +684,17 @@ func registryHosts(host, address string, cred *RegistryCredential) string {
 }
 
 // UseRegistry points the node's containerd at a local registry on the network: images named
-// <registry host>/... are pulled from its address there, with the registry's credential when
-// it requires authentication (in a file only root reads). It changes nothing when the node has
-// that configuration already; containerd reads it at each pull, no restart needed.
+// <registry host>/... are pulled from its address there, with the credential of the node's
+// namespace when it requires authentication (in a file only root reads), which pushes only to
+// that namespace's repositories. A registry that does not serve the node's namespace is
+// refused, like ConnectRegistry refuses it. It changes nothing when the node has that
+// configuration already; containerd reads it at each pull, no restart needed.
 func (n *Node) UseRegistry(ctx context.Context, r *Registry, network string) error {
 	address := r.Address(network)
 	if address == "" {
 		return errors.Errorf("registry %s is not attached to network %s", r.Name, network)
 	}
-	cred, err := n.m.registryCredential(ctx, r)
+	cred, err := n.m.namespaceCredential(ctx, r, n.Cluster.Namespace)
 	if err != nil {
 		return err
 	}

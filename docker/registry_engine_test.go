@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -80,15 +81,25 @@ func pushRandom(r *Registry, repo string, opts ...remote.Option) (string, error)
 	if err != nil {
 		return "", err
 	}
-	ref, err := name.ParseReference(r.Host()+"/"+repo+":v1", name.Insecure)
+	return pushImage(r, repo+":v1", img, opts...)
+}
+
+// pushImage pushes img to the registry as ref (repo:tag) and returns its digest.
+func pushImage(r *Registry, ref string, img v1.Image, opts ...remote.Option) (string, error) {
+	parsed, err := name.ParseReference(r.Host()+"/"+ref, name.Insecure)
 	if err != nil {
 		return "", err
 	}
-	if err := remote.Write(ref, img, opts...); err != nil {
+	if err := remote.Write(parsed, img, opts...); err != nil {
 		return "", err
 	}
 	digest, err := img.Digest()
 	return digest.String(), err
+}
+
+// as is the option that pushes or pulls with a registry credential.
+func as(cred *RegistryCredential) remote.Option {
+	return remote.WithAuth(&authn.Basic{Username: cred.Username, Password: cred.Password})
 }
 
 // deleteManifest sends DELETE /v2/<repo>/manifests/<digest> and returns the status and body.
@@ -131,10 +142,10 @@ func TestRegistryDeletesOnlyWhenAllowedOnTheEngine(t *testing.T) {
 	}
 }
 
-// A registry with authentication refuses a push without its credential and takes one with it;
+// A registry with authentication refuses a push without its credential and takes the host's;
 // the password is in none of the container's labels, environment, command or logs; a node of
 // a cluster of its namespace pulls from it through its containerd (CRI), which sends the
-// credential written in its hosts.toml.
+// namespace's credential written in its hosts.toml (not the host's).
 func TestRegistryAuthenticationOnTheEngine(t *testing.T) {
 	m, rt, key := engineCluster(t)
 	r := engineRegistry(t, m, rt, RegistrySpec{Namespaces: []string{key.Namespace}, Auth: true})
@@ -146,7 +157,7 @@ func TestRegistryAuthenticationOnTheEngine(t *testing.T) {
 	if err != nil || cred == nil {
 		t.Fatalf("credential: %v, %v", cred, err)
 	}
-	if _, err := pushRandom(r, "test/app", remote.WithAuth(&authn.Basic{Username: cred.Username, Password: cred.Password})); err != nil {
+	if _, err := pushRandom(r, "test/app", as(cred)); err != nil {
 		t.Fatalf("pushing with the credential: %v", err)
 	}
 	c, err := rt.InspectContainer(ctx, r.Name)
@@ -180,6 +191,9 @@ func TestRegistryAuthenticationOnTheEngine(t *testing.T) {
 	if mode, _ := execOut(t, rt, node.Name, "stat", "-c", "%a", hosts); mode != "600" {
 		t.Errorf("%s holds the credential with mode %s, want 600", hosts, mode)
 	}
+	if content, _ := execOut(t, rt, node.Name, "cat", hosts); strings.Contains(content, cred.basic()) || !strings.Contains(content, "Authorization") {
+		t.Errorf("%s does not hold the namespace's credential, or holds the host's", hosts)
+	}
 	ref := r.Host() + "/test/app:v1"
 	criPull := func() (string, int) {
 		return execOut(t, rt, node.Name, "/usr/local/bin/cripull", "/run/containerd/containerd.sock", ref)
@@ -202,6 +216,65 @@ func TestRegistryAuthenticationOnTheEngine(t *testing.T) {
 		t.Fatalf("pulling without the credential: exit %d, %s; want 401 Unauthorized", code, out)
 	}
 	t.Logf("refused without the credential: %s", out)
+}
+
+// On a registry with a user per namespace, team-a's user pushes under team-a/ only: a push into
+// team-b/ is refused (403 DENIED naming team-a/), while it pulls team-b's images and the
+// host's user pushes anywhere. A tag keeps naming its image: pushing another under it is
+// refused (TAG_INVALID), the same image again is not; a registry with mutable tags lets it
+// move.
+func TestRegistryPushPrefixesAndImmutableTagsOnTheEngine(t *testing.T) {
+	rt := dockerenv.Engine(t)
+	m := NewManager(rt, ManagerOptions{})
+	ctx := context.Background()
+	r := engineRegistry(t, m, rt, RegistrySpec{Namespaces: []string{"team-a", "team-b"}, Auth: true})
+	host, err := m.RegistryCredential(ctx, r.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	teamA, err := m.namespaceCredential(ctx, r, "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pushRandom(r, "team-a/app", as(teamA)); err != nil {
+		t.Fatalf("team-a pushing team-a/app:v1: %v", err)
+	}
+	_, err = pushRandom(r, "team-b/app", as(teamA))
+	if err == nil || !strings.Contains(err.Error(), "DENIED") || !strings.Contains(err.Error(), "team-a/") {
+		t.Errorf("team-a pushing team-b/app:v1: %v, want 403 DENIED naming team-a/", err)
+	}
+	if _, err := pushRandom(r, "team-b/app", as(host)); err != nil {
+		t.Fatalf("the host pushing team-b/app:v1: %v", err)
+	}
+	ref, _ := name.ParseReference(r.Host()+"/team-b/app:v1", name.Insecure)
+	if _, err := remote.Image(ref, as(teamA)); err != nil {
+		t.Errorf("team-a pulling team-b/app:v1: %v", err)
+	}
+
+	// The tag team-a/app:v1 names the image pushed first.
+	img, err := random.Image(1024, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pushImage(r, "team-a/app:v2", img, as(teamA)); err != nil {
+		t.Fatalf("pushing team-a/app:v2: %v", err)
+	}
+	if _, err := pushImage(r, "team-a/app:v2", img, as(teamA)); err != nil {
+		t.Errorf("pushing the same image as team-a/app:v2 again: %v", err)
+	}
+	for _, cred := range []*RegistryCredential{teamA, host} {
+		_, err := pushRandom(r, "team-a/app", as(cred))
+		if err == nil || !strings.Contains(err.Error(), "TAG_INVALID") || !strings.Contains(err.Error(), "tag v1") {
+			t.Errorf("%s pushing another image as team-a/app:v1: %v, want TAG_INVALID naming the tag", cred.Username, err)
+		}
+	}
+
+	mutable := engineRegistry(t, m, rt, RegistrySpec{Namespaces: []string{testNamespace}, MutableTags: true})
+	for range 2 {
+		if _, err := pushRandom(mutable, "test/app"); err != nil {
+			t.Errorf("pushing an image as test/app:v1 on a registry with mutable tags: %v", err)
+		}
+	}
 }
 
 // copyCRIPull builds testdata/cripull, a client of containerd's CRI image service (the kubelet's

@@ -2,8 +2,8 @@ package docker
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -140,6 +140,7 @@ func TestCreatingAnExistingRegistryChangesNothing(t *testing.T) {
 		"namespaces":    func(s *RegistrySpec) { s.Namespaces = []string{"team-a", "team-b"} },
 		"allow deletes": func(s *RegistrySpec) { s.AllowDeletes = true },
 		"auth":          func(s *RegistrySpec) { s.Auth = true },
+		"mutable tags":  func(s *RegistrySpec) { s.MutableTags = true },
 	} {
 		changed := spec
 		change(&changed)
@@ -179,10 +180,11 @@ func TestRegistryDeletesAreOffUnlessAllowed(t *testing.T) {
 	}
 }
 
-// A registry with authentication gets a random password for RegistryUser, written (hashed for
-// distribution, and as it is for Dockyard) into its container before it starts; it is in no
-// label or environment. The nodes of its clusters send it.
-func TestARegistryWithAuthGivesNodesTheCredential(t *testing.T) {
+// A registry with authentication gets a user per namespace it serves and the host's, each with
+// a random password, written (hashed for distribution, and as they are for Dockyard) into its
+// container before it starts; none is in a label or the environment, which tells the registry's
+// proxy each user's push prefix. The host gets its own credential.
+func TestARegistryWithAuthHasAUserPerNamespace(t *testing.T) {
 	ctx := context.Background()
 	m, rt := registryManager(t)
 	var filesAtStart []string
@@ -193,67 +195,186 @@ func TestARegistryWithAuthGivesNodesTheCredential(t *testing.T) {
 			}
 		}
 	}
-	r, err := m.CreateRegistry(ctx, RegistrySpec{Name: "private", Image: "registry", HostPort: 5001, Namespaces: []string{"team-a"}, Auth: true})
+	r, err := m.CreateRegistry(ctx, RegistrySpec{Name: "private", Image: "registry", HostPort: 5001, Namespaces: []string{"team-b", "team-a"}, Auth: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !r.AuthRequired() || r.MutableTags() {
+		t.Errorf("authentication required %v, mutable tags %v", r.AuthRequired(), r.MutableTags())
 	}
 	if !slices.Contains(filesAtStart, registryHtpasswdFile) {
 		t.Errorf("files in the registry when it started: %v, want %s (distribution makes up a password and logs it otherwise)", filesAtStart, registryHtpasswdFile)
 	}
-	cred, err := m.RegistryCredential(ctx, "private")
-	if err != nil || cred == nil || cred.Username != RegistryUser || len(cred.Password) < 32 {
-		t.Fatalf("credential %v, %v", cred, err)
+	host, err := m.RegistryCredential(ctx, "private")
+	if err != nil || host == nil || host.Username != RegistryUser || len(host.Password) < 32 {
+		t.Fatalf("the host's credential %v, %v", host, err)
 	}
-	if s := fmt.Sprintf("%v %+v %#v %s", cred, cred, cred, cred); strings.Contains(s, cred.Password) {
+	if s := fmt.Sprintf("%v %+v %#v %s", host, host, host, host); strings.Contains(s, host.Password) {
 		t.Errorf("printing the credential prints its password: %s", s)
 	}
+	creds := map[string]*RegistryCredential{RegistryUser: host}
+	for _, ns := range []string{"team-a", "team-b"} {
+		if creds[ns], err = m.namespaceCredential(ctx, r, ns); err != nil || creds[ns] == nil || creds[ns].Username != ns || len(creds[ns].Password) < 32 {
+			t.Fatalf("%s's credential %v, %v", ns, creds[ns], err)
+		}
+	}
+	if creds["team-a"].Password == creds["team-b"].Password || creds["team-a"].Password == host.Password {
+		t.Error("two users share a password")
+	}
+	if _, err := m.namespaceCredential(ctx, r, "team-c"); !IsRegistryNotServed(err) {
+		t.Errorf("a credential for a namespace the registry does not serve: %v", err)
+	}
 	rt.WithContainer("private", func(c *fake.Container) {
-		htpasswd := strings.TrimSpace(string(c.Files[registryHtpasswdFile]))
-		user, hash, _ := strings.Cut(htpasswd, ":")
-		if user != RegistryUser || bcrypt.CompareHashAndPassword([]byte(hash), []byte(cred.Password)) != nil {
-			t.Errorf("htpasswd %q does not hold the credential", htpasswd)
+		hashes := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(c.Files[registryHtpasswdFile])), "\n") {
+			user, hash, _ := strings.Cut(line, ":")
+			hashes[user] = hash
 		}
-		if !slices.Contains(c.Spec.Env, "REGISTRY_AUTH_HTPASSWD_PATH="+registryHtpasswdFile) || !slices.Contains(c.Spec.Env, "REGISTRY_AUTH=htpasswd") {
-			t.Errorf("environment %v does not turn htpasswd on", c.Spec.Env)
-		}
-		for k, v := range c.Spec.Labels {
-			if strings.Contains(k+v, cred.Password) {
-				t.Errorf("label %s=%s holds the password", k, v)
+		for user, cred := range creds {
+			if bcrypt.CompareHashAndPassword([]byte(hashes[user]), []byte(cred.Password)) != nil {
+				t.Errorf("htpasswd does not hold %s's credential", user)
 			}
 		}
-		for _, e := range append(slices.Clone(c.Spec.Env), append(c.Spec.Cmd, c.Spec.Entrypoint...)...) {
-			if strings.Contains(e, cred.Password) {
-				t.Errorf("%q holds the password", e)
+		if len(hashes) != 3 {
+			t.Errorf("htpasswd has users %v, want the host's, team-a's and team-b's", slices.Sorted(maps.Keys(hashes)))
+		}
+		for _, want := range []string{"REGISTRY_AUTH=htpasswd", "REGISTRY_AUTH_HTPASSWD_PATH=" + registryHtpasswdFile,
+			registryPushEnv + "=" + RegistryUser + "=*,team-a=team-a/,team-b=team-b/"} {
+			if !slices.Contains(c.Spec.Env, want) {
+				t.Errorf("environment %v lacks %s", c.Spec.Env, want)
+			}
+		}
+		if slices.Contains(c.Spec.Env, registryMutableTagsEnv+"=true") {
+			t.Errorf("environment %v lets tags move", c.Spec.Env)
+		}
+		for _, cred := range creds {
+			for k, v := range c.Spec.Labels {
+				if strings.Contains(k+v, cred.Password) {
+					t.Errorf("label %s=%s holds a password", k, v)
+				}
+			}
+			for _, e := range append(slices.Clone(c.Spec.Env), append(c.Spec.Cmd, c.Spec.Entrypoint...)...) {
+				if strings.Contains(e, cred.Password) {
+					t.Errorf("%q holds a password", e)
+				}
 			}
 		}
 	})
-	if !r.AuthRequired() {
-		t.Error("the registry does not say it requires authentication")
-	}
+}
 
-	key := ClusterKey{Namespace: "team-a", Name: "dev"}
-	network := DefaultNetworkName(key)
-	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
+// A node gets the credential of its own namespace in its hosts.toml, never another's nor the
+// host's: root in a node of team-a cannot push as team-b.
+func TestANodeGetsItsNamespacesCredentialOnly(t *testing.T) {
+	ctx := context.Background()
+	m, rt := registryManager(t)
+	if _, err := m.CreateRegistry(ctx, RegistrySpec{Name: "private", Image: "registry", HostPort: 5001, Namespaces: []string{"team-a", "team-b"}, Auth: true}); err != nil {
 		t.Fatal(err)
 	}
-	node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker, Network: network})
+	host, err := m.RegistryCredential(ctx, "private")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, err = m.ConnectRegistry(ctx, "private", network, "team-a"); err != nil {
-		t.Fatal(err)
-	}
-	if err := node.UseRegistry(ctx, r, network); err != nil {
-		t.Fatal(err)
-	}
-	server := fmt.Sprintf("http://%s:5000", r.Address(network))
-	want := fmt.Sprintf("[host.%q.header]\n  Authorization = %q\n", server,
-		"Basic "+base64.StdEncoding.EncodeToString([]byte(RegistryUser+":"+cred.Password)))
-	rt.WithContainer(node.Name, func(c *fake.Container) {
-		if hosts := string(c.Files[registryHostsFile("localhost:5001")]); !strings.Contains(hosts, want) {
-			t.Errorf("the node's hosts.toml does not send the credential:\n%s", hosts)
+	hosts := map[string]string{}
+	creds := map[string]*RegistryCredential{}
+	for _, ns := range []string{"team-a", "team-b"} {
+		key := ClusterKey{Namespace: ns, Name: "dev"}
+		network := DefaultNetworkName(key)
+		if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
+			t.Fatal(err)
 		}
-	})
+		node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker, Network: network})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.ConnectRegistry(ctx, "private", network, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := node.UseRegistry(ctx, r, network); err != nil {
+			t.Fatal(err)
+		}
+		if creds[ns], err = m.namespaceCredential(ctx, r, ns); err != nil {
+			t.Fatal(err)
+		}
+		rt.WithContainer(node.Name, func(c *fake.Container) { hosts[ns] = string(c.Files[registryHostsFile("localhost:5001")]) })
+		server := fmt.Sprintf("http://%s:5000", r.Address(network))
+		if want := fmt.Sprintf("[host.%q.header]\n  Authorization = %q\n", server, creds[ns].basic()); !strings.Contains(hosts[ns], want) {
+			t.Errorf("%s's node's hosts.toml does not send %s's credential:\n%s", ns, ns, hosts[ns])
+		}
+	}
+	for ns, file := range hosts {
+		for user, cred := range map[string]*RegistryCredential{"team-a": creds["team-a"], "team-b": creds["team-b"], RegistryUser: host} {
+			if user != ns && (strings.Contains(file, cred.basic()) || strings.Contains(file, cred.Password)) {
+				t.Errorf("%s's node's hosts.toml holds %s's credential", ns, user)
+			}
+		}
+	}
+}
+
+// A registry made before registries had a user per namespace and immutable tags (one user, no
+// tags label) keeps working: its nodes send its one credential, it says its tags move, and
+// creating it again with its settings (mutable tags) keeps it.
+func TestARegistryMadeBeforeUsersPerNamespaceKeepsWorking(t *testing.T) {
+	ctx := context.Background()
+	m, rt := registryManager(t)
+	labels := map[string]string{registryLabel: "old", registryHostLabel: "localhost:5001", registryNamespacesLabel: "team-a,team-b", registryAuthLabel: "htpasswd"}
+	if err := rt.CreateNetwork(ctx, container.NetworkSpec{Name: "old", Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.CreateContainer(ctx, container.ContainerSpec{Name: "old", Image: "registry", Labels: labels, Network: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	rt.WithContainer("old", func(c *fake.Container) { c.Files[registryCredentialFile] = []byte("dockyard:old-password\n") })
+	r, err := m.FindRegistry(ctx, "old")
+	if err != nil || !r.MutableTags() || !strings.Contains(r.settings(), "one user for the host and every namespace") {
+		t.Fatalf("registry %v (%v): mutable tags %v, settings %s", r, err, r.MutableTags(), r.settings())
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		if cred, err := m.namespaceCredential(ctx, r, ns); err != nil || cred == nil || cred.Username != "dockyard" || cred.Password != "old-password" {
+			t.Errorf("%s's credential on the old registry: %v, %v", ns, cred, err)
+		}
+	}
+	spec := RegistrySpec{Name: "old", Image: "registry", HostPort: 5001, Namespaces: []string{"team-a", "team-b"}, Auth: true, MutableTags: true}
+	if got, err := m.CreateRegistry(ctx, spec); err != nil || got == nil || rt.CallCount("CreateContainer") != 1 {
+		t.Errorf("creating the old registry again with its settings: %v, %v", got, err)
+	}
+	spec.MutableTags = false
+	if _, err := m.CreateRegistry(ctx, spec); err == nil || !strings.Contains(err.Error(), "tags mutable") || !strings.Contains(err.Error(), "--keep-data") {
+		t.Errorf("asking the old registry for immutable tags: %v", err)
+	}
+}
+
+// Tags are immutable unless the registry is created with mutable ones: recorded in a label,
+// told to the registry's proxy, and a change of it re-creates the registry.
+func TestRegistryTagsAreImmutableUnlessMutable(t *testing.T) {
+	ctx := context.Background()
+	m, rt := registryManager(t)
+	for _, mutable := range []bool{false, true} {
+		name := fmt.Sprintf("tags-%v", mutable)
+		spec := RegistrySpec{Name: name, Image: "registry", HostPort: 5001, Namespaces: []string{"default"}, MutableTags: mutable}
+		r, err := m.CreateRegistry(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.MutableTags() != mutable {
+			t.Errorf("%s: mutable tags %v", name, r.MutableTags())
+		}
+		rt.WithContainer(name, func(c *fake.Container) {
+			if got := slices.Contains(c.Spec.Env, registryMutableTagsEnv+"=true"); got != mutable {
+				t.Errorf("%s: environment %v", name, c.Spec.Env)
+			}
+		})
+		if got := strings.Contains(r.createCommand(r.Namespaces()), "--mutable-tags"); got != mutable {
+			t.Errorf("%s: the command that makes it again is %s", name, r.createCommand(r.Namespaces()))
+		}
+		spec.MutableTags = !mutable
+		if _, err := m.CreateRegistry(ctx, spec); err == nil || !strings.Contains(err.Error(), "--keep-data") {
+			t.Errorf("%s: changing its tags in place: %v", name, err)
+		}
+		if _, err := m.DeleteRegistry(ctx, name, false); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // Deleting a registry removes its container, network and volume, and only the volume and

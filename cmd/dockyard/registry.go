@@ -22,8 +22,9 @@ that survives restarts. Push to it from the host (docker push localhost:5001/app
 the image by that name in any cluster of the namespaces it serves (--namespaces) created with
 --var DOCKYARD_REGISTRY=<name> (the DockyardCluster's spec.registry): Dockyard attaches the
 registry to the cluster's network and points every node's containerd at it there. Deletes are
-off unless --allow-deletes; --auth requires a password of every client, nodes included (Dockyard
-gives them theirs).`,
+off unless --allow-deletes, and a tag once pushed keeps naming its manifest unless
+--mutable-tags; --auth requires a user and password of every client: the host's pushes
+anywhere, each namespace's (its nodes send it) only under <namespace>/.`,
 	}
 	cmd.AddCommand(registryCreateCommand(g), registryDeleteCommand(g))
 	return cmd
@@ -36,8 +37,18 @@ func registryCreateCommand(g *globals) *cobra.Command {
 		Use:   "create",
 		Short: "Create (or start) a local registry",
 		Long: `Create (or start) a local registry. Running it again on an existing registry starts it; the
-flags not given keep the registry's settings. To change its namespaces, deletes or
+flags not given keep the registry's settings. To change its namespaces, deletes, tags or
 authentication, delete it with --keep-data (its images stay) and create it again.
+
+Every client may pull every repository. Tags are immutable: a push of another manifest under a
+tag that names one is refused (TAG_INVALID), the same manifest again is not; --mutable-tags lets
+tags move (a registry you push rebuilt images to under the same tags). --auth gives the registry
+a user per namespace it serves, named after it, which may push only to repositories under
+<namespace>/ (localhost:5001/team-a/app:v1) and which the nodes of that namespace's clusters
+send (root in those nodes can read it), and the host's user, which may push anywhere: its
+password goes to a file only you read, and the command prints how to log in. Without --auth
+anything that reaches the registry (the host, the nodes of its namespaces' clusters) may push
+to any repository.
 
 Dockyard's registry image, when the engine lacks it, is made as dockyard quickstart makes its
 images: pulled from --image-registry when given and holding it, else built from Debian's archive
@@ -59,7 +70,8 @@ and the Go module proxy, no registry (root and Go needed).`,
 	cmd.Flags().StringVar(&images.imageRegistry, "image-registry", "", `a registry path (localhost:5001/dockyard) Dockyard's registry image is pulled from when the engine lacks it (as <path>/registry:<version>); built when it does not hold it`)
 	cmd.Flags().StringSliceVar(&spec.Namespaces, "namespaces", []string{"default"}, "the namespaces whose clusters may use the registry")
 	cmd.Flags().BoolVar(&spec.AllowDeletes, "allow-deletes", false, "let clients delete manifests and blobs")
-	cmd.Flags().BoolVar(&spec.Auth, "auth", false, "require a user and password (generated; written to a file only you read) of every client")
+	cmd.Flags().BoolVar(&spec.MutableTags, "mutable-tags", false, "let a push move an existing tag to another manifest")
+	cmd.Flags().BoolVar(&spec.Auth, "auth", false, "require a user and password of every client: a user per namespace, pushing under <namespace>/ only, and the host's (generated; written to a file only you read)")
 	return cmd
 }
 
@@ -82,6 +94,9 @@ func createRegistry(cmd *cobra.Command, g *globals, images *managementOptions, n
 		if !flags.Changed("allow-deletes") {
 			spec.AllowDeletes = r.DeletesAllowed()
 		}
+		if !flags.Changed("mutable-tags") {
+			spec.MutableTags = r.MutableTags()
+		}
 		if !flags.Changed("auth") {
 			spec.Auth = r.AuthRequired()
 		}
@@ -92,17 +107,20 @@ func createRegistry(cmd *cobra.Command, g *globals, images *managementOptions, n
 	if err != nil {
 		return err
 	}
-	deletes := "deletes off"
+	settings := []string{"deletes off", "tags immutable"}
 	if r.DeletesAllowed() {
-		deletes = "deletes allowed"
+		settings[0] = "deletes allowed"
 	}
-	fmt.Printf("Registry %s serves %s to the clusters of namespace(s) %s (%s).\n\n", r.Name, r.Host(), strings.Join(r.Namespaces(), ", "), deletes)
+	if r.MutableTags() {
+		settings[1] = "tags mutable"
+	}
+	fmt.Printf("Registry %s serves %s to the clusters of namespace(s) %s (%s).\n\n", r.Name, r.Host(), strings.Join(r.Namespaces(), ", "), strings.Join(settings, ", "))
 	if r.AuthRequired() {
-		file, err := writeRegistryPassword(cmd, nodes, g.registryPasswordPath(r.Name), r.Name)
+		cred, file, err := writeRegistryPassword(cmd, nodes, g.registryPasswordPath(r.Name), r.Name)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("  docker login %s -u %s --password-stdin < %s\n", r.Host(), docker.RegistryUser, file)
+		fmt.Printf("  docker login %s -u %s --password-stdin < %s\n", r.Host(), cred.Username, file)
 	}
 	fmt.Printf(`  docker tag app:dev %[2]s/app:dev && docker push %[2]s/app:dev
   dockyard create cluster dev -n %[3]s --var DOCKYARD_REGISTRY=%[1]s
@@ -132,23 +150,24 @@ func (g *globals) registryPasswordPath(name string) string {
 	return filepath.Join(g.stateDir, "registries", name+".password")
 }
 
-// writeRegistryPassword reads a registry's password through the engine and writes it to a file
-// only the user reads, for docker login --password-stdin.
-func writeRegistryPassword(cmd *cobra.Command, nodes *docker.Manager, file, name string) (string, error) {
+// writeRegistryPassword reads the host's credential of a registry through the engine and writes
+// its password to a file only the user reads, for docker login --password-stdin; it returns the
+// credential (to name its user, never to print its password) and the file.
+func writeRegistryPassword(cmd *cobra.Command, nodes *docker.Manager, file, name string) (*docker.RegistryCredential, string, error) {
 	cred, err := nodes.RegistryCredential(cmd.Context(), name)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if cred == nil {
-		return "", errors.Errorf("registry %s has no credential", name)
+		return nil, "", errors.Errorf("registry %s has no credential", name)
 	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return "", errors.Wrapf(err, "creating %s", filepath.Dir(file))
+		return nil, "", errors.Wrapf(err, "creating %s", filepath.Dir(file))
 	}
 	if err := os.WriteFile(file, []byte(cred.Password+"\n"), 0o600); err != nil {
-		return "", errors.Wrapf(err, "writing the password of registry %s", name)
+		return nil, "", errors.Wrapf(err, "writing the password of registry %s", name)
 	}
-	return file, errors.Wrapf(os.Chmod(file, 0o600), "writing the password of registry %s", name)
+	return cred, file, errors.Wrapf(os.Chmod(file, 0o600), "writing the password of registry %s", name)
 }
 
 func registryDeleteCommand(g *globals) *cobra.Command {

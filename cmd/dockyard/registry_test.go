@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/docker"
@@ -45,6 +46,8 @@ func runRegistryCreate(t *testing.T, rt *fake.Runtime, args ...string) error {
 	spec.HostPort, _ = flags.GetInt("port")
 	spec.ListenAddress, _ = flags.GetString("listen-address")
 	spec.Namespaces, _ = flags.GetStringSlice("namespaces")
+	spec.MutableTags, _ = flags.GetBool("mutable-tags")
+	spec.Auth, _ = flags.GetBool("auth")
 	images := &managementOptions{kubernetesVersion: defaultKubernetesVersion, images: "local"}
 	images.imageRegistry, _ = flags.GetString("image-registry")
 	return createRegistry(cmd, g, images, docker.NewManager(rt, docker.ManagerOptions{}), spec)
@@ -84,5 +87,31 @@ func TestPlanImagesBuildsTheRegistryImage(t *testing.T) {
 	}
 	if targets := plan.makeTargets(); !slices.Equal(targets, []string{"registry-image"}) {
 		t.Errorf("make targets %v, want [registry-image]", targets)
+	}
+}
+
+// --mutable-tags is recorded on the registry; creating it again without the flag keeps it, and
+// asking for the other setting says to re-create it.
+func TestRegistryCreateKeepsMutableTags(t *testing.T) {
+	rt := fake.New()
+	askedImages(t, rt)
+	nodes := docker.NewManager(rt, docker.ManagerOptions{})
+	if err := runRegistryCreate(t, rt, "--name", "reg", "--mutable-tags"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := nodes.FindRegistry(context.Background(), "reg"); err != nil || r == nil || !r.MutableTags() {
+		t.Fatalf("registry %+v, %v: want mutable tags", r, err)
+	}
+	if err := runRegistryCreate(t, rt, "--name", "reg"); err != nil {
+		t.Errorf("creating it again without --mutable-tags: %v", err)
+	}
+	if err := runRegistryCreate(t, rt, "--name", "reg", "--mutable-tags=false"); err == nil || !strings.Contains(err.Error(), "--keep-data") {
+		t.Errorf("asking for immutable tags: %v, want the refusal saying how to re-create it", err)
+	}
+	if r, err := nodes.FindRegistry(context.Background(), "reg"); err != nil || r == nil || !r.MutableTags() {
+		t.Errorf("after the refusal: %+v, %v", r, err)
+	}
+	if help := registryCreateCommand(&globals{}).Long; !strings.Contains(help, "--mutable-tags") || !strings.Contains(help, "<namespace>/") {
+		t.Errorf("registry create --help does not say how tags and users work:\n%s", help)
 	}
 }
