@@ -50,6 +50,11 @@ var sweepOnce sync.Once
 
 // engineCluster returns a node manager on the real engine and a cluster key unique to the test;
 // everything carrying the cluster's label is removed afterwards.
+//
+// An engine test that makes and reads only its own cluster's objects calls t.Parallel: they run
+// two at a time (most of their time is spent waiting on containers), after the tests that run
+// alone. Those stay sequential that change the engine's host (the host guard's rules answer for
+// every Dockyard network), or read what every test makes (the engine's events, its images).
 func engineCluster(t *testing.T) (*Manager, container.Runtime, ClusterKey) {
 	t.Helper()
 	rt := dockerenv.Engine(t)
@@ -255,6 +260,7 @@ func TestNodeContainerBootsWithSystemdWithoutPrivilege(t *testing.T) {
 }
 
 func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
+	t.Parallel()
 	m, rt, key := engineCluster(t)
 	node := bootNode(t, m, key, "cp-0", RoleControlPlane)
 	ctx := context.Background()
@@ -312,6 +318,7 @@ func TestBootstrapPlanRunsOnceInARealNode(t *testing.T) {
 }
 
 func TestBootstrapFailureAndTimeoutInARealNode(t *testing.T) {
+	t.Parallel()
 	m, rt, key := engineCluster(t)
 	ctx := context.Background()
 
@@ -558,6 +565,7 @@ func TestLoadBalancerForwardsReloadsAndDropsBackends(t *testing.T) {
 }
 
 func TestDeletingAClusterLeavesNothingOnTheEngine(t *testing.T) {
+	t.Parallel()
 	m, rt, key := engineCluster(t)
 	ctx := context.Background()
 	bootNode(t, m, key, "cp-0", RoleControlPlane)
@@ -587,6 +595,7 @@ func TestDeletingAClusterLeavesNothingOnTheEngine(t *testing.T) {
 // reach a workload cluster's load balancer until a manager that knows its nodes ensures the
 // workload network, while a node of another workload cluster still cannot.
 func TestManagementNodesReachWorkloadEndpointsWhileClustersStayIsolated(t *testing.T) {
+	t.Parallel()
 	if dockerenv.EngineName() == "podman" {
 		// Dockyard creates Podman networks isolated, but netavark 1.4 (Debian bookworm) removes
 		// the FORWARD jump to its isolation chain when the last container of any isolated
@@ -760,6 +769,7 @@ func isolationReport(t *testing.T, rt container.Runtime, node string, networks [
 }
 
 func TestNodeLogsOnTheEngine(t *testing.T) {
+	t.Parallel()
 	m, _, key := engineCluster(t)
 	bootNode(t, m, key, "cp-0", RoleControlPlane)
 	ctx := context.Background()
@@ -893,6 +903,7 @@ func mustDiffIDs(t *testing.T, img v1.Image) []v1.Hash {
 // A node's search list and containerd patches on the real engine: the engine writes the one,
 // containerd restarts with the other, once; patches that do not apply change nothing.
 func TestNodeSearchListAndContainerdPatches(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	m, rt, key := engineCluster(t)
 	c := bootNodeSpec(t, m, NodeSpec{Cluster: key, Machine: "w-0", Role: RoleWorker, DNSSearch: &[]string{"corp.example", "lab.example"}})

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
 )
 
 // On a real engine, a workload node reaches a service the engine's host listens on at its
@@ -50,8 +55,16 @@ func TestAWorkloadNodeReachesOnlyTheHostPortsOpenedToIt(t *testing.T) {
 		t.Logf("node %s → host %s:%d: exit %d %s", node.Name, gateway, port, code, out)
 		return code == 0
 	}
-	if !reaches(closed) || !reaches(open) {
-		t.Fatal("the node does not reach the host's listeners even before the guard: nothing to test")
+	// A node just booted may not answer at once on a loaded host: wait for both listeners, and
+	// say what stands between the node and the host if they never answer.
+	before := func() error {
+		if !reaches(closed) || !reaches(open) {
+			return errors.New("the node does not reach the host's listeners yet")
+		}
+		return nil
+	}
+	if err := waitFor(time.Minute, before); err != nil {
+		t.Fatalf("before the guard, nothing to test: %v\n%s", err, hostPathReport(t, rt, node.Name, gateway))
 	}
 	guarded := NewManager(rt, ManagerOptions{GuardHost: true, HostPortsOpenToWorkloads: []int{open}})
 	t.Cleanup(func() {
@@ -74,4 +87,31 @@ func TestAWorkloadNodeReachesOnlyTheHostPortsOpenedToIt(t *testing.T) {
 	if left, err := rt.ListContainers(ctx, map[string]string{hostHelperLabel: ""}); err != nil || len(left) != 0 {
 		t.Errorf("helper containers left: %v (%v)", left, err)
 	}
+}
+
+// waitFor runs check until it succeeds or timeout passes, and returns its last error.
+func waitFor(timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// hostPathReport says what a person needs when a node does not reach its gateway on the host:
+// the node's addresses and routes, the host's route back and the host's INPUT rules (of both
+// iptables back ends: the kernel runs both).
+func hostPathReport(t *testing.T, rt container.Runtime, node, gateway string) string {
+	t.Helper()
+	var b strings.Builder
+	out, _ := execOut(t, rt, node, "sh", "-c", "ip -o addr; ip route")
+	fmt.Fprintf(&b, "%s addresses and routes:\n%s\n", node, out)
+	for _, c := range [][]string{{"ip", "route", "get", gateway}, {"ip", "route"}, {"iptables-save", "-t", "filter"}, {"iptables-legacy-save", "-t", "filter"}} {
+		o, err := exec.Command(c[0], c[1:]...).CombinedOutput()
+		fmt.Fprintf(&b, "host: %s (%v):\n%s\n", strings.Join(c, " "), err, o)
+	}
+	return b.String()
 }

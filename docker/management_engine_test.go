@@ -111,6 +111,7 @@ func TestManagementNodeKeepsItsOwnRoutesOnTheEngine(t *testing.T) {
 // has) at the next check of a network it is on; leaving a network takes that network's rules
 // away.
 func TestManagementNodeIsNoRouterOnTheEngine(t *testing.T) {
+	t.Parallel()
 	rt := dockerenv.Engine(t)
 	dockerenv.RequireImages(t, rt, dockerenv.NodeImage())
 	ctx := context.Background()

@@ -133,6 +133,7 @@ func TestTwoClustersOnASharedNetworkOnTheEngine(t *testing.T) {
 // reaches it over neither family (Docker before 27 isolates IPv6 networks only with
 // ip6tables enabled, which hack/ensure-sh does: docs/security.md).
 func TestDualStackClusterOnTheEngine(t *testing.T) {
+	t.Parallel()
 	if dockerenv.EngineName() == "containerd" {
 		t.Skip("the containerd runtime has no IPv6 networks (the conformance suite checks it refuses them)")
 	}

@@ -147,6 +147,7 @@ func TestRegistryDeletesOnlyWhenAllowedOnTheEngine(t *testing.T) {
 // a cluster of its namespace pulls from it through its containerd (CRI), which sends the
 // namespace's credential written in its hosts.toml (not the host's).
 func TestRegistryAuthenticationOnTheEngine(t *testing.T) {
+	t.Parallel()
 	m, rt, key := engineCluster(t)
 	r := engineRegistry(t, m, rt, RegistrySpec{Namespaces: []string{key.Namespace}, Auth: true})
 	ctx := context.Background()
