@@ -32,8 +32,7 @@ import (
 
 // Chaos: what breaks outside Dockyard is seen in seconds and survived. A load balancer killed
 // comes back on the endpoint's address; a worker killed is reported and replaced by a
-// MachineHealthCheck; the engine restarted brings the whole cluster back on the same addresses;
-// a manager killed every few seconds still brings a cluster up, bootstrapping each node once.
+// MachineHealthCheck; the engine restarted brings the whole cluster back on the same addresses.
 // Serial: restarting the engine would break what other processes of the suite run on it, and
 // the MachineHealthCheck's 20 s are measured on a machine that runs nothing else.
 var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survived", Ordered, Serial, func() {
@@ -177,7 +176,11 @@ var _ = Describe("Chaos: failures outside Dockyard are seen in seconds and survi
 		own.waitNodesReady(ctx)
 		timings.add("chaos: engine restarted → the management cluster's own cluster's Node Ready through it", time.Since(restarted))
 	})
+})
 
+// A manager killed every few seconds still brings a cluster up, bootstrapping each node once.
+// It kills only its own process's manager, so it runs beside the suite's other specs.
+var _ = Describe("Chaos: a manager killed every few seconds", func() {
 	It("brings a cluster up while the manager is killed every few seconds, bootstrapping each node once, leaking nothing", func(ctx SpecContext) {
 		mk := clusterSpec{name: "e2e-chaos-mk", namespace: testNamespacePrefix + "-chaos-mk", controlPlane: 1, workers: 1}
 		start := time.Now()
