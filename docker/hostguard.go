@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pkg/errors"
@@ -55,6 +56,9 @@ type hostGuard struct {
 	// routes are the host's routes, read at routesRead.
 	routes     []netip.Prefix
 	routesRead time.Time
+	// image is the image the last helper ran (helperImage), read without mu: HostRoutes's
+	// helper runs under it too.
+	image atomic.Pointer[string]
 }
 
 // hostRoutesFresh is how long the host's routes read once are used.
@@ -187,7 +191,9 @@ func (m *Manager) onHost(ctx context.Context, script, scriptName string, args []
 	return m.nodeScript(ctx, name, script, scriptName, args, what)
 }
 
-// helperImage is the image of a node on the engine.
+// helperImage is the image of a node on the engine. With no node left (the last cluster's nodes
+// are deleted before its network), it is the image the last helper ran, while the engine still
+// has it: removing the last network then still takes its rules off the host.
 func (m *Manager) helperImage(ctx context.Context) (string, error) {
 	cs, err := m.runtime.ListContainers(ctx, map[string]string{clusterLabel: ""})
 	if err != nil {
@@ -195,7 +201,13 @@ func (m *Manager) helperImage(ctx context.Context) (string, error) {
 	}
 	for _, c := range cs {
 		if r := Role(c.Labels[kindRoleLabel]); (r == RoleControlPlane || r == RoleWorker) && c.Image != "" {
+			m.hostGuard.image.Store(&c.Image)
 			return c.Image, nil
+		}
+	}
+	if last := m.hostGuard.image.Load(); last != nil {
+		if ok, err := m.runtime.ImageExists(ctx, *last); err == nil && ok {
+			return *last, nil
 		}
 	}
 	return "", errNoHelperImage

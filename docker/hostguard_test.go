@@ -119,6 +119,58 @@ func TestTheEnginesHostIsGuardedFromWorkloadNetworks(t *testing.T) {
 	}
 }
 
+// Deleting the last cluster deletes its nodes before its network: with no node left to lend the
+// helper its image, the guard still runs with the image its last run used, while the engine has
+// it, so no rule for a removed bridge stays on the host.
+func TestTheLastNetworkRemovedTakesItsRulesOffTheHost(t *testing.T) {
+	ctx := context.Background()
+	rt := fake.New("node:v1")
+	runs := &hostRuns{}
+	rt.SetExec(runs.exec)
+	m := NewManager(rt, ManagerOptions{GuardHost: true})
+	a := ClusterKey{Namespace: "team-a", Name: "a"}
+	if _, err := m.EnsureNetwork(ctx, a, NetworkSpec{Name: DefaultNetworkName(a)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddNode(ctx, NodeSpec{Cluster: a, Machine: "a-cp", Image: "node:v1", Role: RoleControlPlane, Network: DefaultNetworkName(a)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.guard) != 1 || len(runs.guard[0]) != 1 {
+		t.Fatalf("host-guard.sh runs %q, want one with the cluster's bridge", runs.guard)
+	}
+	if err := m.DeleteCluster(ctx, a, DefaultNetworkName(a)); err != nil {
+		t.Fatal(err)
+	}
+	if len(runs.guard) != 2 || len(runs.guard[1]) != 0 {
+		t.Fatalf("host-guard.sh runs %q, want a second with no bridge (the chain removed)", runs.guard)
+	}
+	if runs.helpers[1].Image != "node:v1" {
+		t.Errorf("the last helper ran %q, want the node image of the run before", runs.helpers[1].Image)
+	}
+
+	// An image the engine no longer has is not used: nothing is left to guard against either.
+	b := ClusterKey{Namespace: "team-b", Name: "b"}
+	if _, err := m.EnsureNetwork(ctx, b, NetworkSpec{Name: DefaultNetworkName(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddNode(ctx, NodeSpec{Cluster: b, Machine: "b-cp", Image: "node:v1", Role: RoleControlPlane, Network: DefaultNetworkName(b)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.DeleteNode(ctx, b, "b-cp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.RemoveImage(ctx, "node:v1"); err != nil {
+		t.Fatal(err)
+	}
+	runs.guard = nil
+	if err := m.DeleteCluster(ctx, b, DefaultNetworkName(b)); err != nil {
+		t.Fatalf("deleting a cluster when no image is left for the helper: %v", err)
+	}
+	if len(runs.guard) != 0 {
+		t.Errorf("host-guard.sh ran %q with an image the engine no longer has", runs.guard)
+	}
+}
+
 // A subnet a cluster asks for must not overlap the host's own routes, read on the host (a
 // manager in a pod sees its pod's routes only): default routes and special-purpose ranges are
 // not in the way.
