@@ -14,7 +14,8 @@ type Resource struct {
 	schema.GroupVersionResource
 	Kind       string
 	Namespaced bool
-	// Subresources are the subresources served besides the object ("status", "eviction").
+	// Subresources are the subresources served besides the object ("status", "eviction",
+	// "portforward").
 	Subresources []string
 }
 
@@ -25,7 +26,7 @@ type Resource struct {
 var Resources = []Resource{
 	core("namespaces", "Namespace", false, "status"),
 	core("nodes", "Node", false, "status"),
-	core("pods", "Pod", true, "status", "eviction"),
+	core("pods", "Pod", true, "status", "eviction", "portforward"),
 	core("configmaps", "ConfigMap", true),
 	core("secrets", "Secret", true),
 	core("services", "Service", true, "status"),

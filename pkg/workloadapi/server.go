@@ -39,6 +39,8 @@ type Server struct {
 	version version.Info
 	// resources by group, version and resource name.
 	resources map[schema.GroupVersionResource]Resource
+	// forward connects a Pod's port-forward; nil serves none.
+	forward Forwarder
 }
 
 // NewServer returns the handler of a Store; kubernetesVersion (v1.34.4) is what /version says.
@@ -50,6 +52,9 @@ func NewServer(store *Store, kubernetesVersion string) *Server {
 	s.SetVersion(kubernetesVersion)
 	return s
 }
+
+// SetForwarder says what a Pod's port-forward reaches.
+func (s *Server) SetForwarder(f Forwarder) { s.forward = f }
 
 // SetVersion changes the Kubernetes version /version reports (an upgraded control plane).
 func (s *Server) SetVersion(kubernetesVersion string) {
@@ -154,6 +159,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	case r.Method == http.MethodGet:
 		obj, err = s.store.Get(gr, req.namespace, req.name)
+	case (r.Method == http.MethodPost || r.Method == http.MethodGet) && req.subresource == "portforward":
+		s.portForward(w, r, req)
+		return
 	case r.Method == http.MethodPost && req.subresource == "eviction":
 		s.evict(w, req)
 		return
@@ -492,7 +500,7 @@ func (s *Server) resourceList(gv schema.GroupVersion) *metav1.APIResourceList {
 		})
 		for _, sub := range r.Subresources {
 			v := metav1.Verbs{"get", "patch", "update"}
-			if sub == "eviction" {
+			if sub == "eviction" || sub == "portforward" {
 				v = metav1.Verbs{"create"}
 			}
 			list.APIResources = append(list.APIResources, metav1.APIResource{Name: r.Resource + "/" + sub, Namespaced: r.Namespaced, Kind: r.Kind, Verbs: v})
