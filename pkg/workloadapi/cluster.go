@@ -1,0 +1,253 @@
+package workloadapi
+
+import (
+	"context"
+	"crypto"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pkg/errors"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+)
+
+// controlPlaneComponents are the static Pods kubeadm runs on a control plane node, named
+// COMPONENT-NODE in kube-system, which KubeadmControlPlane checks.
+var controlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
+
+// coreDNSImage is the CoreDNS kubeadm v1.34 deploys.
+const coreDNSImage = "registry.k8s.io/coredns/coredns:v1.12.1"
+
+// ClusterOptions make a simulated cluster: its Kubernetes version and its CAs (the cluster's,
+// which signs the API server's certificate and its clients', and etcd's), as Cluster API keeps
+// them in the cluster's Secrets.
+type ClusterOptions struct {
+	KubernetesVersion string
+	CACert            *x509.Certificate
+	CAKey             crypto.Signer
+	EtcdCACert        *x509.Certificate
+	EtcdCAKey         crypto.Signer
+	// Hosts are the names and addresses of the cluster's endpoint, in the serving certificate.
+	Hosts []string
+}
+
+// Cluster is a simulated workload cluster: its objects, the API server serving them over TLS
+// and its etcd, with what kubeadm leaves in a cluster when a node runs init, join or reset.
+type Cluster struct {
+	Store  *Store
+	Server *Server
+	Etcd   *Etcd
+	tls    *tls.Config
+	http   *http.Server
+}
+
+// NewCluster returns a cluster with no node, not serving yet.
+func NewCluster(opts ClusterOptions) (*Cluster, error) {
+	tlsConfig, err := TLSConfig(opts.CACert, opts.CAKey, opts.Hosts)
+	if err != nil {
+		return nil, err
+	}
+	etcd, err := NewEtcd(opts.EtcdCACert, opts.EtcdCAKey)
+	if err != nil {
+		return nil, err
+	}
+	store := NewStore()
+	c := &Cluster{Store: store, Server: NewServer(store, opts.KubernetesVersion), Etcd: etcd, tls: tlsConfig}
+	c.Server.SetForwarder(c.forward)
+	c.http = &http.Server{Handler: c.Server, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second}
+	return c, nil
+}
+
+// Serve serves the cluster's API on a listener until Close.
+func (c *Cluster) Serve(l net.Listener) error {
+	err := c.http.Serve(tls.NewListener(l, c.tls))
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return errors.Wrap(err, "serving the cluster's API")
+}
+
+// Close stops serving and stops the cluster's etcd.
+func (c *Cluster) Close() error {
+	c.Etcd.Close()
+	return c.http.Close()
+}
+
+// forward connects port-forwards to etcd's Pods to their member's client port.
+func (c *Cluster) forward(namespace, pod string, port int) (net.Conn, error) {
+	member, ok := strings.CutPrefix(pod, "etcd-")
+	if namespace != metav1.NamespaceSystem || !ok || port != 2379 {
+		return nil, errors.Errorf("nothing listens on port %d of Pod %s/%s", port, namespace, pod)
+	}
+	return c.Etcd.Dial(member)
+}
+
+// Node is a node as kubeadm joins it to the cluster.
+type Node struct {
+	Name              string
+	ProviderID        string
+	KubernetesVersion string
+	ControlPlane      bool
+	Labels            map[string]string
+}
+
+// Init is kubeadm init on the first control plane node: the cluster's kubeadm-config (the
+// ClusterConfiguration kubeadm was given, as YAML), kubelet-config, kube-proxy and CoreDNS,
+// then the node joined as a control plane node.
+func (c *Cluster) Init(ctx context.Context, n Node, clusterConfiguration string) error {
+	sys := metav1.NamespaceSystem
+	for _, ns := range []string{sys, metav1.NamespaceDefault, metav1.NamespacePublic, "kube-node-lease"} {
+		if err := c.ensure(&corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	objects := []runtime.Object{
+		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "kubeadm-config"},
+			Data: map[string]string{"ClusterConfiguration": clusterConfiguration}},
+		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "kubelet-config"},
+			Data: map[string]string{"kubelet": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"}},
+		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "coredns"},
+			Data: map[string]string{"Corefile": ".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n}\n"}},
+		daemonSet(sys, "kube-proxy", "registry.k8s.io/kube-proxy:"+n.KubernetesVersion),
+		deployment(sys, "coredns", coreDNSImage),
+	}
+	for _, o := range objects {
+		if err := c.ensure(o); err != nil {
+			return err
+		}
+	}
+	return c.Join(ctx, n)
+}
+
+// Join is kubeadm join: the node registers Ready and, on a control plane node, its static Pods
+// run and its etcd member is added.
+func (c *Cluster) Join(_ context.Context, n Node) error {
+	labels := map[string]string{corev1.LabelHostname: n.Name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64"}
+	for k, v := range n.Labels {
+		labels[k] = v
+	}
+	var taints []corev1.Taint
+	if n.ControlPlane {
+		labels["node-role.kubernetes.io/control-plane"] = ""
+		taints = []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	node := &corev1.Node{TypeMeta: typeMeta("v1", "Node"), ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
+		Spec: corev1.NodeSpec{ProviderID: n.ProviderID, Taints: taints},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}},
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: n.KubernetesVersion,
+				OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "containerd://2.1.0"},
+		}}
+	if err := c.ensure(node); err != nil {
+		return err
+	}
+	if !n.ControlPlane {
+		return nil
+	}
+	for _, component := range controlPlaneComponents {
+		if err := c.ensure(staticPod(component, n)); err != nil {
+			return err
+		}
+	}
+	c.Etcd.AddMember(n.Name)
+	return nil
+}
+
+// Reset is kubeadm reset, or a node gone: its Node, static Pods and etcd member go.
+func (c *Cluster) Reset(_ context.Context, name string) error {
+	c.Etcd.RemoveMember(name)
+	for _, component := range controlPlaneComponents {
+		if err := c.remove(schema.GroupResource{Resource: "pods"}, metav1.NamespaceSystem, component+"-"+name); err != nil {
+			return err
+		}
+	}
+	return c.remove(schema.GroupResource{Resource: "nodes"}, "", name)
+}
+
+func (c *Cluster) remove(gr schema.GroupResource, namespace, name string) error {
+	if _, err := c.Store.Delete(gr, namespace, name); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// ensure stores an object as it is given: created, or replacing the one of its name.
+func (c *Cluster) ensure(o runtime.Object) error {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return errors.Wrap(err, "converting an object of the simulated cluster")
+	}
+	obj := &unstructured.Unstructured{Object: content}
+	gr, err := c.resourceOf(obj)
+	if err != nil {
+		return err
+	}
+	if _, err := c.Store.Create(gr, obj); apierrors.IsAlreadyExists(err) {
+		_, err = c.Store.Update(gr, obj)
+		return err
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// resourceOf is the served resource of an object's kind.
+func (c *Cluster) resourceOf(obj *unstructured.Unstructured) (schema.GroupResource, error) {
+	gvk := obj.GroupVersionKind()
+	for _, r := range Resources {
+		if r.Group == gvk.Group && r.Version == gvk.Version && r.Kind == gvk.Kind {
+			return r.GroupResource(), nil
+		}
+	}
+	return schema.GroupResource{}, errors.Errorf("kind %s is not served", gvk)
+}
+
+func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
+
+// staticPod is a control plane component's Pod on a node, running and Ready.
+func staticPod(component string, n Node) *corev1.Pod {
+	image := "registry.k8s.io/" + component + ":" + n.KubernetesVersion
+	if component == "etcd" {
+		image = "registry.k8s.io/etcd:" + etcdVersion + "-0"
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	return &corev1.Pod{
+		TypeMeta: typeMeta("v1", "Pod"),
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: component + "-" + n.Name,
+			Labels: map[string]string{"component": component, "tier": "control-plane"}},
+		Spec: corev1.PodSpec{NodeName: n.Name, HostNetwork: true, PriorityClassName: "system-node-critical",
+			Containers: []corev1.Container{{Name: component, Image: image}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: component, Image: image, Ready: true, Started: ptr.To(true),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}},
+	}
+}
+
+func daemonSet(namespace, name, image string) *appsv1.DaemonSet {
+	labels := map[string]string{"k8s-app": name}
+	return &appsv1.DaemonSet{TypeMeta: typeMeta("apps/v1", "DaemonSet"), ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: image}}}}}}
+}
+
+func deployment(namespace, name, image string) *appsv1.Deployment {
+	labels := map[string]string{"k8s-app": "kube-dns"}
+	return &appsv1.Deployment{TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: name, Image: image}}}}}}
+}
