@@ -3,8 +3,6 @@ package workloadapi
 import (
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -48,30 +46,14 @@ type etcdMember struct {
 
 // NewEtcd returns a cluster's etcd with no member, serving with a certificate of its etcd CA.
 func NewEtcd(caCert *x509.Certificate, caKey crypto.Signer) (*Etcd, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, errors.Wrap(err, "making etcd's serving key")
-	}
 	cfg := certs.Config{CommonName: "etcd", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
 	cfg.AltNames.DNSNames = []string{"localhost"}
 	cfg.AltNames.IPs = []net.IP{net.IPv4(127, 0, 0, 1)}
-	cert, err := cfg.NewSignedCert(key, caCert, caKey)
+	tlsConfig, err := mutualTLS(cfg, caCert, caKey, "h2")
 	if err != nil {
-		return nil, errors.Wrap(err, "signing etcd's serving certificate with the cluster's etcd CA")
+		return nil, err
 	}
-	clients := x509.NewCertPool()
-	clients.AddCert(caCert)
-	return &Etcd{
-		clusterID: randomID(),
-		revision:  1,
-		tls: &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw, caCert.Raw}, PrivateKey: key, Leaf: cert}},
-			ClientAuth:   tls.RequireAndVerifyClientCert,
-			ClientCAs:    clients,
-			NextProtos:   []string{"h2"},
-		},
-	}, nil
+	return &Etcd{clusterID: randomID(), revision: 1, tls: tlsConfig}, nil
 }
 
 // AddMember adds the member of a control plane node (once); the first is the leader.

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -81,14 +80,7 @@ func (s *Store) Get(gr schema.GroupResource, namespace, name string) (*unstructu
 func (s *Store) List(gr schema.GroupResource, namespace string, sel Selector) ([]*unstructured.Unstructured, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*unstructured.Unstructured
-	for k, o := range s.objects[gr] {
-		if (namespace == "" || k.namespace == namespace) && sel.Matches(o) {
-			out = append(out, o.DeepCopy())
-		}
-	}
-	sortObjects(out)
-	return out, strconv.FormatUint(s.rv, 10)
+	return s.objectsOf(gr, namespace, sel), strconv.FormatUint(s.rv, 10)
 }
 
 // Create stores a new object: its uid, resourceVersion, creationTimestamp and generation are
@@ -324,11 +316,6 @@ func (sel Selector) Matches(o *unstructured.Unstructured) bool {
 		}
 	}
 	return true
-}
-
-// NamespacedName names an object for errors and logs.
-func NamespacedName(o *unstructured.Unstructured) types.NamespacedName {
-	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
 }
 
 // sortObjects orders objects by namespace and name, as kube-apiserver lists them.

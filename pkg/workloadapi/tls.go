@@ -19,10 +19,6 @@ import (
 // Cluster API writes carries one). caKey is the CA's key, of any algorithm Cluster API makes;
 // the serving key is ECDSA P-256, cheap to make for a thousand clusters.
 func TLSConfig(caCert *x509.Certificate, caKey crypto.Signer, hosts []string) (*tls.Config, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, errors.Wrap(err, "making the API server's serving key")
-	}
 	cfg := certs.Config{CommonName: "kube-apiserver", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	cfg.AltNames.DNSNames = []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "localhost"}
 	cfg.AltNames.IPs = []net.IP{net.IPv4(127, 0, 0, 1)}
@@ -33,9 +29,19 @@ func TLSConfig(caCert *x509.Certificate, caKey crypto.Signer, hosts []string) (*
 			cfg.AltNames.DNSNames = append(cfg.AltNames.DNSNames, h)
 		}
 	}
+	return mutualTLS(cfg, caCert, caKey, "h2", "http/1.1")
+}
+
+// mutualTLS is a server's TLS: a certificate of cfg signed by a CA, on an ECDSA P-256 key, and
+// client certificates of the same CA required.
+func mutualTLS(cfg certs.Config, caCert *x509.Certificate, caKey crypto.Signer, protocols ...string) (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, errors.Wrapf(err, "making the serving key of %s", cfg.CommonName)
+	}
 	cert, err := cfg.NewSignedCert(key, caCert, caKey)
 	if err != nil {
-		return nil, errors.Wrap(err, "signing the API server's serving certificate with the cluster's CA")
+		return nil, errors.Wrapf(err, "signing the serving certificate of %s with the cluster's CA", cfg.CommonName)
 	}
 	clients := x509.NewCertPool()
 	clients.AddCert(caCert)
@@ -44,6 +50,6 @@ func TLSConfig(caCert *x509.Certificate, caKey crypto.Signer, hosts []string) (*
 		Certificates: []tls.Certificate{{Certificate: [][]byte{cert.Raw, caCert.Raw}, PrivateKey: key, Leaf: cert}},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    clients,
-		NextProtos:   []string{"h2", "http/1.1"},
+		NextProtos:   protocols,
 	}, nil
 }
