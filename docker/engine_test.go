@@ -163,16 +163,26 @@ func dumpContainers(t *testing.T, rt container.Runtime, key ClusterKey) {
 
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) time.Duration {
 	t.Helper()
+	took, err := waitFor(timeout, 200*time.Millisecond, check)
+	if err != nil {
+		t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+	}
+	return took
+}
+
+// waitFor runs check every interval until it succeeds or timeout passes: how long it took, or
+// check's last error.
+func waitFor(timeout, interval time.Duration, check func() error) (time.Duration, error) {
 	start := time.Now()
 	for {
 		err := check()
 		if err == nil {
-			return time.Since(start)
+			return time.Since(start), nil
 		}
 		if time.Since(start) > timeout {
-			t.Fatalf("%s: not true after %s: %v", what, timeout, err)
+			return 0, err
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 

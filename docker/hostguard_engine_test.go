@@ -63,7 +63,7 @@ func TestAWorkloadNodeReachesOnlyTheHostPortsOpenedToIt(t *testing.T) {
 		}
 		return nil
 	}
-	if err := waitFor(time.Minute, before); err != nil {
+	if _, err := waitFor(time.Minute, time.Second, before); err != nil {
 		t.Fatalf("before the guard, nothing to test: %v\n%s", err, hostPathReport(t, rt, node.Name, gateway))
 	}
 	guarded := NewManager(rt, ManagerOptions{GuardHost: true, HostPortsOpenToWorkloads: []int{open}})
@@ -86,18 +86,6 @@ func TestAWorkloadNodeReachesOnlyTheHostPortsOpenedToIt(t *testing.T) {
 	}
 	if left, err := rt.ListContainers(ctx, map[string]string{hostHelperLabel: ""}); err != nil || len(left) != 0 {
 		t.Errorf("helper containers left: %v (%v)", left, err)
-	}
-}
-
-// waitFor runs check until it succeeds or timeout passes, and returns its last error.
-func waitFor(timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(time.Second)
 	}
 }
 
