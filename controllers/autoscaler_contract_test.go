@@ -23,7 +23,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 var machineDeploymentsGVR = schema.GroupVersionResource{Group: clusterv1.GroupVersion.Group, Version: "v1beta2", Resource: "machinedeployments"}
@@ -159,8 +159,8 @@ func (e *contractEnv) expectNodeGroup(md, cpu, memory string) *autoscalerNodeGro
 func TestAutoscalerContract(t *testing.T) {
 	e := newContractEnv(t)
 	// A host the node group's size can only have come from.
-	envRuntime.SetHost(fake.Host{CPUs: 3, MemoryBytes: 5 << 30, Architecture: "aarch64"})
-	t.Cleanup(func() { envRuntime.SetHost(fake.DefaultHost) })
+	envRuntime.SetHost(inmemory.Host{CPUs: 3, MemoryBytes: 5 << 30, Architecture: "aarch64"})
+	t.Cleanup(func() { envRuntime.SetHost(inmemory.DefaultHost) })
 
 	e.createTemplate("burst-host", infrav1.NodeResources{}, nil)
 	e.createMachineDeployment("burst", "burst-host", map[string]string{
@@ -217,7 +217,7 @@ func TestAutoscalerContract(t *testing.T) {
 
 	// The engine's host changes (another engine, more memory): the template's status follows
 	// on its next reconcile (here woken by an annotation; the resync does it otherwise).
-	envRuntime.SetHost(fake.Host{CPUs: 6, MemoryBytes: 12 << 30, Architecture: "x86_64"})
+	envRuntime.SetHost(inmemory.Host{CPUs: 6, MemoryBytes: 12 << 30, Architecture: "x86_64"})
 	if err := env.Client.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "burst-host"}, mt); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // Cluster API's v1beta2 conditions bubble an infrastructure object's Ready message into the
@@ -56,7 +56,7 @@ func TestStoppedNodeMessageIsShortAndFreeOfTerminalEscapes(t *testing.T) {
 	f := newFixture(t, m, dm, s)
 	f.provisionCluster()
 	f.provisionMachine(cpName)
-	f.rt.WithContainer(cpNode, func(c *fake.Container) {
+	f.rt.WithContainer(cpNode, func(c *inmemory.Container) {
 		for i := range 25 {
 			c.Logs = append(c.Logs, fmt.Sprintf("[\x1b[0;32m  OK  \x1b[0m] Stopped \x1b[0;1;39munit %d\x1b[0m.\r", i))
 		}

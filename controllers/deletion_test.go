@@ -16,8 +16,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
@@ -25,7 +24,7 @@ import (
 // onSecretInfrastructure makes the fixture's cluster run its nodes on the infrastructure
 // cluster of kubeconfig Secret "infra" (a fake engine of many hosts, which it returns); with
 // secret false the Secret does not exist.
-func (f *fixture) onSecretInfrastructure(secret bool) *fake.Balancing {
+func (f *fixture) onSecretInfrastructure(secret bool) *inmemory.Balancing {
 	f.t.Helper()
 	if secret {
 		infra := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "infra"},
@@ -39,8 +38,8 @@ func (f *fixture) onSecretInfrastructure(secret bool) *fake.Balancing {
 	if err := f.c.Update(f.ctx, dc); err != nil {
 		f.t.Fatal(err)
 	}
-	engine := fake.NewBalancing(fake.New(testNodeImage))
-	dockertest.New(engine.Runtime)
+	engine := inmemory.NewBalancing(inmemory.New(testNodeImage))
+	inmemory.NewNodes(engine.Runtime)
 	f.engines = infrastructure.New(f.nodes, infrastructure.Options{Secrets: f.c,
 		Connect: func(runtimes.Config) (runtimes.Runtime, error) { return closable{engine}, nil }})
 	return engine

@@ -18,7 +18,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
@@ -339,7 +339,7 @@ func TestClusterDeletionKeepsTheUsersNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.reconcileClusterN(3)
-	f.rt.WithContainer("c1-lb."+testNS, func(c *fake.Container) {
+	f.rt.WithContainer("c1-lb."+testNS, func(c *inmemory.Container) {
 		if c.Spec.Network != "shared" {
 			t.Errorf("load balancer on network %q", c.Spec.Network)
 		}
@@ -484,7 +484,7 @@ func (f *fixture) loadBalancerHostPort() int {
 // publishes it on when it starts it again itself (restart policy, engine or host restart).
 func (f *fixture) pinnedHostPort() int {
 	port := -1
-	f.rt.WithContainer("c1-lb."+testNS, func(c *fake.Container) { port = c.Spec.Ports[0].HostPort })
+	f.rt.WithContainer("c1-lb."+testNS, func(c *inmemory.Container) { port = c.Spec.Ports[0].HostPort })
 	return port
 }
 
@@ -620,7 +620,7 @@ func TestExistingClustersAdoptTheirLoadBalancersHostPort(t *testing.T) {
 	if err := f.c.Update(f.ctx, dc); err != nil {
 		t.Fatal(err)
 	}
-	f.rt.WithContainer(lbName, func(c *fake.Container) {
+	f.rt.WithContainer(lbName, func(c *inmemory.Container) {
 		c.Spec.Ports[0].HostPort = 0
 		delete(c.Spec.Labels, "dockyard.x-k8s.io/host-port")
 		delete(c.State.Labels, "dockyard.x-k8s.io/host-port")
@@ -681,7 +681,7 @@ func TestClusterNetworkOutsideThePolicyIsNotAllowed(t *testing.T) {
 // within seconds, and takes the address as its endpoint once there is one.
 func TestClusterWaitsForItsLoadBalancersAddress(t *testing.T) {
 	f := newFixture(t)
-	engine := fake.NewBalancing(f.rt)
+	engine := inmemory.NewBalancing(f.rt)
 	engine.SetPending("Service team-a/c1-lb of type LoadBalancer has no address yet")
 	f.nodes = docker.NewManager(engine, docker.ManagerOptions{})
 	for range 3 {
@@ -699,7 +699,7 @@ func TestClusterWaitsForItsLoadBalancersAddress(t *testing.T) {
 	engine.SetPending("")
 	f.reconcileClusterN(2)
 	dc = f.getDockyardCluster()
-	if dc.Spec.ControlPlaneEndpoint.Host != fake.FrontAddress || !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
+	if dc.Spec.ControlPlaneEndpoint.Host != inmemory.FrontAddress || !ptr.Deref(dc.Status.Initialization.Provisioned, false) {
 		t.Errorf("endpoint %q, provisioned %v: want the front's address", dc.Spec.ControlPlaneEndpoint.Host, dc.Status.Initialization.Provisioned)
 	}
 	expectCondition(t, dc, infrav1.LoadBalancerAvailableCondition, metav1.ConditionTrue, infrav1.LoadBalancerAvailableReason)

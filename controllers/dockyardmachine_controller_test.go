@@ -25,7 +25,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
@@ -153,7 +153,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, node.Labels[k], v)
 		}
 	}
-	f.rt.WithContainer(cpNode, func(c *fake.Container) {
+	f.rt.WithContainer(cpNode, func(c *inmemory.Container) {
 		spec := c.Spec
 		if spec.Image != testNodeImage || spec.Hostname != cpName || spec.StopSignal != "SIGRTMIN+3" || !spec.Tty {
 			t.Errorf("unexpected node spec: image %s hostname %s stop %s tty %v", spec.Image, spec.Hostname, spec.StopSignal, spec.Tty)
@@ -199,7 +199,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	}
 
 	// The bootstrap finishes; the node registers.
-	f.sim.Complete(f.rt, cpNode)
+	f.sim.Complete(cpNode)
 	f.reconcileMachine(cpName) // provisioned; waits for the Node
 	f.registerNode(cpName)
 	f.reconcileMachine(cpName)
@@ -222,7 +222,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 	expectCondition(t, got, clusterv1.ReadyCondition, metav1.ConditionTrue, infrav1.ReadyReason)
 
 	// The bootstrap files landed with their modes; the staged copies are gone.
-	f.rt.WithContainer(cpNode, func(c *fake.Container) {
+	f.rt.WithContainer(cpNode, func(c *inmemory.Container) {
 		if !strings.Contains(string(c.Files["/etc/kubernetes/pki/ca.key"]), "not-a-real-key") || string(c.Files["/etc/kubernetes/pki/ca.key.mode"]) != "0600" {
 			t.Errorf("ca.key not installed with mode 0600")
 		}
@@ -252,7 +252,7 @@ func TestControlPlaneMachineProvisions(t *testing.T) {
 // mustSave returns a docker-save archive of an image, as another engine saves it.
 func mustSave(t *testing.T, img string) io.Reader {
 	t.Helper()
-	archive, err := fake.New(img).SaveImages(context.Background(), []string{img})
+	archive, err := inmemory.New(img).SaveImages(context.Background(), []string{img})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func mustSave(t *testing.T, img string) io.Reader {
 func (f *fixture) loadBalancerConfig() string {
 	f.t.Helper()
 	var cfg string
-	f.rt.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: testNS, Name: testCluster}), func(c *fake.Container) {
+	f.rt.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: testNS, Name: testCluster}), func(c *inmemory.Container) {
 		cfg = string(c.Files[docker.LoadBalancerConfigPath])
 	})
 	return cfg
@@ -414,7 +414,7 @@ func TestMachineFallsBackWhenPrivilegedIsRefused(t *testing.T) {
 	}
 	f.provisionCluster()
 	f.provisionMachine(cpName)
-	f.rt.WithContainer(cpNode, func(c *fake.Container) {
+	f.rt.WithContainer(cpNode, func(c *inmemory.Container) {
 		sec := c.Spec.Security
 		if sec.Privileged || len(sec.CapAdd) != 1 || sec.CapAdd[0] != "ALL" || len(sec.CapDrop) != 1 || sec.CapDrop[0] != "SYS_RESOURCE" ||
 			len(sec.DeviceCgroupRules) != 1 || !sec.PrivateCgroupNamespace || !sec.Unconfined {
@@ -519,7 +519,7 @@ func TestMachineBootstrapSurvivesAManagerRestart(t *testing.T) {
 		f.reconcileMachine(cpName)
 	}
 	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootstrapRunningReason)
-	f.sim.Complete(f.rt, cpNode)
+	f.sim.Complete(cpNode)
 	f.reconcileMachine(cpName)
 	if n := len(f.sim.Commands[cpNode]); n != 1 {
 		t.Errorf("kubeadm ran %d times across the restart", n)
@@ -584,7 +584,7 @@ func TestDeletingAControlPlaneMachineLeavesTheLoadBalancerFirst(t *testing.T) {
 		t.Errorf("container removed before the DockyardMachine was deleted: %v", err)
 	}
 	signals := 0
-	f.rt.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: testNS, Name: testCluster}), func(c *fake.Container) { signals = len(c.Signals) })
+	f.rt.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: testNS, Name: testCluster}), func(c *inmemory.Container) { signals = len(c.Signals) })
 	if signals < 3 {
 		t.Errorf("load balancer reloaded %d times, want a reload per change", signals)
 	}
@@ -728,7 +728,7 @@ func TestClusterImagesReachNewAndRunningNodes(t *testing.T) {
 	}
 	f.provisionMachine(worker)
 	node := worker + "." + testNS
-	if imgs, _ := f.sim.Images(f.rt, node); !slices.Equal(imgs, []string{"localhost/app:dev"}) {
+	if imgs, _ := f.sim.Images(node); !slices.Equal(imgs, []string{"localhost/app:dev"}) {
 		t.Fatalf("a new node has %v, want the cluster's image", imgs)
 	}
 
@@ -740,7 +740,7 @@ func TestClusterImagesReachNewAndRunningNodes(t *testing.T) {
 	}
 	f.reconcileMachine(worker)
 	f.reconcileMachine(worker)
-	imgs, imports := f.sim.Images(f.rt, node)
+	imgs, imports := f.sim.Images(node)
 	if !slices.Equal(imgs, []string{"localhost/app:dev", "localhost/tool:v1"}) || imports != 2 {
 		t.Fatalf("a running node has %v after %d imports, want both images, each imported once", imgs, imports)
 	}
@@ -752,7 +752,7 @@ func TestClusterImagesReachNewAndRunningNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.reconcileMachine(worker)
-	if _, imports := f.sim.Images(f.rt, node); imports != 2 {
+	if _, imports := f.sim.Images(node); imports != 2 {
 		t.Errorf("%d imports after a rebuild and a resync, want 2", imports)
 	}
 	handle, err := f.nodes.FindNode(f.ctx, docker.ClusterKey{Namespace: testNS, Name: testCluster}, worker)
@@ -762,7 +762,7 @@ func TestClusterImagesReachNewAndRunningNodes(t *testing.T) {
 	if err := handle.LoadImages(f.ctx, []string{"localhost/app:dev"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, imports := f.sim.Images(f.rt, node); imports != 3 {
+	if _, imports := f.sim.Images(node); imports != 3 {
 		t.Errorf("%d imports after loading the rebuilt image, want 3", imports)
 	}
 
@@ -933,7 +933,7 @@ func TestMachineUsesTheClustersLocalRegistry(t *testing.T) {
 	if reg.Host() != "localhost:5001" || address == "" {
 		t.Fatalf("registry %s on %q, address on the cluster network %q", reg.Name, reg.Host(), address)
 	}
-	f.rt.WithContainer(worker+"."+testNS, func(c *fake.Container) {
+	f.rt.WithContainer(worker+"."+testNS, func(c *inmemory.Container) {
 		hosts := string(c.Files["/etc/containerd/certs.d/localhost:5001/hosts.toml"])
 		if !strings.Contains(hosts, `server = "http://`+address+`:5000"`) {
 			t.Errorf("the node's hosts.toml for localhost:5001:\n%s", hosts)

@@ -18,7 +18,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
@@ -27,7 +27,7 @@ type templateFixture struct {
 	t   *testing.T
 	ctx context.Context
 	c   client.Client
-	rt  *fake.Runtime
+	rt  *inmemory.Runtime
 }
 
 func newTemplateFixture(t *testing.T, objs ...client.Object) *templateFixture {
@@ -37,7 +37,7 @@ func newTemplateFixture(t *testing.T, objs ...client.Object) *templateFixture {
 		ctx: ctrl.LoggerInto(context.Background(), ctrl.Log),
 		c: fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 			WithStatusSubresource(&infrav1.DockyardMachineTemplate{}).Build(),
-		rt: fake.New(),
+		rt: inmemory.New(),
 	}
 }
 
@@ -88,7 +88,7 @@ func expectCapacity(t *testing.T, mt *infrav1.DockyardMachineTemplate, cpu, memo
 
 func TestTemplateCapacityFromEngineHost(t *testing.T) {
 	f := newTemplateFixture(t, machineTemplate("host", infrav1.NodeResources{}))
-	f.rt.SetHost(fake.Host{CPUs: 6, MemoryBytes: 16 << 30, Architecture: "aarch64"})
+	f.rt.SetHost(inmemory.Host{CPUs: 6, MemoryBytes: 16 << 30, Architecture: "aarch64"})
 	res, err := f.reconcile("host")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestTemplateCapacityFromEngineHost(t *testing.T) {
 	expectCapacity(t, f.get("host"), "6", "16Gi", infrav1.ArchitectureArm64)
 
 	// The engine's host changes: the next reconcile follows it.
-	f.rt.SetHost(fake.Host{CPUs: 2, MemoryBytes: 4 << 30, Architecture: "x86_64"})
+	f.rt.SetHost(inmemory.Host{CPUs: 2, MemoryBytes: 4 << 30, Architecture: "x86_64"})
 	if _, err := f.reconcile("host"); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestTemplateCapacityFromResources(t *testing.T) {
 		}
 	}
 	expectCapacity(t, f.get("both"), "1500m", "2Gi", infrav1.ArchitectureAmd64)
-	// A limit the template does not set is the host's (fake.DefaultHost: 4 CPUs, 8 GiB).
+	// A limit the template does not set is the host's (inmemory.DefaultHost: 4 CPUs, 8 GiB).
 	expectCapacity(t, f.get("cpu-only"), "2", "8Gi", infrav1.ArchitectureAmd64)
 	expectCapacity(t, f.get("memory-only"), "4", "3Gi", infrav1.ArchitectureAmd64)
 
@@ -146,7 +146,7 @@ func TestTemplateEngineErrorsLeaveStatus(t *testing.T) {
 	// The engine does not answer: an error (controller-runtime requeues with backoff), no
 	// panic, and the published status stays.
 	f.rt.SetInfoError(errors.New("dial unix /var/run/docker.sock: connect: connection refused"))
-	f.rt.SetHost(fake.Host{CPUs: 1, MemoryBytes: 1 << 30, Architecture: "amd64"})
+	f.rt.SetHost(inmemory.Host{CPUs: 1, MemoryBytes: 1 << 30, Architecture: "amd64"})
 	if _, err := f.reconcile("t"); err == nil {
 		t.Fatal("reconcile succeeded although the engine does not answer")
 	}
@@ -158,14 +158,14 @@ func TestTemplateEngineErrorsLeaveStatus(t *testing.T) {
 
 	// The engine answers with nonsense: an error, the status stays.
 	f.rt.SetInfoError(nil)
-	f.rt.SetHost(fake.Host{CPUs: 0, MemoryBytes: 0, Architecture: "amd64"})
+	f.rt.SetHost(inmemory.Host{CPUs: 0, MemoryBytes: 0, Architecture: "amd64"})
 	if _, err := f.reconcile("t"); err == nil {
 		t.Fatal("reconcile succeeded although the engine reports a host without CPUs")
 	}
 	expectCapacity(t, f.get("t"), "4", "8Gi", infrav1.ArchitectureAmd64)
 
 	// The engine answers again.
-	f.rt.SetHost(fake.Host{CPUs: 8, MemoryBytes: 32 << 30, Architecture: "amd64"})
+	f.rt.SetHost(inmemory.Host{CPUs: 8, MemoryBytes: 32 << 30, Architecture: "amd64"})
 	if _, err := f.reconcile("t"); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestTemplateEngineErrorsLeaveStatus(t *testing.T) {
 
 func TestTemplateArchitectureOutsideTheContract(t *testing.T) {
 	f := newTemplateFixture(t, machineTemplate("t", infrav1.NodeResources{}))
-	f.rt.SetHost(fake.Host{CPUs: 4, MemoryBytes: 8 << 30, Architecture: "riscv64"})
+	f.rt.SetHost(inmemory.Host{CPUs: 4, MemoryBytes: 8 << 30, Architecture: "riscv64"})
 	if _, err := f.reconcile("t"); err != nil {
 		t.Fatal(err)
 	}

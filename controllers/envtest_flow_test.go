@@ -19,7 +19,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // eventually polls until check returns nil or the timeout passes.
@@ -178,7 +178,7 @@ func TestEnvtestClusterAndMachinesThroughTheFlow(t *testing.T) {
 		})
 	}
 	var cfg string
-	envRuntime.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: ns, Name: "flow1"}), func(c *fake.Container) { cfg = string(c.Files[docker.LoadBalancerConfigPath]) })
+	envRuntime.WithContainer(docker.LoadBalancerName(docker.ClusterKey{Namespace: ns, Name: "flow1"}), func(c *inmemory.Container) { cfg = string(c.Files[docker.LoadBalancerConfigPath]) })
 	if !strings.Contains(cfg, "server flow1-cp-1."+ns+" ") || strings.Contains(cfg, "flow1-md-1") {
 		t.Errorf("load balancer backends:\n%s", cfg)
 	}

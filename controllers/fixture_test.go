@@ -22,8 +22,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
@@ -65,8 +64,8 @@ type fixture struct {
 	ctx      context.Context
 	c        client.Client
 	workload client.Client
-	rt       *fake.Runtime
-	sim      *dockertest.Nodes
+	rt       *inmemory.Runtime
+	sim      *inmemory.Nodes
 	// nodes is the node layer of the host's engine; a test may replace it (another policy,
 	// another engine) before it makes a reconciler.
 	nodes    *docker.Manager
@@ -98,8 +97,8 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 		WithStatusSubresource(&clusterv1.Cluster{}, &clusterv1.Machine{}, &infrav1.DockyardCluster{}, &infrav1.DockyardMachine{}).
 		Build()
 	f.workload = fakeclient.NewClientBuilder().WithScheme(s).Build()
-	f.rt = fake.New(testNodeImage, docker.DefaultLoadBalancerImage)
-	f.sim = dockertest.New(f.rt)
+	f.rt = inmemory.New(testNodeImage, docker.DefaultLoadBalancerImage)
+	f.sim = inmemory.NewNodes(f.rt)
 	f.nodes = docker.NewManager(f.rt, docker.ManagerOptions{})
 	f.recorder = record.NewFakeRecorder(1000)
 	return f
@@ -268,7 +267,7 @@ func (f *fixture) registerNode(name string) {
 
 // backdateBootstrap moves the start of a node's bootstrap into the past.
 func (f *fixture) backdateBootstrap(node string, d time.Duration) {
-	if !f.sim.BackdateBootstrap(f.rt, node, d) {
+	if !f.sim.BackdateBootstrap(node, d) {
 		f.t.Fatalf("no node %s", node)
 	}
 }

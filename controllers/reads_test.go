@@ -12,8 +12,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 )
 
@@ -57,7 +56,7 @@ current-context: c
 `
 
 // closable is a fake engine the picker could have built.
-type closable struct{ *fake.Balancing }
+type closable struct{ *inmemory.Balancing }
 
 func (closable) Close() error { return nil }
 
@@ -77,8 +76,8 @@ func TestAReconcileResolvesItsEngineOnce(t *testing.T) {
 	}
 	counting := &countingClient{Client: f.c}
 	f.c = counting
-	engine := fake.NewBalancing(fake.New(testNodeImage))
-	dockertest.New(engine.Runtime)
+	engine := inmemory.NewBalancing(inmemory.New(testNodeImage))
+	inmemory.NewNodes(engine.Runtime)
 	f.engines = infrastructure.New(f.nodes, infrastructure.Options{Secrets: counting,
 		Connect: func(runtimes.Config) (runtimes.Runtime, error) { return closable{engine}, nil }})
 

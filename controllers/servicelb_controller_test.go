@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
@@ -83,7 +83,7 @@ func TestServiceLoadBalancerServesServicesOfTypeLoadBalancer(t *testing.T) {
 	if len(lbs) != 1 || lbs[0].Service != "default/web" {
 		t.Fatalf("Service load balancers %+v, want one for default/web", lbs)
 	}
-	f.rt.WithContainer(lbs[0].Name, func(c *fake.Container) {
+	f.rt.WithContainer(lbs[0].Name, func(c *inmemory.Container) {
 		cfg := string(c.Files[docker.LoadBalancerConfigPath])
 		for _, want := range []string{"bind *:80", "server c1-control-plane-a 172.30.0.3:30080 check", "server c1-md-0-b 172.30.0.4:30080 check"} {
 			if !strings.Contains(cfg, want) {
@@ -201,7 +201,7 @@ func (s *serviceLBFixture) served() map[string]string {
 // container returns a container's ID and labels.
 func (s *serviceLBFixture) container(name string) (id string, labels map[string]string) {
 	s.t.Helper()
-	if !s.rt.WithContainer(name, func(c *fake.Container) { id, labels = c.State.ID, c.State.Labels }) {
+	if !s.rt.WithContainer(name, func(c *inmemory.Container) { id, labels = c.State.ID, c.State.Labels }) {
 		s.t.Fatalf("container %s does not exist", name)
 	}
 	return id, labels
@@ -429,7 +429,7 @@ func TestServiceLoadBalancerKeepsInvalidNamesOutOfTheConfiguration(t *testing.T)
 	s.reconcile()
 
 	s.wantServed("default/web")
-	s.rt.WithContainer(s.served()["default/web"], func(c *fake.Container) {
+	s.rt.WithContainer(s.served()["default/web"], func(c *inmemory.Container) {
 		cfg := string(c.Files[docker.LoadBalancerConfigPath])
 		if !strings.Contains(cfg, "server c1-control-plane-a 172.30.0.3:30080 check") {
 			t.Errorf("the valid node is not served:\n%s", cfg)
@@ -441,7 +441,7 @@ func TestServiceLoadBalancerKeepsInvalidNamesOutOfTheConfiguration(t *testing.T)
 		}
 	})
 	for _, name := range s.rt.ContainerNames() {
-		s.rt.WithContainer(name, func(c *fake.Container) {
+		s.rt.WithContainer(name, func(c *inmemory.Container) {
 			if strings.Contains(string(c.Files[docker.LoadBalancerConfigPath]), "listen stats") {
 				t.Errorf("%s's configuration has the invalid Service's name", name)
 			}

@@ -19,9 +19,8 @@ import (
 
 	"github.com/dockyard-dev/dockyard/controllers/infrastructure"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 	"github.com/dockyard-dev/dockyard/pkg/webhooks"
 	"github.com/dockyard-dev/dockyard/test/envtest"
@@ -31,8 +30,8 @@ import (
 // the webhooks on a fake container engine (envRuntime, simulated by envNodes).
 var (
 	env        *envtest.Environment
-	envRuntime *fake.Runtime
-	envNodes   *dockertest.Nodes
+	envRuntime *inmemory.Runtime
+	envNodes   *inmemory.Nodes
 )
 
 // benchRaisedLimits gives the benchmarks' manager envtest's client limits (QPS 1000, burst 2000)
@@ -58,8 +57,8 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	ctrl.SetLogger(klog.Background())
 	ctx := ctrl.LoggerInto(context.Background(), ctrl.Log)
-	envRuntime = fake.New(testNodeImage, docker.DefaultLoadBalancerImage)
-	envNodes = dockertest.New(envRuntime)
+	envRuntime = inmemory.New(testNodeImage, docker.DefaultLoadBalancerImage)
+	envNodes = inmemory.NewNodes(envRuntime)
 	var err error
 	shipped := clientLimits() == "shipped"
 	opts := envtest.Options{

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 func TestHalves(t *testing.T) {
@@ -27,7 +27,7 @@ func TestHalves(t *testing.T) {
 // when an earlier node is stopped (its address is only lent back while it is down).
 func TestFixedAddressesOfACluster(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node", "lb")
+	rt := inmemory.New("node", "lb")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c"}
 	network := DefaultNetworkName(key)

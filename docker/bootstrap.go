@@ -9,12 +9,12 @@ import (
 
 	"github.com/pkg/errors"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/runner"
 )
 
 // A node's bootstrap plan runs in the node as a transient systemd unit, by the runner in
-// docker/internal/runner (scripts embedded as files), which states where it lives and what it
+// pkg/nodeimage/runner (scripts embedded as files), which states where it lives and what it
 // writes.
 
 // outputTailBytes of the bootstrap output are shown in conditions when a step fails.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"testing"
 
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 func TestListAndRemoveClusters(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node:v1")
+	rt := inmemory.New("node:v1")
 	m := NewManager(rt, ManagerOptions{})
 	a := ClusterKey{Namespace: "ns1", Name: "a"}
 	b := ClusterKey{Namespace: "ns2", Name: "a"}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/pkg/errors"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/patch"
 )
 

@@ -32,11 +32,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/pkg/errors"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 	"github.com/dockyard-dev/dockyard/pkg/logdir"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/runner"
 	"github.com/dockyard-dev/dockyard/pkg/patch"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )

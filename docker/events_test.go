@@ -10,7 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // The watcher hands Dockyard's containers' events to every subscriber, and after the engine's
@@ -19,7 +19,7 @@ import (
 func TestEngineEventsSurviveABrokenStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), testr.New(t)))
 	defer cancel()
-	rt := fake.New("img")
+	rt := inmemory.New("img")
 	w := NewEngineEvents(NewManager(rt, ManagerOptions{}))
 	a, b := w.Subscribe(), w.Subscribe()
 	done := make(chan error)
@@ -107,7 +107,7 @@ func TestEventsInTheNodeLayersWords(t *testing.T) {
 func TestEngineEventsOfAddedEnginesStopWhenRemoved(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctrl.LoggerInto(context.Background(), testr.New(t)))
 	defer cancel()
-	own, early, late := fake.New("img"), fake.New("img"), fake.New("img")
+	own, early, late := inmemory.New("img"), inmemory.New("img"), inmemory.New("img")
 	host := NewManager(own, ManagerOptions{})
 	earlyNodes, lateNodes := host.ForEngine(early), host.ForEngine(late)
 	w := NewEngineEvents(host)
@@ -122,7 +122,7 @@ func TestEngineEventsOfAddedEnginesStopWhenRemoved(t *testing.T) {
 		}
 	}
 	key := ClusterKey{Namespace: "ns", Name: "c"}
-	expect := func(rt *fake.Runtime, machine string, heard bool) {
+	expect := func(rt *inmemory.Runtime, machine string, heard bool) {
 		t.Helper()
 		startFake(t, rt, machine+".ns", "net", key.MachineLabels(machine))
 		select {

@@ -54,7 +54,7 @@ func (r execResult) err(name, what string) error {
 	return &execError{Container: name, What: what, ExitCode: r.Code, Output: r.Output}
 }
 
-// command is one command run in a container: its argv (docker/internal/nodecmd builds them),
+// command is one command run in a container: its argv (pkg/nodeimage/nodecmd builds them),
 // what it is for (in errors), the stream fed to it, and where its standard output goes when it
 // is a stream itself.
 type command struct {

@@ -8,7 +8,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 func TestTailBufferKeepsTheEnd(t *testing.T) {
@@ -33,8 +33,8 @@ func TestTailBufferKeepsTheEnd(t *testing.T) {
 
 // A node that floods its output costs the manager at most maxExecOutput per stream.
 func TestACommandsOutputIsBounded(t *testing.T) {
-	rt := fake.New("node")
-	rt.SetExec(func(_ context.Context, _ *fake.Container, opts container.ExecOptions) (int, error) {
+	rt := inmemory.New("node")
+	rt.SetExec(func(_ context.Context, _ *inmemory.Container, opts container.ExecOptions) (int, error) {
 		chunk := []byte(strings.Repeat("y", 1<<20) + "\n")
 		for range 64 { // 64 MiB
 			if _, err := opts.Stdout.Write(chunk); err != nil {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
@@ -16,7 +16,7 @@ import (
 // control plane nodes say when they serve (their ready port).
 func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 	ctx := context.Background()
-	engine := fake.NewBalancing(fake.New("node:v1"))
+	engine := inmemory.NewBalancing(inmemory.New("node:v1"))
 	m := NewManager(engine, ManagerOptions{})
 	k := ClusterKey{Namespace: "team-a", Name: "pods"}
 	network := DefaultNetworkName(k)
@@ -54,7 +54,7 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 		t.Errorf("finding the front: %+v", found)
 	}
 	var created container.ContainerSpec
-	engine.WithContainer(node.Name, func(c *fake.Container) { created = c.Spec })
+	engine.WithContainer(node.Name, func(c *inmemory.Container) { created = c.Spec })
 	if created.ReadyPort != APIServerPort || created.Zone != "b" || len(created.SpreadFrom) == 0 || !container.MatchLabels(created.Labels, created.SpreadFrom) {
 		t.Errorf("the control plane node's spec: ready port %d, zone %q, spread from %v", created.ReadyPort, created.Zone, created.SpreadFrom)
 	}
@@ -77,7 +77,7 @@ func TestTheLoadBalancerIsTheEnginesFront(t *testing.T) {
 // nothing more.
 func TestAFrontWithoutAnAddressSaysWhy(t *testing.T) {
 	ctx := context.Background()
-	engine := fake.NewBalancing(fake.New("node:v1"))
+	engine := inmemory.NewBalancing(inmemory.New("node:v1"))
 	engine.SetPending("no ingress yet")
 	m := NewManager(engine, ManagerOptions{})
 	k := ClusterKey{Namespace: "team-a", Name: "elsewhere"}

@@ -9,17 +9,16 @@ import (
 
 	"github.com/pkg/errors"
 
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // A node handle knows its machine, cluster and role, found again by its machine or among the
 // cluster's control plane nodes.
 func TestNodeHandlesOfACluster(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node")
+	rt := inmemory.New("node")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "dev"}
 	network, err := m.ClusterNetwork(ctx, key, "")
@@ -62,8 +61,8 @@ func TestNodeHandlesOfACluster(t *testing.T) {
 // output of a stopped node and starting it again.
 func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node")
-	dockertest.New(rt)
+	rt := inmemory.New("node")
+	inmemory.NewNodes(rt)
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "dev"}
 	node, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: "dev-md-1", Image: "node", Role: RoleWorker, Network: "none"})
@@ -107,7 +106,7 @@ func TestANodeHandleRunsTheNodesOperations(t *testing.T) {
 // stopped between a refused privileged start and its retry without privilege.
 func TestANodeThatNeverStartedIsRemovedWhenItCannotStart(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node")
+	rt := inmemory.New("node")
 	rt.StartHook = func(spec container.ContainerSpec) error {
 		if spec.Security.Privileged {
 			return errors.New("OCI runtime create failed: unable to apply caps: operation not permitted")
@@ -156,7 +155,7 @@ func TestANodeThatNeverStartedIsRemovedWhenItCannotStart(t *testing.T) {
 // them in the node); a range that is no CIDR never reaches the node's environment.
 func TestNodesAreToldTheirClustersServiceRanges(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node")
+	rt := inmemory.New("node")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "dev"}
 	network := DefaultNetworkName(key)
@@ -168,7 +167,7 @@ func TestNodesAreToldTheirClustersServiceRanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.WithContainer(node.Name, func(c *fake.Container) {
+	rt.WithContainer(node.Name, func(c *inmemory.Container) {
 		if want := "DOCKYARD_SERVICE_CIDRS=10.96.0.0/12,fd00:100:64::/108"; !slices.Contains(c.Spec.Env, want) {
 			t.Errorf("environment %v, want %s", c.Spec.Env, want)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // hostRuns records the runs of the host's scripts on a fake engine: each run's arguments, and
@@ -21,7 +21,7 @@ type hostRuns struct {
 	routes string
 }
 
-func (h *hostRuns) exec(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {
+func (h *hostRuns) exec(_ context.Context, c *inmemory.Container, opts container.ExecOptions) (int, error) {
 	if len(opts.Cmd) < 4 || opts.Cmd[0] != "sh" {
 		return 0, nil
 	}
@@ -46,7 +46,7 @@ func (h *hostRuns) exec(_ context.Context, c *fake.Container, opts container.Exe
 // The helper does not outlive its run, and a failed run is an error of the network.
 func TestTheEnginesHostIsGuardedFromWorkloadNetworks(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node:v1")
+	rt := inmemory.New("node:v1")
 	runs := &hostRuns{}
 	rt.SetExec(runs.exec)
 	m := NewManager(rt, ManagerOptions{GuardHost: true, HostPortsOpenToWorkloads: []int{8080}})
@@ -124,7 +124,7 @@ func TestTheEnginesHostIsGuardedFromWorkloadNetworks(t *testing.T) {
 // it, so no rule for a removed bridge stays on the host.
 func TestTheLastNetworkRemovedTakesItsRulesOffTheHost(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node:v1")
+	rt := inmemory.New("node:v1")
 	runs := &hostRuns{}
 	rt.SetExec(runs.exec)
 	m := NewManager(rt, ManagerOptions{GuardHost: true})
@@ -176,7 +176,7 @@ func TestTheLastNetworkRemovedTakesItsRulesOffTheHost(t *testing.T) {
 // not in the way.
 func TestAskedSubnetsMustNotOverlapTheHostsRoutes(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node:v1")
+	rt := inmemory.New("node:v1")
 	runs := &hostRuns{routes: "default\n192.168.77.0/24\n10.20.30.40\n169.254.0.0/16\nfe80::/64\n"}
 	rt.SetExec(runs.exec)
 	m := NewManager(rt, ManagerOptions{Policy: testPolicy(t)})

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 func TestCopyImagesFromLoadsOnceAndKeepsIDs(t *testing.T) {
 	ctx := context.Background()
-	from := NewManager(fake.New("localhost/dockyard/node:v1", "localhost/dockyard/haproxy:latest"), ManagerOptions{})
-	to := NewManager(fake.New(), ManagerOptions{})
+	from := NewManager(inmemory.New("localhost/dockyard/node:v1", "localhost/dockyard/haproxy:latest"), ManagerOptions{})
+	to := NewManager(inmemory.New(), ManagerOptions{})
 	refs := []string{"localhost/dockyard/node:v1", "localhost/dockyard/haproxy:latest"}
 	var log bytes.Buffer
 	if err := to.CopyImagesFrom(ctx, from, refs, &log); err != nil {

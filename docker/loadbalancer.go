@@ -14,10 +14,10 @@ import (
 
 	"github.com/pkg/errors"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 	"github.com/dockyard-dev/dockyard/pkg/logdir"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 )
 
 const (

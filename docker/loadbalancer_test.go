@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
@@ -16,8 +15,8 @@ import (
 // again until haproxy confirms.
 func TestALostReloadIsRetried(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("lb")
-	dockertest.New(rt) // haproxy confirms each load in its log
+	rt := inmemory.New("lb")
+	inmemory.NewNodes(rt) // haproxy confirms each load in its log
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c"}
 	network := DefaultNetworkName(key)

@@ -14,10 +14,10 @@ import (
 	"github.com/pkg/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
-	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	"github.com/dockyard-dev/dockyard/pkg/logdir"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/runner"
 )
 
 // maxLogFile bounds each file a log collection writes: a node's whole journal after a long

@@ -15,9 +15,8 @@ import (
 
 	"github.com/pkg/errors"
 
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 	"github.com/dockyard-dev/dockyard/pkg/logdir"
 )
@@ -44,10 +43,10 @@ var (
 
 // logFixture is a cluster of the fake engine with a running node whose every command, file,
 // pod log and console line carries secrets.
-func logFixture(t *testing.T) (*Manager, *fake.Runtime, ClusterKey) {
+func logFixture(t *testing.T) (*Manager, *inmemory.Runtime, ClusterKey) {
 	t.Helper()
 	ctx := context.Background()
-	rt := fake.New("node:v1", "lb:v1")
+	rt := inmemory.New("node:v1", "lb:v1")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c1"}
 	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: "c1"}); err != nil {
@@ -57,11 +56,11 @@ func logFixture(t *testing.T) (*Manager, *fake.Runtime, ClusterKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt.WithContainer(node.Name, func(c *fake.Container) {
+	rt.WithContainer(node.Name, func(c *inmemory.Container) {
 		c.Logs = append(c.Logs, "systemd is up", secretOutput)
 		c.State.Labels["note"] = logToken
 	})
-	rt.SetExec(func(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {
+	rt.SetExec(func(_ context.Context, c *inmemory.Container, opts container.ExecOptions) (int, error) {
 		switch opts.Cmd[0] {
 		case "sh":
 			if !strings.Contains(opts.Cmd[2], "tar -c") {
@@ -293,8 +292,8 @@ func TestCollectLogsNeverFollowsALink(t *testing.T) {
 
 func TestCollectLoadBalancerLogsOfTheControlPlaneAndOfServices(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("lb:v1")
-	dockertest.New(rt) // haproxy confirms each load in its log
+	rt := inmemory.New("lb:v1")
+	inmemory.NewNodes(rt) // haproxy confirms each load in its log
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c1"}
 	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: "c1"}); err != nil {
@@ -312,7 +311,7 @@ func TestCollectLoadBalancerLogsOfTheControlPlaneAndOfServices(t *testing.T) {
 	if err != nil || len(services) != 1 {
 		t.Fatalf("Service load balancers %v, %v", services, err)
 	}
-	rt.WithContainer(lb.Name, func(c *fake.Container) { c.Logs = append(c.Logs, secretOutput) })
+	rt.WithContainer(lb.Name, func(c *inmemory.Container) { c.Logs = append(c.Logs, secretOutput) })
 	dir := t.TempDir()
 	out := openLogDir(t, dir, false)
 	for name, collect := range map[string]func(*logdir.Dir) error{
@@ -363,8 +362,8 @@ func read(t *testing.T, dir, file string) string {
 // replaced, a node scaled away) is no error: its directory says so.
 func TestCollectLogsOfAContainerRemovedSinceItWasListed(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("lb:v1", "node")
-	dockertest.New(rt)
+	rt := inmemory.New("lb:v1", "node")
+	inmemory.NewNodes(rt)
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c1"}
 	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: "c1"}); err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/pkg/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 )
 
 // Management nodes are the containers of the management cluster Dockyard runs in, when that

@@ -7,11 +7,11 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // startFake creates and starts a container of the fake engine on a network.
-func startFake(t *testing.T, rt *fake.Runtime, name, network string, labels map[string]string) {
+func startFake(t *testing.T, rt *inmemory.Runtime, name, network string, labels map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := rt.InspectNetwork(ctx, network); container.IsNotFound(err) {
@@ -29,7 +29,7 @@ func startFake(t *testing.T, rt *fake.Runtime, name, network string, labels map[
 
 func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("img")
+	rt := inmemory.New("img")
 	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
 	startFake(t, rt, "mgmt-md-0-abc", "dockyard-default-mgmt", map[string]string{
 		clusterLabel: "default/mgmt", kindClusterLabel: "mgmt", kindRoleLabel: "worker",
@@ -73,7 +73,7 @@ func TestManagementSelectorFollowsTheNodeTheManagerRunsOn(t *testing.T) {
 
 func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("img")
+	rt := inmemory.New("img")
 	kind := map[string]string{kindClusterLabel: "kind"}
 	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
 	startFake(t, rt, "kind-worker", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "worker"})
@@ -125,7 +125,7 @@ func TestManagementNodesJoinEveryClusterNetworkAndLeaveItOnDelete(t *testing.T) 
 
 func TestWithoutManagementNodesNetworksAreLeftAlone(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("img")
+	rt := inmemory.New("img")
 	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind"})
 	m := NewManager(rt, ManagerOptions{})
 	k := ClusterKey{Namespace: "ns", Name: "a"}
@@ -145,10 +145,10 @@ func TestWithoutManagementNodesNetworksAreLeftAlone(t *testing.T) {
 // stopped node waits until it runs.
 func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("img")
+	rt := inmemory.New("img")
 	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
 	runs := map[string][][]string{} // script name: the arguments of each run
-	rt.SetExec(func(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {
+	rt.SetExec(func(_ context.Context, c *inmemory.Container, opts container.ExecOptions) (int, error) {
 		if len(opts.Cmd) > 3 && opts.Cmd[0] == "sh" && c.Spec.Name == "kind-control-plane" {
 			switch opts.Cmd[2] {
 			case isolateScript, ownRoutesScript:
@@ -197,7 +197,7 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 			}
 			// The same arguments are left in the node for its next start.
 			var left string
-			rt.WithContainer("kind-control-plane", func(c *fake.Container) {
+			rt.WithContainer("kind-control-plane", func(c *inmemory.Container) {
 				left = string(c.Files[atBootDir+"/"+strings.TrimSuffix(script, ".sh")+".args"])
 			})
 			if w := strings.Join(got[len(got)-1], "\n"); strings.TrimSuffix(left, "\n") != w {
@@ -215,7 +215,7 @@ func TestManagementNodeIsSettledOnJoinLeaveFirstSightAndRestart(t *testing.T) {
 	ensureWith(mgr, a)
 	check("joined a", 1, want(DefaultNetworkName(a)))
 	var unit string
-	rt.WithContainer("kind-control-plane", func(c *fake.Container) { unit = string(c.Files["/etc/systemd/system/"+atBootUnit]) })
+	rt.WithContainer("kind-control-plane", func(c *inmemory.Container) { unit = string(c.Files["/etc/systemd/system/"+atBootUnit]) })
 	if !strings.Contains(unit, "Before=kubelet.service") || !strings.Contains(unit, atBootDir+"/at-boot.sh") {
 		t.Errorf("the unit that settles the node when it starts, before kubelet:\n%s", unit)
 	}
@@ -298,7 +298,7 @@ func TestManagementNetworksDivideByLabels(t *testing.T) {
 		workload: []string{"dockyard-b.ns"}, gatewayOf: []string{"users"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := fake.New("img")
+			rt := inmemory.New("img")
 			label := func(network, owner string) {
 				var labels map[string]string
 				if owner != "" {

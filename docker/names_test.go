@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // Any two Cluster API clusters have different names on the engine: clusters are namespaced,
@@ -63,7 +63,7 @@ func TestHostnamesFitAndStayUnique(t *testing.T) {
 // their labels, so an upgraded manager keeps managing them.
 func TestContainersAndNetworksOfEarlierVersionsAreFoundByTheirLabels(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("img")
+	rt := inmemory.New("img")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns1", Name: "c1"}
 	legacyNetwork := "dockyard-ns1-c1"
@@ -105,7 +105,7 @@ func TestContainersAndNetworksOfEarlierVersionsAreFoundByTheirLabels(t *testing.
 // their network, load balancer and nodes on one engine.
 func TestClustersOfTheSameNameCoexist(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node", "lb")
+	rt := inmemory.New("node", "lb")
 	m := NewManager(rt, ManagerOptions{})
 	for _, ns := range []string{"team-a", "team-b"} {
 		key := ClusterKey{Namespace: ns, Name: "dev"}
@@ -135,7 +135,7 @@ func TestClustersOfTheSameNameCoexist(t *testing.T) {
 // A node on one of the engine's own networks (the image builder's, on "none") takes no alias,
 // which only user-defined networks accept.
 func TestANodeOnTheEnginesOwnNetwork(t *testing.T) {
-	rt := fake.New("node")
+	rt := inmemory.New("node")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "dockyard-build", Name: "b"}
 	if _, err := m.createNode(context.Background(), NodeSpec{Cluster: key, Machine: "preload", Image: "node", Role: RoleWorker, Network: "none"}); err != nil {
@@ -148,7 +148,7 @@ func TestANodeOnTheEnginesOwnNetwork(t *testing.T) {
 // still start (Linux takes hostnames of at most 64 bytes; the engine refuses longer ones).
 func TestLongClusterAndNamespaceNamesStillStart(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node", "lb")
+	rt := inmemory.New("node", "lb")
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "k8s-upgrade-and-conformance-ck04ly", Name: "k8s-upgrade-and-conformance-rxe5dd"}
 	network := DefaultNetworkName(key)

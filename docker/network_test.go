@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // Two clusters of the same name in two namespaces share a network the user made: each gets its
@@ -16,7 +16,7 @@ import (
 // network and the management node on it alone.
 func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node", "lb", "img")
+	rt := inmemory.New("node", "lb", "img")
 	startFake(t, rt, "kind-control-plane", "kind", map[string]string{kindClusterLabel: "kind", kindRoleLabel: "control-plane"})
 	m := NewManager(rt, ManagerOptions{ManagementNodes: map[string]string{kindClusterLabel: "kind"}})
 
@@ -129,7 +129,7 @@ func TestTwoClustersShareAnExistingNetworkAndDeletingOneLeavesTheOther(t *testin
 // is created in its place.
 func TestMissingExistingNetworkIsNotCreated(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("lb")
+	rt := inmemory.New("lb")
 	m := NewManager(rt, ManagerOptions{})
 	k := ClusterKey{Namespace: "ns", Name: "c"}
 	_, err := m.EnsureNetwork(ctx, k, NetworkSpec{Name: "nope", Existing: true})
@@ -150,7 +150,7 @@ func TestMissingExistingNetworkIsNotCreated(t *testing.T) {
 // addresses (load balancer first), the upper half the engine's; it goes with the cluster.
 func TestCreatedNetworkOnAUserSubnet(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node", "lb")
+	rt := inmemory.New("node", "lb")
 	m := NewManager(rt, ManagerOptions{})
 	k := ClusterKey{Namespace: "ns", Name: "c"}
 	n, err := m.ensureClusterNetwork(ctx, k, NetworkSpec{Name: "custom", Subnets: []string{"10.60.0.0/24"}})
@@ -194,7 +194,7 @@ func TestCreatedNetworkOnAUserSubnet(t *testing.T) {
 // address is the twin of their IPv4 one. A network without IPv6 is refused for it.
 func TestDualStackNetworks(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("lb", "node")
+	rt := inmemory.New("lb", "node")
 	m := NewManager(rt, ManagerOptions{})
 	k := ClusterKey{Namespace: "ns", Name: "six"}
 
@@ -260,7 +260,7 @@ func TestDualStackNetworks(t *testing.T) {
 // it; and a network that exists already cannot be "created" on the user's subnet.
 func TestNetworksThatCannotBeUsedAreRefused(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("lb")
+	rt := inmemory.New("lb")
 	m := NewManager(rt, ManagerOptions{})
 	a := ClusterKey{Namespace: "ns", Name: "a"}
 	b := ClusterKey{Namespace: "ns", Name: "b"}

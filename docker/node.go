@@ -16,8 +16,8 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 )
 
 // APIServerPort is the port kube-apiserver listens on in control plane nodes.

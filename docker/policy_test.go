@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
@@ -30,7 +30,7 @@ func testPolicy(t *testing.T) *policy.Policy {
 // before the policy changed (or never admitted by a webhook): nothing refused reaches the engine.
 func TestNodeLayerRefusesWhatThePolicyDoesNot(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node", "lb", "localhost/team-a/app:dev", "localhost/dockyard/manager:v0.1.0")
+	rt := inmemory.New("node", "lb", "localhost/team-a/app:dev", "localhost/dockyard/manager:v0.1.0")
 	inUse := func(context.Context) ([]netip.Prefix, error) {
 		return []netip.Prefix{netip.MustParsePrefix("192.168.50.0/24")}, nil
 	}

@@ -12,13 +12,13 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
-func registryManager(t *testing.T) (*Manager, *fake.Runtime) {
+func registryManager(t *testing.T) (*Manager, *inmemory.Runtime) {
 	t.Helper()
-	rt := fake.New("registry", "node")
+	rt := inmemory.New("registry", "node")
 	return NewManager(rt, ManagerOptions{}), rt
 }
 
@@ -169,7 +169,7 @@ func TestRegistryDeletesAreOffUnlessAllowed(t *testing.T) {
 		if r.DeletesAllowed() != allow {
 			t.Errorf("%s: deletes allowed %v", name, r.DeletesAllowed())
 		}
-		rt.WithContainer(name, func(c *fake.Container) {
+		rt.WithContainer(name, func(c *inmemory.Container) {
 			if got := slices.Contains(c.Spec.Env, "REGISTRY_STORAGE_DELETE_ENABLED=true"); got != allow {
 				t.Errorf("%s: environment %v", name, c.Spec.Env)
 			}
@@ -188,7 +188,7 @@ func TestARegistryWithAuthHasAUserPerNamespace(t *testing.T) {
 	ctx := context.Background()
 	m, rt := registryManager(t)
 	var filesAtStart []string
-	rt.OnStart = func(c *fake.Container) {
+	rt.OnStart = func(c *inmemory.Container) {
 		if c.Spec.Name == "private" {
 			for f := range c.Files {
 				filesAtStart = append(filesAtStart, f)
@@ -224,7 +224,7 @@ func TestARegistryWithAuthHasAUserPerNamespace(t *testing.T) {
 	if _, err := m.namespaceCredential(ctx, r, "team-c"); !IsRegistryNotServed(err) {
 		t.Errorf("a credential for a namespace the registry does not serve: %v", err)
 	}
-	rt.WithContainer("private", func(c *fake.Container) {
+	rt.WithContainer("private", func(c *inmemory.Container) {
 		hashes := map[string]string{}
 		for _, line := range strings.Split(strings.TrimSpace(string(c.Files[registryHtpasswdFile])), "\n") {
 			user, hash, _ := strings.Cut(line, ":")
@@ -296,7 +296,7 @@ func TestANodeGetsItsNamespacesCredentialOnly(t *testing.T) {
 		if creds[ns], err = m.namespaceCredential(ctx, r, ns); err != nil {
 			t.Fatal(err)
 		}
-		rt.WithContainer(node.Name, func(c *fake.Container) { hosts[ns] = string(c.Files[registryHostsFile("localhost:5001")]) })
+		rt.WithContainer(node.Name, func(c *inmemory.Container) { hosts[ns] = string(c.Files[registryHostsFile("localhost:5001")]) })
 		server := fmt.Sprintf("http://%s:5000", r.Address(network))
 		if want := fmt.Sprintf("[host.%q.header]\n  Authorization = %q\n", server, creds[ns].basic()); !strings.Contains(hosts[ns], want) {
 			t.Errorf("%s's node's hosts.toml does not send %s's credential:\n%s", ns, ns, hosts[ns])
@@ -324,7 +324,7 @@ func TestARegistryMadeBeforeUsersPerNamespaceKeepsWorking(t *testing.T) {
 	if err := rt.CreateContainer(ctx, container.ContainerSpec{Name: "old", Image: "registry", Labels: labels, Network: "old"}); err != nil {
 		t.Fatal(err)
 	}
-	rt.WithContainer("old", func(c *fake.Container) { c.Files[registryCredentialFile] = []byte("dockyard:old-password\n") })
+	rt.WithContainer("old", func(c *inmemory.Container) { c.Files[registryCredentialFile] = []byte("dockyard:old-password\n") })
 	r, err := m.FindRegistry(ctx, "old")
 	if err != nil || !r.MutableTags() || !strings.Contains(r.settings(), "one user for the host and every namespace") {
 		t.Fatalf("registry %v (%v): mutable tags %v, settings %s", r, err, r.MutableTags(), r.settings())
@@ -359,7 +359,7 @@ func TestRegistryTagsAreImmutableUnlessMutable(t *testing.T) {
 		if r.MutableTags() != mutable {
 			t.Errorf("%s: mutable tags %v", name, r.MutableTags())
 		}
-		rt.WithContainer(name, func(c *fake.Container) {
+		rt.WithContainer(name, func(c *inmemory.Container) {
 			if got := slices.Contains(c.Spec.Env, registryMutableTagsEnv+"=true"); got != mutable {
 				t.Errorf("%s: environment %v", name, c.Spec.Env)
 			}

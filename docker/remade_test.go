@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
@@ -15,7 +15,7 @@ import (
 // another image, publish a port on another address, or run privileged where the manager never
 // does, is refused.
 func TestAContainerAnEngineMakesAgainIsCheckedLikeANode(t *testing.T) {
-	m := NewManager(fake.New(), ManagerOptions{Policy: testPolicy(t)})
+	m := NewManager(inmemory.New(), ManagerOptions{Policy: testPolicy(t)})
 	node := NodeSpec{Cluster: ClusterKey{Namespace: "team-a", Name: "dev"}, Machine: "md-0", Image: "node:v1.34.0", Role: RoleWorker,
 		Network: "dev", Ports: []Port{{ContainerPort: 80}}}
 	spec := node.containerSpec(true)
@@ -38,14 +38,14 @@ func TestAContainerAnEngineMakesAgainIsCheckedLikeANode(t *testing.T) {
 			t.Errorf("a spec edited to ask for %s: %v, want a refusal", what, err)
 		}
 	}
-	never := NewManager(fake.New(), ManagerOptions{Policy: testPolicy(t), Privilege: PrivilegeNever})
+	never := NewManager(inmemory.New(), ManagerOptions{Policy: testPolicy(t), Privilege: PrivilegeNever})
 	if err := never.AllowedContainer(spec); !policy.IsRefused(err) || !strings.Contains(err.Error(), "--node-privileged") {
 		t.Errorf("a privileged spec where the manager never runs nodes privileged: %v", err)
 	}
 	if err := never.AllowedContainer(node.containerSpec(false)); err != nil {
 		t.Errorf("an unprivileged node's spec: %v", err)
 	}
-	if err := NewManager(fake.New(), ManagerOptions{}).AllowedContainer(edited(spec)); err != nil {
+	if err := NewManager(inmemory.New(), ManagerOptions{}).AllowedContainer(edited(spec)); err != nil {
 		t.Errorf("without a policy: %v", err)
 	}
 }

@@ -5,17 +5,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dockyard-dev/dockyard/docker/dockertest"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
-func serviceLBManager(t *testing.T) (context.Context, *fake.Runtime, *Manager, ServiceLoadBalancerSpec) {
+func serviceLBManager(t *testing.T) (context.Context, *inmemory.Runtime, *Manager, ServiceLoadBalancerSpec) {
 	t.Helper()
 	ctx := context.Background()
-	rt := fake.New("lb")
-	dockertest.New(rt) // haproxy confirms each load in its log
+	rt := inmemory.New("lb")
+	inmemory.NewNodes(rt) // haproxy confirms each load in its log
 	m := NewManager(rt, ManagerOptions{})
 	key := ClusterKey{Namespace: "ns", Name: "c"}
 	network := DefaultNetworkName(key)
@@ -29,9 +28,9 @@ func serviceLBManager(t *testing.T) (context.Context, *fake.Runtime, *Manager, S
 	}
 }
 
-func containerID(t *testing.T, rt *fake.Runtime, name string) (id string, labels map[string]string) {
+func containerID(t *testing.T, rt *inmemory.Runtime, name string) (id string, labels map[string]string) {
 	t.Helper()
-	if !rt.WithContainer(name, func(c *fake.Container) { id, labels = c.State.ID, c.State.Labels }) {
+	if !rt.WithContainer(name, func(c *inmemory.Container) { id, labels = c.State.ID, c.State.Labels }) {
 		t.Fatalf("container %s does not exist", name)
 	}
 	return id, labels
@@ -71,7 +70,7 @@ func TestServiceLoadBalancerIsReusedOnlyByItsService(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before, _ := containerID(t, rt, lb.Name)
 			// Make the container under the name look like what the case says.
-			rt.WithContainer(lb.Name, func(c *fake.Container) {
+			rt.WithContainer(lb.Name, func(c *inmemory.Container) {
 				c.State.Labels[serviceLabel], c.State.Labels[serviceUIDLabel] = tc.service, tc.uid
 			})
 			got, err := m.EnsureServiceLoadBalancer(ctx, spec)
@@ -103,7 +102,7 @@ func TestServiceLoadBalancerLeavesAForeignContainerAlone(t *testing.T) {
 		t.Fatalf("error %v, want one saying the container is not the cluster's", err)
 	}
 	after, _ := containerID(t, rt, name)
-	rt.WithContainer(name, func(c *fake.Container) {
+	rt.WithContainer(name, func(c *inmemory.Container) {
 		if _, ok := c.Files[LoadBalancerConfigPath]; ok || after != before {
 			t.Errorf("the foreign container was configured or replaced")
 		}

@@ -13,7 +13,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	dyscheme "github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
@@ -37,7 +37,7 @@ func TestDeletingTheWorkloadClustersEndsWhateverTheyDo(t *testing.T) {
 				Spec: infrav1.DockyardClusterSpec{Infrastructure: infrav1.InfrastructureSpec{Kubernetes: c.infra}}})
 	}
 	c := fakeclient.NewClientBuilder().WithScheme(dyscheme.New()).WithObjects(objs...).Build()
-	rt := fake.New("node")
+	rt := inmemory.New("node")
 	nodes := docker.NewManager(rt, docker.ManagerOptions{})
 	for _, k := range []docker.ClusterKey{{Namespace: "team-a", Name: "stuck"}, {Namespace: "team-b", Name: "stuck"}} {
 		if _, err := nodes.EnsureNetwork(ctx, k, docker.NetworkSpec{Name: docker.DefaultNetworkName(k)}); err != nil {

@@ -9,7 +9,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // The host kubeconfig names the port the load balancer publishes now, as the engine says,
@@ -17,7 +17,7 @@ import (
 // balancer was last created), which the kubeconfig written at creation names.
 func TestHostServerIsThePortTheEnginePublishes(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("lb")
+	rt := inmemory.New("lb")
 	nodes := docker.NewManager(rt, docker.ManagerOptions{})
 	ref := clusterRef{Namespace: "default", Name: "dev"}
 	network := docker.DefaultNetworkName(ref.key())

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/haproxy"
 )
 
@@ -17,10 +17,10 @@ import (
 // nothing for a cluster that has no container.
 func TestExportLogs(t *testing.T) {
 	ctx := context.Background()
-	rt := fake.New("node:v1", "lb:v1")
+	rt := inmemory.New("node:v1", "lb:v1")
 	// haproxy confirms each load in its log (the fake's shell answers every other command).
-	rt.OnStart = func(c *fake.Container) { c.Logs = append(c.Logs, "Loading success") }
-	rt.OnSignal = func(c *fake.Container, _ string) { c.Logs = append(c.Logs, "Loading success") }
+	rt.OnStart = func(c *inmemory.Container) { c.Logs = append(c.Logs, "Loading success") }
+	rt.OnSignal = func(c *inmemory.Container, _ string) { c.Logs = append(c.Logs, "Loading success") }
 	m := docker.NewManager(rt, docker.ManagerOptions{})
 	ref := clusterRef{Namespace: "ns", Name: "dev"}
 	if _, err := m.EnsureNetwork(ctx, ref.key(), docker.NetworkSpec{Name: "dev"}); err != nil {

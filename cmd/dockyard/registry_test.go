@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/docker"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // askedImages replaces how dockyard registry create gets the images the engine lacks: each
 // request is recorded with the --image-registry it came with, and the images appear on rt.
-func askedImages(t *testing.T, rt *fake.Runtime) *[][]string {
+func askedImages(t *testing.T, rt *inmemory.Runtime) *[][]string {
 	t.Helper()
 	var asked [][]string
 	saved := provideRegistryImages
@@ -31,7 +31,7 @@ func askedImages(t *testing.T, rt *fake.Runtime) *[][]string {
 }
 
 // runRegistryCreate runs dockyard registry create with args on the fake engine of rt.
-func runRegistryCreate(t *testing.T, rt *fake.Runtime, args ...string) error {
+func runRegistryCreate(t *testing.T, rt *inmemory.Runtime, args ...string) error {
 	t.Helper()
 	g := &globals{stateDir: t.TempDir()}
 	cmd := registryCreateCommand(g)
@@ -57,7 +57,7 @@ func runRegistryCreate(t *testing.T, rt *fake.Runtime, args ...string) error {
 // quick start asks for its images (pulled from --image-registry, else built) before it starts
 // the registry; with the image there, or another image named, it asks for nothing.
 func TestRegistryCreateAsksForTheImageTheEngineLacks(t *testing.T) {
-	rt := fake.New()
+	rt := inmemory.New()
 	asked := askedImages(t, rt)
 	if err := runRegistryCreate(t, rt, "--name", "reg", "--image-registry", "localhost:5001/dockyard"); err != nil {
 		t.Fatalf("on an engine without %s: %v", localRegistryImage, err)
@@ -93,7 +93,7 @@ func TestPlanImagesBuildsTheRegistryImage(t *testing.T) {
 // --mutable-tags is recorded on the registry; creating it again without the flag keeps it, and
 // asking for the other setting says to re-create it.
 func TestRegistryCreateKeepsMutableTags(t *testing.T) {
-	rt := fake.New()
+	rt := inmemory.New()
 	askedImages(t, rt)
 	nodes := docker.NewManager(rt, docker.ManagerOptions{})
 	if err := runRegistryCreate(t, rt, "--name", "reg", "--mutable-tags"); err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // downEngine is an engine that does not answer.
@@ -27,10 +27,10 @@ func (downEngine) Info(context.Context) (container.EngineInfo, error) {
 
 func TestReadinessFollowsTheEngine(t *testing.T) {
 	req := httptest.NewRequest("GET", "/readyz", nil)
-	if err := engineCheck(docker.NewManager(fake.New(), docker.ManagerOptions{}))(req); err != nil {
+	if err := engineCheck(docker.NewManager(inmemory.New(), docker.ManagerOptions{}))(req); err != nil {
 		t.Errorf("an engine that answers: %v", err)
 	}
-	if err := engineCheck(docker.NewManager(downEngine{fake.New()}, docker.ManagerOptions{}))(req); err == nil {
+	if err := engineCheck(docker.NewManager(downEngine{inmemory.New()}, docker.ManagerOptions{}))(req); err == nil {
 		t.Error("ready while the engine does not answer")
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
-	fakeengine "github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
@@ -55,7 +55,7 @@ func TestWhereADockyardClustersNodesRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	mgmt := &rest.Config{Host: "https://management:6443"}
-	e := New(docker.NewManager(fakeengine.New(), docker.ManagerOptions{}), Options{Secrets: c, Management: mgmt, Policy: p})
+	e := New(docker.NewManager(inmemory.New(), docker.ManagerOptions{}), Options{Secrets: c, Management: mgmt, Policy: p})
 
 	if tg, err := e.resolve(ctx, dockyardCluster("local", nil)); tg != nil || err != nil {
 		t.Errorf("no infrastructure: %+v %v, want the manager's engine", tg, err)
@@ -95,7 +95,7 @@ func TestEnginesAreMadeOncePerSecretVersionAndRetired(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra"},
 		Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(testKubeconfig)}}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(secret).Build()
-	host := docker.NewManager(fakeengine.New(), docker.ManagerOptions{})
+	host := docker.NewManager(inmemory.New(), docker.ManagerOptions{})
 	e := New(host, Options{Secrets: c, Events: docker.NewEngineEvents(host)})
 
 	if nodes, err := e.For(ctx, nil); err != nil || nodes != host {
@@ -144,7 +144,7 @@ func TestResolvingReadsOnlyTheKubeconfigSecret(t *testing.T) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra"},
 		Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(testKubeconfig)}}
 	reads := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(secret).Build()}
-	e := New(docker.NewManager(fakeengine.New(), docker.ManagerOptions{}), Options{Secrets: reads})
+	e := New(docker.NewManager(inmemory.New(), docker.ManagerOptions{}), Options{Secrets: reads})
 	for range 3 {
 		if _, err := e.For(ctx, dockyardCluster("a", &infrav1.KubernetesInfrastructure{KubeconfigSecret: "infra"})); err != nil {
 			t.Fatal(err)
@@ -194,7 +194,7 @@ func TestInfrastructureKubeconfigActsOnlyAsItsAuthor(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "infra"}, Data: map[string][]byte{infrav1.InfrastructureKubeconfigKey: []byte(kubeconfig)}}
 			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(secret).Build()
-			e := New(docker.NewManager(fakeengine.New(), docker.ManagerOptions{}), Options{Secrets: c, Management: &rest.Config{}, Policy: policy.Default()})
+			e := New(docker.NewManager(inmemory.New(), docker.ManagerOptions{}), Options{Secrets: c, Management: &rest.Config{}, Policy: policy.Default()})
 			_, err := e.For(ctx, dockyardCluster("c", &infrav1.KubernetesInfrastructure{KubeconfigSecret: "infra"}))
 			if !policy.IsRefused(err) || !strings.Contains(err.Error(), "spec.infrastructure.kubernetes.kubeconfigSecret") {
 				t.Errorf("refusal: %v", err)
@@ -221,7 +221,7 @@ func TestThePolicySaysWhereANamespacesNodesMayRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(docker.NewManager(fakeengine.New(), docker.ManagerOptions{}), Options{Secrets: c, Policy: p})
+	e := New(docker.NewManager(inmemory.New(), docker.ManagerOptions{}), Options{Secrets: c, Policy: p})
 	for _, tc := range []struct {
 		what string
 		k    *infrav1.KubernetesInfrastructure

@@ -23,7 +23,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	fakeengine "github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
@@ -62,7 +62,7 @@ func TestEnginesActForTheManagementClusterAndNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	host := docker.NewManager(fakeengine.New(), docker.ManagerOptions{Policy: p})
+	host := docker.NewManager(inmemory.New(), docker.ManagerOptions{Policy: p})
 	owner := func(opts Options, namespace string, k *infrav1.KubernetesInfrastructure) string {
 		t.Helper()
 		opts.Secrets, opts.Policy = c, p

@@ -66,7 +66,7 @@ const (
 
 var floorNames = []string{"ground", "the engine seam", "the node layer", "the reconcilers and the node layer's clients", "the binaries"}
 
-// floorOf is the floor of a folder of the repository ("docker/internal/runner"); ok is false
+// floorOf is the floor of a folder of the repository ("pkg/nodeimage/runner"); ok is false
 // for folders outside the floors (tests, hack).
 func floorOf(dir string) (floor int, ok bool) {
 	switch {
@@ -112,15 +112,14 @@ func floors(root string) ([]string, error) {
 }
 
 // nodeLayer measures the node layer's exported package-level names (docker/ and its packages
-// but the internal ones and the simulator for tests, docker/dockertest) and the node handle's
-// methods.
+// but internal ones) and the node handle's methods.
 func nodeLayer(root string) ([]string, error) {
 	var names []string
 	verbs, questions := 0, 0
 	methods := map[string]int{}
 	err := goFiles(root, func(rel string, f *ast.File) {
 		dir := filepath.Dir(rel)
-		inLayer := dir == "docker" || (strings.HasPrefix(dir, "docker/") && !strings.Contains(dir, "internal") && dir != "docker/dockertest")
+		inLayer := dir == "docker" || (strings.HasPrefix(dir, "docker/") && !strings.Contains(dir, "internal"))
 		if !inLayer {
 			return
 		}

@@ -29,7 +29,7 @@ func TestFloorsFindUpwardImports(t *testing.T) {
 	write(t, root, "docker/up.go", "package docker\nimport _ \""+module+"/controllers\"\n")
 	write(t, root, "docker/up_test.go", "package docker\nimport _ \""+module+"/cmd/manager\"\n")
 	write(t, root, "controllers/infrastructure/e.go", "package infrastructure\nimport _ \""+module+"/cmd/tools/mgmt\"\n")
-	write(t, root, "pkg/bootstrap/up.go", "package bootstrap\nimport _ \""+module+"/pkg/container/fake\"\n")
+	write(t, root, "pkg/bootstrap/up.go", "package bootstrap\nimport _ \""+module+"/pkg/container/inmemory\"\n")
 	problems, err := floors(root)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"github.com/pkg/errors"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // hung is an engine whose calls never return until their context ends.
@@ -44,7 +44,7 @@ func (slowStream) SaveImages(ctx context.Context, _ []string) (io.ReadCloser, er
 }
 
 func TestCallsEndAtTheirDeadline(t *testing.T) {
-	rt := container.WithTimeouts(hung{fake.New()}, container.Timeouts{Call: 50 * time.Millisecond, Transfer: time.Second})
+	rt := container.WithTimeouts(hung{inmemory.New()}, container.Timeouts{Call: 50 * time.Millisecond, Transfer: time.Second})
 	ctx := context.Background()
 	start := time.Now()
 	if _, err := rt.InspectContainer(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
@@ -62,7 +62,7 @@ func TestCallsEndAtTheirDeadline(t *testing.T) {
 }
 
 func TestStreamsKeepTheirDeadlineUntilClosed(t *testing.T) {
-	rt := container.WithTimeouts(slowStream{fake.New()}, container.Timeouts{Call: time.Second, Transfer: 100 * time.Millisecond})
+	rt := container.WithTimeouts(slowStream{inmemory.New()}, container.Timeouts{Call: time.Second, Transfer: 100 * time.Millisecond})
 	rc, err := rt.SaveImages(context.Background(), []string{"img"})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestStreamsKeepTheirDeadlineUntilClosed(t *testing.T) {
 // An engine that did not answer in time is left alone for a while: calls fail at once, saying
 // why, instead of each waiting for the deadline; it is asked again after.
 func TestAnEngineThatDidNotAnswerIsLeftAloneAWhile(t *testing.T) {
-	rt := container.WithTimeouts(hung{fake.New()}, container.Timeouts{Call: 50 * time.Millisecond, Transfer: time.Second, Quiet: 300 * time.Millisecond})
+	rt := container.WithTimeouts(hung{inmemory.New()}, container.Timeouts{Call: 50 * time.Millisecond, Transfer: time.Second, Quiet: 300 * time.Millisecond})
 	ctx := context.Background()
 	if _, err := rt.InspectContainer(ctx, "x"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("inspect: %v, want the deadline", err)

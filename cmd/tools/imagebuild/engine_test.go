@@ -13,13 +13,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // imageEngine is the in-memory engine with what the builder relies on from a real one: docker
 // load of a multi-image tarball, and containers that carry their image's labels.
 type imageEngine struct {
-	*fake.Runtime
+	*inmemory.Runtime
 	mu     sync.Mutex
 	labels map[string]map[string]string // by image name
 	ids    map[string]string            // image ID by name
@@ -30,7 +30,7 @@ type imageEngine struct {
 
 func newImageEngine(t *testing.T) *imageEngine {
 	t.Helper()
-	e := &imageEngine{Runtime: fake.New(), labels: map[string]map[string]string{}, ids: map[string]string{}}
+	e := &imageEngine{Runtime: inmemory.New(), labels: map[string]map[string]string{}, ids: map[string]string{}}
 	if err := e.CreateNetwork(context.Background(), container.NetworkSpec{Name: "none"}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 func TestName(t *testing.T) {
@@ -50,7 +50,7 @@ func TestPushThenPull(t *testing.T) {
 	reg := u.Host + "/dockyard"
 
 	node, manager, absent := "localhost/dockyard/node:v1.34.4", "localhost/dockyard/manager:v0.2.0", "localhost/dockyard/haproxy:latest"
-	from := fake.New(node, manager)
+	from := inmemory.New(node, manager)
 	if _, err := Push(ctx, from, reg, []string{node, absent}); err == nil || !strings.Contains(err.Error(), absent) {
 		t.Fatalf("pushing an image the engine lacks: %v, want an error naming %s", err, absent)
 	}
@@ -62,7 +62,7 @@ func TestPushThenPull(t *testing.T) {
 		t.Errorf("pushed %v, want %v", pushed, want)
 	}
 
-	to := fake.New(manager)
+	to := inmemory.New(manager)
 	pulled, missing, err := Pull(ctx, to, reg, []string{node, manager, absent})
 	if err != nil {
 		t.Fatal(err)

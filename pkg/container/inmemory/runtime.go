@@ -1,7 +1,8 @@
-// Package fake is an in-memory container.Runtime for unit tests and benchmarks: containers
+// Package inmemory is an engine whose containers exist only in the manager's memory: containers
 // with labels, states, addresses and a file tree, networks, volumes and images, with hooks to
-// inject failures and to simulate the commands run in containers.
-package fake
+// inject failures and to simulate the commands run in containers. It is the engine of in-memory
+// clusters, whose nodes it simulates (Nodes), and the engine of unit tests and benchmarks.
+package inmemory
 
 import (
 	"archive/tar"
@@ -156,10 +157,10 @@ func (r *Runtime) Info(context.Context) (container.EngineInfo, error) {
 	defer r.mu.Unlock()
 	r.count("Info")
 	if r.infoErr != nil {
-		return container.EngineInfo{}, errors.Wrap(r.infoErr, "reading the fake engine's info")
+		return container.EngineInfo{}, errors.Wrap(r.infoErr, "reading the in-memory engine's info")
 	}
 	return container.EngineInfo{
-		Name: "fake", Version: "0", CgroupVersion: "1", CgroupDriver: "cgroupfs",
+		Name: "inmemory", Version: "0", CgroupVersion: "1", CgroupDriver: "cgroupfs",
 		CPUs: r.host.CPUs, MemoryBytes: r.host.MemoryBytes, Architecture: r.host.Architecture,
 	}, nil
 }

@@ -1,4 +1,4 @@
-# Dockyard's bootstrap runner library (docker/internal/runner), sourced by run.sh and by every
+# Dockyard's bootstrap runner library (pkg/nodeimage/runner), sourced by run.sh and by every
 # step script. $__dockyard_dir is the runner's directory; $__dockyard_started and
 # $__dockyard_timeout are set by run.sh. The names start with __dockyard_ because the
 # bootstrap data's own commands run in the same shells.

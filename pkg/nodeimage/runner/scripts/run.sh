@@ -1,5 +1,5 @@
 #!/bin/sh
-# Dockyard's bootstrap runner (docker/internal/runner): runs this node's bootstrap plan, once.
+# Dockyard's bootstrap runner (pkg/nodeimage/runner): runs this node's bootstrap plan, once.
 # It runs as a transient systemd unit, so it goes on while Dockyard restarts, and keeps its
 # state beside it on the node's /var volume, so it survives a restart of the node too.
 #

@@ -1,6 +1,6 @@
 // Package nodecmd is the one home of the commands Dockyard runs in its node and load balancer
-// containers, but the bootstrap runner's (docker/internal/runner states those): the node layer
-// builds every argv here, and the simulator of nodes (docker/dockertest) recognises them here,
+// containers, but the bootstrap runner's (pkg/nodeimage/runner states those): the node layer
+// builds every argv here, and the in-memory engine's nodes (pkg/container/inmemory) recognise them here,
 // so the two cannot drift apart.
 package nodecmd
 

@@ -1,4 +1,4 @@
-# Dockyard's bootstrap status (docker/internal/runner): prints the state of the runner in
+# Dockyard's bootstrap status (pkg/nodeimage/runner): prints the state of the runner in
 # directory $1, started as systemd unit $2, as key=value lines (runner.Status). The unit is
 # read before the state file: the runner writes its final state before its unit ends, so a
 # unit seen ended means the state read after it is final.

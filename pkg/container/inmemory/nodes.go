@@ -1,8 +1,4 @@
-// Package dockertest simulates Dockyard's node and load balancer containers on the fake
-// engine: it answers the commands package docker runs in them (systemd checks, image imports,
-// bootstrap upload, start and status, haproxy checks) so reconcilers can be unit tested and
-// benchmarked without a container engine.
-package dockertest
+package inmemory
 
 import (
 	"bytes"
@@ -17,10 +13,9 @@ import (
 
 	"github.com/distribution/reference"
 
-	"github.com/dockyard-dev/dockyard/docker/internal/nodecmd"
-	"github.com/dockyard-dev/dockyard/docker/internal/runner"
 	"github.com/dockyard-dev/dockyard/pkg/container"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/runner"
 )
 
 // Nodes simulates the inside of node and load balancer containers.
@@ -42,25 +37,27 @@ type Nodes struct {
 	// Commands records the bootstrap commands run, per node.
 	Commands map[string][]string
 
-	// bootstrap is the runner's protocol, which the simulator plays.
+	// rt is the engine whose containers are the nodes; bootstrap the runner's protocol, which
+	// the simulator plays.
+	rt        *Runtime
 	bootstrap runner.Protocol
 }
 
-// New returns a simulator and installs it on the fake engine.
-func New(rt *fake.Runtime) *Nodes {
-	n := &Nodes{Commands: map[string][]string{}, bootstrap: runner.Default()}
+// NewNodes returns a simulator of the nodes of an engine and installs it there.
+func NewNodes(rt *Runtime) *Nodes {
+	n := &Nodes{rt: rt, Commands: map[string][]string{}, bootstrap: runner.Default()}
 	rt.SetExec(n.Exec)
 	// haproxy's master confirms each configuration it loads in its log.
-	isLoadBalancer := func(c *fake.Container) bool {
+	isLoadBalancer := func(c *Container) bool {
 		_, service := c.Spec.Labels["dockyard.x-k8s.io/service"]
 		return c.Spec.Labels["io.x-k8s.kind.role"] == "external-load-balancer" || service
 	}
-	rt.OnStart = func(c *fake.Container) {
+	rt.OnStart = func(c *Container) {
 		if isLoadBalancer(c) {
 			c.Logs = append(c.Logs, "[NOTICE]   (1) : Loading success.")
 		}
 	}
-	rt.OnSignal = func(c *fake.Container, signal string) {
+	rt.OnSignal = func(c *Container, signal string) {
 		if isLoadBalancer(c) && signal == "SIGHUP" {
 			c.Logs = append(c.Logs, "[NOTICE]   (1) : Reloading HAProxy", "[NOTICE]   (1) : Loading success.")
 		}
@@ -69,8 +66,8 @@ func New(rt *fake.Runtime) *Nodes {
 }
 
 // Exec answers one command run in a container: the bootstrap runner's (runner.Protocol) and
-// the node layer's (docker/internal/nodecmd).
-func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOptions) (int, error) {
+// the node layer's (pkg/nodeimage/nodecmd).
+func (n *Nodes) Exec(_ context.Context, c *Container, opts container.ExecOptions) (int, error) {
 	cmd := opts.Cmd
 	stdout, stderr := writer(opts.Stdout), writer(opts.Stderr)
 	var stdin []byte
@@ -109,13 +106,13 @@ func (n *Nodes) Exec(_ context.Context, c *fake.Container, opts container.ExecOp
 	case slices.Equal(cmd, nodecmd.ImageImport()):
 		return importImages(c, stdin, stderr), nil
 	}
-	fmt.Fprintf(stderr, "dockertest: unexpected command %q\n", cmd)
+	fmt.Fprintf(stderr, "%s: command not found in an in-memory node\n", strings.Join(cmd, " "))
 	return 127, nil
 }
 
 // check answers the systemd and containerd check: starting for the first BootChecks, then
 // running, with the CRI plugin failed when CRIFailure says so.
-func (n *Nodes) check(c *fake.Container, stdout io.Writer) int {
+func (n *Nodes) check(c *Container, stdout io.Writer) int {
 	checks, _ := c.Data["bootChecks"].(int)
 	c.Data["bootChecks"] = checks + 1
 	n.mu.Lock()
@@ -134,7 +131,7 @@ func (n *Nodes) check(c *fake.Container, stdout io.Writer) int {
 
 // listImages prints the node's images of a name as ctr does: REF TYPE DIGEST SIZE PLATFORMS
 // LABELS.
-func listImages(c *fake.Container, name string, stdout io.Writer) int {
+func listImages(c *Container, name string, stdout io.Writer) int {
 	fmt.Fprintln(stdout, "REF TYPE DIGEST SIZE PLATFORMS LABELS")
 	for _, img := range images(c) {
 		if img == name {
@@ -145,8 +142,8 @@ func listImages(c *fake.Container, name string, stdout io.Writer) int {
 }
 
 // importImages adds the images of an archive to the node's, without their labels.
-func importImages(c *fake.Container, stdin []byte, stderr io.Writer) int {
-	imgs, err := fake.ImagesInArchive(bytes.NewReader(stdin))
+func importImages(c *Container, stdin []byte, stderr io.Writer) int {
+	imgs, err := ImagesInArchive(bytes.NewReader(stdin))
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -163,7 +160,7 @@ func importImages(c *fake.Container, stdin []byte, stderr io.Writer) int {
 	return 0
 }
 
-func cat(c *fake.Container, file string, stdout, stderr io.Writer) int {
+func cat(c *Container, file string, stdout, stderr io.Writer) int {
 	content, ok := c.Files[file]
 	if !ok {
 		fmt.Fprintf(stderr, "cat: %s: No such file or directory\n", file)
@@ -174,7 +171,7 @@ func cat(c *fake.Container, file string, stdout, stderr io.Writer) int {
 }
 
 // checkHAProxy accepts a configuration file that exists, unless RejectHAProxyConfig.
-func (n *Nodes) checkHAProxy(c *fake.Container, file string, stdout io.Writer) int {
+func (n *Nodes) checkHAProxy(c *Container, file string, stdout io.Writer) int {
 	n.mu.Lock()
 	reject := n.RejectHAProxyConfig
 	n.mu.Unlock()
@@ -187,14 +184,14 @@ func (n *Nodes) checkHAProxy(c *fake.Container, file string, stdout io.Writer) i
 
 // playRunner answers the bootstrap runner's commands (runner.Protocol); ok is false for any
 // other command.
-func (n *Nodes) playRunner(c *fake.Container, cmd []string, stdin []byte, stdout, stderr io.Writer) (code int, ok bool) {
+func (n *Nodes) playRunner(c *Container, cmd []string, stdin []byte, stdout, stderr io.Writer) (code int, ok bool) {
 	switch {
 	case slices.Equal(cmd, n.bootstrap.UploadCommand()):
 		if _, locked := c.Files[n.bootstrap.Path(runner.LockDir)]; locked {
 			return 0, true
 		}
 		n.cleanup(c)
-		if err := fake.ExtractTar(c.Files, n.bootstrap.Dir, bytes.NewReader(stdin)); err != nil {
+		if err := ExtractTar(c.Files, n.bootstrap.Dir, bytes.NewReader(stdin)); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2, true
 		}
@@ -239,13 +236,13 @@ func writer(w io.Writer) io.Writer {
 	return w
 }
 
-func images(c *fake.Container) []string {
+func images(c *Container) []string {
 	imgs, _ := c.Data["images"].([]string)
 	return imgs
 }
 
 // imageLabels are the labels of the node's images, by name.
-func imageLabels(c *fake.Container) map[string]string {
+func imageLabels(c *Container) map[string]string {
 	labels, ok := c.Data["imageLabels"].(map[string]string)
 	if !ok {
 		labels = map[string]string{}
@@ -254,14 +251,14 @@ func imageLabels(c *fake.Container) map[string]string {
 	return labels
 }
 
-func imports(c *fake.Container) int {
+func imports(c *Container) int {
 	n, _ := c.Data["imports"].(int)
 	return n
 }
 
 // Images returns the images in a node's containerd and how many imports it took.
-func (n *Nodes) Images(rt *fake.Runtime, node string) (names []string, importCount int) {
-	rt.WithContainer(node, func(c *fake.Container) {
+func (n *Nodes) Images(node string) (names []string, importCount int) {
+	n.rt.WithContainer(node, func(c *Container) {
 		names, importCount = slices.Clone(images(c)), imports(c)
 	})
 	return names, importCount
@@ -275,7 +272,7 @@ func orDefault(s, def string) string {
 }
 
 // planTimeout is the timeout of the plan uploaded into a node (its start command).
-func (n *Nodes) planTimeout(c *fake.Container) time.Duration {
+func (n *Nodes) planTimeout(c *Container) time.Duration {
 	for _, cmd := range runner.ParsePlan(c.Files[n.bootstrap.Path(runner.PlanFile)]) {
 		if cmd.Name == runner.CmdStart && len(cmd.Args) == 1 {
 			seconds, _ := strconv.Atoi(cmd.Args[0])
@@ -286,7 +283,7 @@ func (n *Nodes) planTimeout(c *fake.Container) time.Duration {
 }
 
 // startBootstrap begins playing the runner (see finish).
-func (n *Nodes) startBootstrap(c *fake.Container) {
+func (n *Nodes) startBootstrap(c *Container) {
 	if _, locked := c.Files[n.bootstrap.Path(runner.LockDir)]; locked {
 		return
 	}
@@ -305,7 +302,7 @@ func (n *Nodes) startBootstrap(c *fake.Container) {
 // installs a staged file; CmdShell runs the step script's commands, recording them (one
 // containing FailCommand fails, one writing the success sentinel writes it); CmdFinish decides
 // the outcome like run.sh.
-func (n *Nodes) finish(c *fake.Container) {
+func (n *Nodes) finish(c *Container) {
 	c.Data["unit"] = "inactive"
 	var output strings.Builder
 	failStep, failRC, current := 0, 0, 0
@@ -373,8 +370,8 @@ func (n *Nodes) finish(c *fake.Container) {
 }
 
 // Complete finishes a held bootstrap of a node.
-func (n *Nodes) Complete(rt *fake.Runtime, node string) bool {
-	return rt.WithContainer(node, func(c *fake.Container) {
+func (n *Nodes) Complete(node string) bool {
+	return n.rt.WithContainer(node, func(c *Container) {
 		if c.Data["unit"] == "active" {
 			n.finish(c)
 		}
@@ -382,14 +379,14 @@ func (n *Nodes) Complete(rt *fake.Runtime, node string) bool {
 }
 
 // BackdateBootstrap moves the start of a node's bootstrap d into the past.
-func (n *Nodes) BackdateBootstrap(rt *fake.Runtime, node string, d time.Duration) bool {
-	return rt.WithContainer(node, func(c *fake.Container) {
+func (n *Nodes) BackdateBootstrap(node string, d time.Duration) bool {
+	return n.rt.WithContainer(node, func(c *Container) {
 		n.updateState(c, func(s *runner.State) { s.Started -= int64(d.Seconds()) })
 	})
 }
 
 // cleanup removes the staged files, as the runner and its unit's ExecStopPost do.
-func (n *Nodes) cleanup(c *fake.Container) {
+func (n *Nodes) cleanup(c *Container) {
 	for p := range c.Files {
 		if strings.HasPrefix(p, n.bootstrap.Path(runner.FilesDir)+"/") || strings.HasPrefix(p, n.bootstrap.Path(runner.StepsDir)+"/") {
 			delete(c.Files, p)
@@ -397,12 +394,12 @@ func (n *Nodes) cleanup(c *fake.Container) {
 	}
 }
 
-func (n *Nodes) setState(c *fake.Container, s runner.State) {
+func (n *Nodes) setState(c *Container, s runner.State) {
 	c.Files[n.bootstrap.Path(runner.StateFile)] = s.Marshal()
 }
 
 // updateState changes the node's state file.
-func (n *Nodes) updateState(c *fake.Container, change func(*runner.State)) {
+func (n *Nodes) updateState(c *Container, change func(*runner.State)) {
 	s := runner.ParseStatus(string(c.Files[n.bootstrap.Path(runner.StateFile)])).State
 	change(&s)
 	n.setState(c, s)

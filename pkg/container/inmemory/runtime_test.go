@@ -1,16 +1,16 @@
-package fake_test
+package inmemory_test
 
 import (
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
-	"github.com/dockyard-dev/dockyard/pkg/container/fake"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 // The fake passes the suite every engine passes, so unit tests built on it stay truthful.
 func TestFakeConforms(t *testing.T) {
 	conformance.Run(t, conformance.Subject{
-		Runtime: fake.New("busybox"), Image: "busybox", Prefix: "fake",
+		Runtime: inmemory.New("busybox"), Image: "busybox", Prefix: "fake",
 		Labels: map[string]string{"test": "conformance"},
 	})
 }
@@ -19,7 +19,7 @@ func TestFakeConforms(t *testing.T) {
 // applies of the suite.
 func TestBalancingFakeConforms(t *testing.T) {
 	conformance.Run(t, conformance.Subject{
-		Runtime: fake.NewBalancing(fake.New("busybox")), Image: "busybox", Prefix: "fake-balancing",
+		Runtime: inmemory.NewBalancing(inmemory.New("busybox")), Image: "busybox", Prefix: "fake-balancing",
 		Labels: map[string]string{"test": "conformance"}, Balances: true,
 		NotApplicable: map[string]string{
 			"Networks":       "its networks report no subnet, like an engine whose network gives containers their addresses",

@@ -6,7 +6,7 @@
 // (Archive, the plan commands and step markers) and what the state file says (State, Status).
 //
 // The node layer (package docker) starts and follows bootstraps with it; the simulator in
-// docker/dockertest plays the runner on the fake engine by the same names.
+// the in-memory engine (pkg/container/inmemory, Nodes) plays the runner by the same names.
 package runner
 
 import (
