@@ -49,7 +49,7 @@ func (f *fronts) find(ctx context.Context, cluster ClusterKey) (*LoadBalancer, e
 }
 
 func (f *fronts) handle(cluster ClusterKey, fr *container.Front) *LoadBalancer {
-	lb := &LoadBalancer{lbs: f, front: fr, Name: fr.Name, Cluster: cluster, Running: true, State: "running", anyNetwork: fr.Address, frontNodePort: fr.NodePort}
+	lb := &LoadBalancer{lbs: f, front: fr, Name: fr.Name, Cluster: cluster, Running: true, State: "running", Port: fr.Port, anyNetwork: fr.Address, frontNodePort: fr.NodePort}
 	if fr.Address == "" {
 		lb.Pending = fr.Pending
 	}

@@ -92,6 +92,9 @@ type LoadBalancer struct {
 	// Pending says why the load balancer has no address yet: the engine's front waiting for
 	// one from its infrastructure (a Kubernetes Service of type LoadBalancer); "" otherwise.
 	Pending string
+	// Port is where it serves the API server: the port it was asked for, or the one the
+	// engine's front was given where that one was taken (the in-memory engine's).
+	Port int
 	// TakenHostPort is the host port the load balancer was to be pinned to but is not, because
 	// another process or container held it when it was created; 0 otherwise.
 	TakenHostPort int
@@ -183,7 +186,7 @@ func (h *haproxies) handle(cluster ClusterKey, c *container.Container) *LoadBala
 		return nil
 	}
 	lb := &LoadBalancer{
-		lbs: h, c: c, Name: c.Name, Cluster: cluster, Running: c.Running, State: c.State,
+		lbs: h, c: c, Name: c.Name, Cluster: cluster, Running: c.Running, State: c.State, Port: frontendPort(c),
 		TakenHostPort: labelPort(c, hostPortTakenLabel), ports: c.Ports, addresses: map[string]string{},
 	}
 	for network := range c.Networks {

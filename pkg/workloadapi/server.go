@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -35,8 +36,9 @@ const maxBody = 3 << 20
 // patches YAML or JSON); answers are JSON, errors a metav1.Status with kube-apiserver's codes.
 // Authentication is the listener's (TLS with the cluster's CA), not the handler's.
 type Server struct {
-	store   *Store
-	version version.Info
+	store *Store
+	// version is what /version says; the control plane's upgrades change it while it serves.
+	version atomic.Pointer[version.Info]
 	// resources by group, version and resource name.
 	resources map[schema.GroupVersionResource]Resource
 	// forward connects a Pod's port-forward; nil serves none.
@@ -61,8 +63,11 @@ func (s *Server) SetVersion(kubernetesVersion string) {
 	v := strings.TrimPrefix(kubernetesVersion, "v")
 	major, rest, _ := strings.Cut(v, ".")
 	minor, _, _ := strings.Cut(rest, ".")
-	s.version = version.Info{Major: major, Minor: minor, GitVersion: "v" + v, Platform: "linux/amd64"}
+	s.version.Store(&version.Info{Major: major, Minor: minor, GitVersion: "v" + v, Platform: "linux/amd64"})
 }
+
+// Version is the Kubernetes version /version reports (v1.34.4).
+func (s *Server) Version() string { return s.version.Load().GitVersion }
 
 // request is a resource request, parsed from its path.
 type request struct {
@@ -81,7 +86,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 		return
 	case "version":
-		writeJSON(w, http.StatusOK, s.version)
+		writeJSON(w, http.StatusOK, s.version.Load())
 		return
 	case "api":
 		writeJSON(w, http.StatusOK, &metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})

@@ -36,6 +36,9 @@ type Nodes struct {
 	CRIFailure string
 	// Commands records the bootstrap commands run, per node.
 	Commands map[string][]string
+	// Kubeadm, when set, plays a bootstrap command that runs kubeadm (init, join or reset) in
+	// a node, with the node locked: what kubeadm prints, and false when it fails.
+	Kubeadm func(c *Container, command string) (output string, ok bool)
 
 	// rt is the engine whose containers are the nodes; bootstrap the runner's protocol, which
 	// the simulator plays.
@@ -67,7 +70,7 @@ func NewNodes(rt *Runtime) *Nodes {
 
 // Exec answers one command run in a container: the bootstrap runner's (runner.Protocol) and
 // the node layer's (pkg/nodeimage/nodecmd).
-func (n *Nodes) Exec(_ context.Context, c *Container, opts container.ExecOptions) (int, error) {
+func (n *Nodes) Exec(ctx context.Context, c *Container, opts container.ExecOptions) (int, error) {
 	cmd := opts.Cmd
 	stdout, stderr := writer(opts.Stdout), writer(opts.Stderr)
 	var stdin []byte
@@ -105,6 +108,12 @@ func (n *Nodes) Exec(_ context.Context, c *Container, opts container.ExecOptions
 		return 0, nil
 	case slices.Equal(cmd, nodecmd.ImageImport()):
 		return importImages(c, stdin, stderr), nil
+	}
+	if stdin != nil {
+		opts.Stdin = bytes.NewReader(stdin)
+	}
+	if code, ok, err := shell(ctx, c, opts); ok {
+		return code, err
 	}
 	fmt.Fprintf(stderr, "%s: command not found in an in-memory node\n", strings.Join(cmd, " "))
 	return 127, nil
@@ -340,6 +349,14 @@ func (n *Nodes) finish(c *Container) {
 					output.WriteString(failOutput)
 					fail(b.Step, 1)
 					continue
+				}
+				if n.Kubeadm != nil && strings.Contains(b.Text, "kubeadm ") {
+					out, ok := n.Kubeadm(c, b.Text)
+					output.WriteString(out)
+					if !ok {
+						fail(b.Step, 1)
+						continue
+					}
 				}
 				if i := strings.Index(b.Text, "> /run/cluster-api/"); i >= 0 {
 					c.Files[strings.Fields(b.Text[i+2:])[0]] = []byte("success\n")

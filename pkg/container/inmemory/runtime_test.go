@@ -1,6 +1,7 @@
 package inmemory_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/dockyard-dev/dockyard/pkg/container/conformance"
@@ -26,5 +27,17 @@ func TestBalancingFakeConforms(t *testing.T) {
 			"FixedAddresses": "its networks report no subnet, so containers have no fixed addresses",
 			"DualStack":      "its networks report no subnet",
 		},
+	})
+}
+
+// The engine of in-memory clusters passes the whole suite, its fronts (listeners) included.
+func TestEngineConforms(t *testing.T) {
+	e := inmemory.NewEngine(inmemory.EngineOptions{})
+	if err := e.PullImage(context.Background(), "busybox"); err != nil {
+		t.Fatal(err)
+	}
+	conformance.Run(t, conformance.Subject{
+		Runtime: e, Image: "busybox", Prefix: "inmemory",
+		Labels: map[string]string{"test": "conformance"}, Balances: true,
 	})
 }

@@ -1,0 +1,163 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/util/certs"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/cluster-api/util/secret"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
+	"github.com/dockyard-dev/dockyard/pkg/scheme"
+)
+
+// A cluster's nodes on the in-memory engine boot through the node layer as on any engine: the
+// bootstrap data is parsed into a plan and played by the runner's protocol, and kubeadm init in
+// the first control plane node's plan makes the cluster's API server behind its load balancer,
+// which a client of the cluster's CA reaches and where the node is Ready; a worker joins; a
+// node removed leaves the cluster; bootstrap data naming no front of the engine fails the node
+// as kubeadm would.
+func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
+	ctx := context.Background()
+	e := inmemory.NewEngine(inmemory.EngineOptions{})
+	m := NewManager(e, ManagerOptions{})
+	key := ClusterKey{Namespace: "ns", Name: "mem"}
+	network, err := m.ClusterNetwork(ctx, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Port: APIServerPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.DeleteCluster(ctx, key, network) })
+	endpoint := fmt.Sprintf("%s:%d", lb.Address(network), lb.Port)
+	if lb.Address(network) != "127.0.0.1" || lb.Port == 0 {
+		t.Fatalf("load balancer at %s, want a port of 127.0.0.1", endpoint)
+	}
+
+	certificates := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certificates.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, initConfig(endpoint, certificates))
+	if st, err := cp.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
+		t.Fatalf("control plane bootstrap: %+v (%v)", st, err)
+	}
+	md := kubeadmNode(ctx, t, m, key, network, "mem-md-1", RoleWorker, joinConfig(endpoint))
+	if st, err := md.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
+		t.Fatalf("worker bootstrap: %+v (%v)", st, err)
+	}
+
+	ca := certificates.GetByPurpose(secret.ClusterCA).KeyPair
+	caCert, err := certs.DecodeCertPEM(ca.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := certs.DecodePrivateKeyPEM(ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kubeconfig.New(key.Name, "https://"+endpoint, caCert, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(rc, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := func() []string {
+		var list corev1.NodeList
+		if err := cl.List(ctx, &list); err != nil {
+			t.Fatalf("listing the workload cluster's Nodes at %s: %v", endpoint, err)
+		}
+		var names []string
+		for _, n := range list.Items {
+			ready := len(n.Status.Conditions) > 0 && n.Status.Conditions[0].Status == corev1.ConditionTrue
+			names = append(names, fmt.Sprintf("%s ready=%v %s", n.Name, ready, n.Status.NodeInfo.KubeletVersion))
+		}
+		return names
+	}
+	t.Logf("the workload cluster at %s: %v", endpoint, nodes())
+	want := []string{cp.Hostname + " ready=true v1.34.4", md.Hostname + " ready=true v1.34.4"}
+	if got := nodes(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("Nodes %v, want %v", got, want)
+	}
+	if err := m.DeleteNode(ctx, key, "mem-md-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := nodes(); len(got) != 1 {
+		t.Errorf("Nodes after the worker's removal: %v, want the control plane node only", got)
+	}
+
+	lost := kubeadmNode(ctx, t, m, key, network, "mem-md-2", RoleWorker, joinConfig("127.0.0.1:1"))
+	st, err := lost.BootstrapStatus(ctx, time.Minute)
+	if err != nil || st.Phase != bootstrap.Failed || !strings.Contains(st.Output, "couldn't validate the identity of the API Server") {
+		t.Errorf("a worker joining no front: %+v (%v), want its bootstrap failed as kubeadm's", st, err)
+	}
+}
+
+// kubeadmNode adds a node and starts the bootstrap of a cloud-config on it.
+func kubeadmNode(ctx context.Context, t *testing.T, m *Manager, key ClusterKey, network, machine string, role Role, cloudConfig string) *Node {
+	t.Helper()
+	n, err := m.AddNode(ctx, NodeSpec{Cluster: key, Machine: machine, Image: "localhost/dockyard/node:v1.34.4", Role: role, Network: network})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := bootstrap.Parse(bootstrap.FormatCloudConfig, []byte(cloudConfig), bootstrap.Options{Hostname: n.Hostname})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.StartBootstrap(ctx, plan, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// initConfig is the cloud-config of a first control plane node as Cluster API's kubeadm
+// bootstrap provider writes it: the CAs, kubeadm's configuration and kubeadm init.
+func initConfig(endpoint string, certificates secret.Certificates) string {
+	var b strings.Builder
+	b.WriteString("## template: jinja\n#cloud-config\nwrite_files:\n")
+	for _, f := range certificates.AsFiles() {
+		fmt.Fprintf(&b, "- path: %s\n  permissions: '%s'\n  owner: root:root\n  content: |\n%s", f.Path, f.Permissions, indent(f.Content))
+	}
+	kubeadmYAML := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: %s\nkubernetesVersion: v1.34.4\n"+
+		"---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nnodeRegistration:\n  name: '{{ ds.meta_data.local_hostname }}'\n", endpoint)
+	fmt.Fprintf(&b, "- path: /run/kubeadm/kubeadm.yaml\n  permissions: '0640'\n  owner: root:root\n  content: |\n%s", indent(kubeadmYAML))
+	b.WriteString("runcmd:\n- 'kubeadm init --config /run/kubeadm/kubeadm.yaml  && echo success > /run/cluster-api/bootstrap-success.complete'\n")
+	return b.String()
+}
+
+// joinConfig is the cloud-config of a worker as Cluster API's kubeadm bootstrap provider writes
+// it.
+func joinConfig(endpoint string) string {
+	joinYAML := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: %s\n    token: abcdef.0123456789abcdef\n"+
+		"nodeRegistration:\n  name: '{{ ds.meta_data.local_hostname }}'\n", endpoint)
+	return "## template: jinja\n#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  permissions: '0640'\n  owner: root:root\n  content: |\n" +
+		indent(joinYAML) + "runcmd:\n- kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && echo success > /run/cluster-api/bootstrap-success.complete\n"
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}

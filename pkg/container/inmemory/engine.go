@@ -1,0 +1,219 @@
+package inmemory
+
+import (
+	"context"
+	"maps"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/pkg/errors"
+
+	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/workloadapi"
+)
+
+// EngineOptions configure an in-memory engine.
+type EngineOptions struct {
+	// Address is where the API servers of its clusters listen: an address of the manager that
+	// Cluster API's controllers reach (the manager Pod's IP). Empty: 127.0.0.1.
+	Address string
+}
+
+// Engine is the engine of in-memory clusters: its containers exist only in the manager's
+// memory (Runtime), every image can be pulled (there is no registry to ask), and its node
+// containers are simulated (Nodes) down to kubeadm: a node that runs kubeadm init makes its
+// cluster's API server and etcd (pkg/workloadapi), one that runs kubeadm join registers its
+// Node, one removed leaves the cluster. The engine balances traffic itself (Balancer): a front
+// is a listener on Address, on the port the front asks for when it is free there and on one
+// the system picks otherwise, that serves the API of the cluster whose kubeadm init named it
+// as the control plane endpoint, while a container the front selects runs.
+type Engine struct {
+	*Runtime
+	// Nodes simulates the insides of the engine's containers.
+	Nodes *Nodes
+
+	address string
+
+	mu     sync.Mutex
+	fronts map[string]*front
+}
+
+var (
+	_ container.Runtime  = &Engine{}
+	_ container.Balancer = &Engine{}
+)
+
+// NewEngine returns an in-memory engine with no container.
+func NewEngine(opts EngineOptions) *Engine {
+	rt := New()
+	rt.PullAnything = true
+	e := &Engine{Runtime: rt, address: opts.Address, fronts: map[string]*front{}}
+	if e.address == "" {
+		e.address = "127.0.0.1"
+	}
+	e.Nodes = NewNodes(rt)
+	e.Nodes.Kubeadm = e.kubeadm
+	rt.OnRemove = e.leave
+	return e
+}
+
+// Info describes the engine.
+func (e *Engine) Info(ctx context.Context) (container.EngineInfo, error) {
+	info, err := e.Runtime.Info(ctx)
+	info.Name = "inmemory"
+	return info, err
+}
+
+// Balancer is the engine's fronts.
+func (e *Engine) Balancer() container.Balancer { return e }
+
+// front is a listener in front of a cluster's API server.
+type front struct {
+	spec     container.FrontSpec
+	listener net.Listener
+	// cluster is the workload cluster whose kubeadm init named the front; nil before.
+	cluster *workloadapi.Cluster
+	// served hands accepted connections to the cluster's server.
+	served *handoff
+}
+
+// EnsureFront makes a front listen, or returns the one of that name as it is.
+func (e *Engine) EnsureFront(_ context.Context, spec container.FrontSpec) (*container.Front, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f, ok := e.fronts[spec.Name]; ok {
+		return e.describe(f), nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(e.address, strconv.Itoa(spec.Port)))
+	if err != nil {
+		// Taken (by another front, or by another process): any free port.
+		l, err = net.Listen("tcp", net.JoinHostPort(e.address, "0"))
+	}
+	if err != nil {
+		return nil, errors.Wrapf(err, "listening for front %s on %s", spec.Name, e.address)
+	}
+	spec.Labels, spec.Select = maps.Clone(spec.Labels), maps.Clone(spec.Select)
+	f := &front{spec: spec, listener: l, served: newHandoff(l.Addr())}
+	e.fronts[spec.Name] = f
+	go e.accept(f)
+	return e.describe(f), nil
+}
+
+func (e *Engine) describe(f *front) *container.Front {
+	addr, _ := f.listener.Addr().(*net.TCPAddr)
+	return &container.Front{Name: f.spec.Name, Labels: maps.Clone(f.spec.Labels), Address: e.address, Port: addr.Port}
+}
+
+// accept hands each connection to the front's cluster while one of the containers it selects
+// runs, and closes it otherwise, as a Service without endpoints refuses it.
+func (e *Engine) accept(f *front) {
+	for {
+		conn, err := f.listener.Accept()
+		if err != nil {
+			return
+		}
+		e.mu.Lock()
+		cluster := f.cluster
+		e.mu.Unlock()
+		if cluster == nil || !e.selectsRunning(f.spec.Select) {
+			_ = conn.Close()
+			continue
+		}
+		f.served.deliver(conn)
+	}
+}
+
+func (e *Engine) selectsRunning(selector map[string]string) bool {
+	cs, err := e.ListContainers(context.Background(), selector)
+	if err != nil {
+		return false
+	}
+	for _, c := range cs {
+		if c.Running {
+			return true
+		}
+	}
+	return false
+}
+
+// InspectFront returns a front; ErrNotFound when there is none of that name.
+func (e *Engine) InspectFront(_ context.Context, name string) (*container.Front, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f, ok := e.fronts[name]
+	if !ok {
+		return nil, notFound("front", name)
+	}
+	return e.describe(f), nil
+}
+
+// RemoveFront stops a front and the cluster it served; one that is not there is not an error.
+func (e *Engine) RemoveFront(_ context.Context, name string) error {
+	e.mu.Lock()
+	f, ok := e.fronts[name]
+	delete(e.fronts, name)
+	e.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	_ = f.listener.Close()
+	f.served.Close()
+	if f.cluster != nil {
+		return errors.Wrapf(f.cluster.Close(), "stopping the API server of front %s", name)
+	}
+	return nil
+}
+
+// FrontHosts is the engine's one host: fronts answer on Address, from anywhere that reaches it.
+func (e *Engine) FrontHosts(context.Context) ([]string, error) { return []string{e.address}, nil }
+
+// frontAt returns the front listening on an endpoint (host:port), nil when none is.
+func (e *Engine) frontAt(endpoint string) *front {
+	host, port, err := net.SplitHostPort(endpoint)
+	if err != nil || host != e.address {
+		return nil
+	}
+	for _, f := range e.fronts {
+		if addr, ok := f.listener.Addr().(*net.TCPAddr); ok && strconv.Itoa(addr.Port) == port {
+			return f
+		}
+	}
+	return nil
+}
+
+// handoff is a listener whose connections another listener accepted.
+type handoff struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newHandoff(addr net.Addr) *handoff {
+	return &handoff{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (h *handoff) deliver(conn net.Conn) {
+	select {
+	case h.conns <- conn:
+	case <-h.closed:
+		_ = conn.Close()
+	}
+}
+
+func (h *handoff) Accept() (net.Conn, error) {
+	select {
+	case conn := <-h.conns:
+		return conn, nil
+	case <-h.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (h *handoff) Close() error {
+	h.once.Do(func() { close(h.closed) })
+	return nil
+}
+
+func (h *handoff) Addr() net.Addr { return h.addr }
