@@ -224,12 +224,13 @@ func (r *DockyardClusterReconciler) reconcileLoadBalancer(ctx context.Context, s
 	if image == "" {
 		image = docker.DefaultLoadBalancerImage
 	}
-	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
-		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
+	port := dc.Spec.ControlPlaneEndpoint.Port
+	if port == 0 {
+		port = infrav1.DefaultAPIServerPort
 	}
 	lb, err := s.nodes.EnsureLoadBalancer(ctx, docker.LoadBalancerSpec{
 		Cluster: s.key, Image: image, Network: s.network,
-		Port: int(dc.Spec.ControlPlaneEndpoint.Port), HostPort: int(dc.Spec.LoadBalancer.HostPort),
+		Port: int(port), HostPort: int(dc.Spec.LoadBalancer.HostPort),
 	})
 	if policy.IsRefused(err) {
 		// Retrying cannot help; the manager reconciles everything again when it restarts with
@@ -308,11 +309,19 @@ func (r *DockyardClusterReconciler) keepHostPort(s *clusterScope) {
 	setCondition(dc, infrav1.LoadBalancerHostPortKeptCondition, metav1.ConditionFalse, infrav1.LoadBalancerHostPortChangedReason, msg)
 }
 
-// reconcileEndpoint publishes the load balancer's address as the control plane endpoint.
+// reconcileEndpoint publishes the load balancer's address, and the port where it serves the
+// API server, as the control plane endpoint.
 func (r *DockyardClusterReconciler) reconcileEndpoint(ctx context.Context, s *clusterScope) (ctrl.Result, bool, error) {
 	dc := s.dc
 	if dc.Spec.ControlPlaneEndpoint.Host == "" {
 		dc.Spec.ControlPlaneEndpoint.Host = s.address
+		if s.lb.Port != 0 {
+			// The port asked for, or the one the in-memory engine's front got instead.
+			dc.Spec.ControlPlaneEndpoint.Port = int32(s.lb.Port) //nolint:gosec // a port, at most 65535
+		}
+	}
+	if dc.Spec.ControlPlaneEndpoint.Port == 0 {
+		dc.Spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
 	}
 	if host := dc.Spec.ControlPlaneEndpoint.Host; host != s.address && inSubnets(host, s.subnets) {
 		// The endpoint is an address on the cluster network the load balancer no longer has:

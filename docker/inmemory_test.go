@@ -18,6 +18,7 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
+	"github.com/dockyard-dev/dockyard/test/bootstrapdata"
 )
 
 // A cluster's nodes on the in-memory engine boot through the node layer as on any engine: the
@@ -52,11 +53,11 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 	if err := certificates.Generate(); err != nil {
 		t.Fatal(err)
 	}
-	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, initConfig(endpoint, certificates))
+	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
 	if st, err := cp.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
 		t.Fatalf("control plane bootstrap: %+v (%v)", st, err)
 	}
-	md := kubeadmNode(ctx, t, m, key, network, "mem-md-1", RoleWorker, joinConfig(endpoint))
+	md := kubeadmNode(ctx, t, m, key, network, "mem-md-1", RoleWorker, bootstrapdata.Join(endpoint))
 	if st, err := md.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
 		t.Fatalf("worker bootstrap: %+v (%v)", st, err)
 	}
@@ -106,7 +107,7 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 		t.Errorf("Nodes after the worker's removal: %v, want the control plane node only", got)
 	}
 
-	lost := kubeadmNode(ctx, t, m, key, network, "mem-md-2", RoleWorker, joinConfig("127.0.0.1:1"))
+	lost := kubeadmNode(ctx, t, m, key, network, "mem-md-2", RoleWorker, bootstrapdata.Join("127.0.0.1:1"))
 	st, err := lost.BootstrapStatus(ctx, time.Minute)
 	if err != nil || st.Phase != bootstrap.Failed || !strings.Contains(st.Output, "couldn't validate the identity of the API Server") {
 		t.Errorf("a worker joining no front: %+v (%v), want its bootstrap failed as kubeadm's", st, err)
@@ -128,36 +129,4 @@ func kubeadmNode(ctx context.Context, t *testing.T, m *Manager, key ClusterKey, 
 		t.Fatal(err)
 	}
 	return n
-}
-
-// initConfig is the cloud-config of a first control plane node as Cluster API's kubeadm
-// bootstrap provider writes it: the CAs, kubeadm's configuration and kubeadm init.
-func initConfig(endpoint string, certificates secret.Certificates) string {
-	var b strings.Builder
-	b.WriteString("## template: jinja\n#cloud-config\nwrite_files:\n")
-	for _, f := range certificates.AsFiles() {
-		fmt.Fprintf(&b, "- path: %s\n  permissions: '%s'\n  owner: root:root\n  content: |\n%s", f.Path, f.Permissions, indent(f.Content))
-	}
-	kubeadmYAML := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: %s\nkubernetesVersion: v1.34.4\n"+
-		"---\napiVersion: kubeadm.k8s.io/v1beta4\nkind: InitConfiguration\nnodeRegistration:\n  name: '{{ ds.meta_data.local_hostname }}'\n", endpoint)
-	fmt.Fprintf(&b, "- path: /run/kubeadm/kubeadm.yaml\n  permissions: '0640'\n  owner: root:root\n  content: |\n%s", indent(kubeadmYAML))
-	b.WriteString("runcmd:\n- 'kubeadm init --config /run/kubeadm/kubeadm.yaml  && echo success > /run/cluster-api/bootstrap-success.complete'\n")
-	return b.String()
-}
-
-// joinConfig is the cloud-config of a worker as Cluster API's kubeadm bootstrap provider writes
-// it.
-func joinConfig(endpoint string) string {
-	joinYAML := fmt.Sprintf("apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\ndiscovery:\n  bootstrapToken:\n    apiServerEndpoint: %s\n    token: abcdef.0123456789abcdef\n"+
-		"nodeRegistration:\n  name: '{{ ds.meta_data.local_hostname }}'\n", endpoint)
-	return "## template: jinja\n#cloud-config\nwrite_files:\n- path: /run/kubeadm/kubeadm-join-config.yaml\n  permissions: '0640'\n  owner: root:root\n  content: |\n" +
-		indent(joinYAML) + "runcmd:\n- kubeadm join --config /run/kubeadm/kubeadm-join-config.yaml  && echo success > /run/cluster-api/bootstrap-success.complete\n"
-}
-
-func indent(s string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		b.WriteString("    " + line + "\n")
-	}
-	return b.String()
 }

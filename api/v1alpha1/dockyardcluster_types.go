@@ -23,13 +23,16 @@ const (
 
 	// EngineHost is status.engine of objects whose nodes run on the manager's own engine.
 	EngineHost = "host"
+	// EngineInMemory is status.engine of objects whose nodes run in the manager's memory.
+	EngineInMemory = "in-memory"
 )
 
 // DockyardClusterSpec is the desired state of a DockyardCluster.
 type DockyardClusterSpec struct {
 	// controlPlaneEndpoint is where the workload cluster's API server is reached. Dockyard fills
 	// the host with the load balancer's address; the load balancer serves the port, which
-	// defaults to 6443.
+	// defaults to 6443. An in-memory cluster's API server listens on a port of the manager:
+	// 6443 or the port named here when free, another otherwise, which Dockyard fills in.
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
@@ -73,8 +76,8 @@ type DockyardClusterSpec struct {
 	Registry string `json:"registry,omitempty"`
 
 	// infrastructure is where the cluster's nodes run: empty, on the container engine of the
-	// manager's host; with kubernetes, as Pods of a Kubernetes cluster spread over its zones.
-	// It cannot change once set.
+	// manager's host; with kubernetes, as Pods of a Kubernetes cluster spread over its zones;
+	// with inMemory, in the manager's memory. It cannot change once set.
 	// +optional
 	Infrastructure InfrastructureSpec `json:"infrastructure,omitempty,omitzero"`
 }
@@ -84,15 +87,27 @@ type DockyardClusterSpec struct {
 // kubeconfig Secrets.
 const InfrastructureKubeconfigKey = "value"
 
-// InfrastructureSpec says where a cluster's nodes run.
+// InfrastructureSpec says where a cluster's nodes run: one of its fields.
 // +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:MaxProperties=1
 type InfrastructureSpec struct {
 	// kubernetes runs the cluster's nodes as Pods of a Kubernetes cluster (the infrastructure
 	// cluster): its control plane endpoint is a Service in front of the control plane Pods, and
 	// its zones (topology.kubernetes.io/zone) are the cluster's failure domains.
 	// +optional
 	Kubernetes *KubernetesInfrastructure `json:"kubernetes,omitempty"`
+
+	// inMemory runs the cluster's nodes in the manager's memory, for tests of Cluster API's
+	// controllers at scale: nodes run no image, and their bootstrap data is parsed and checked
+	// as on any engine, its kubeadm init, join and reset simulated. The cluster's API server
+	// and etcd are served by the manager (on its --in-memory-address), with certificates of the
+	// cluster's CA, to Cluster API's controllers. Nothing runs on a host.
+	// +optional
+	InMemory *InMemoryInfrastructure `json:"inMemory,omitempty"`
 }
+
+// InMemoryInfrastructure runs a cluster's nodes in the manager's memory.
+type InMemoryInfrastructure struct{}
 
 // KubernetesInfrastructure names the infrastructure cluster of a DockyardCluster.
 type KubernetesInfrastructure struct {

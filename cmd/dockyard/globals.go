@@ -90,6 +90,10 @@ func (g *globals) clusterNodes(ctx context.Context, ref clusterRef) (*docker.Man
 	if err := m.client.List(ctx, list, client.InNamespace(ref.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: ref.Name}); err != nil || len(list.Items) != 1 {
 		return host, done, nil
 	}
+	if err := reachable(&list.Items[0]); err != nil {
+		done()
+		return nil, nil, errors.Wrapf(err, "cluster %s", ref)
+	}
 	nodes, err := infrastructure.New(host, infrastructure.Options{Secrets: m.client, Management: cfg}).For(ctx, &list.Items[0])
 	if err != nil {
 		done()
@@ -207,4 +211,13 @@ func (r clusterRef) key() docker.ClusterKey {
 
 func (r clusterRef) objectKey() client.ObjectKey {
 	return client.ObjectKey{Namespace: r.Namespace, Name: r.Name}
+}
+
+// reachable refuses a cluster whose nodes this command cannot reach: an in-memory cluster's
+// nodes exist only in the manager's memory.
+func reachable(dc *infrav1.DockyardCluster) error {
+	if dc.Spec.Infrastructure.InMemory != nil {
+		return errors.New("its nodes run in the manager's memory (spec.infrastructure.inMemory): there are no containers to reach, only its API server at spec.controlPlaneEndpoint, with the kubeconfig Cluster API keeps")
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+
 	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
 	clusterctlconfig "sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 )
@@ -68,5 +70,17 @@ func TestVersionNamesEveryProviderItCarries(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("version output lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// The command line refuses to look for an in-memory cluster's nodes, saying where they are,
+// rather than finding none on a new in-memory engine of its own.
+func TestAnInMemoryClustersNodesAreNotTheCommandsToReach(t *testing.T) {
+	dc := &infrav1.DockyardCluster{Spec: infrav1.DockyardClusterSpec{Infrastructure: infrav1.InfrastructureSpec{InMemory: &infrav1.InMemoryInfrastructure{}}}}
+	if err := reachable(dc); err == nil || !strings.Contains(err.Error(), "spec.infrastructure.inMemory") {
+		t.Errorf("an in-memory cluster: %v, want an error naming spec.infrastructure.inMemory", err)
+	}
+	if err := reachable(&infrav1.DockyardCluster{}); err != nil {
+		t.Errorf("a cluster on the host's engine: %v", err)
 	}
 }

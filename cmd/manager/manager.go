@@ -83,6 +83,8 @@ type options struct {
 	reservedSubnets                []string
 	managementInfrastructure       []string
 	hostEngineNamespaces           []string
+	inMemoryNamespaces             []string
+	inMemoryAddress                string
 	infrastructureServers          []string
 	reconcileTimeout               time.Duration
 	maxServiceLoadBalancers        int
@@ -140,6 +142,23 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Keep the engine's host from answering the networks Dockyard makes for workload clusters: the host is their gateway, and a node reaches whatever the host listens on, on any address. A chain DOCKYARD-HOST in the host's filter table (set by a short-lived helper container on the host's network, with NET_ADMIN) lets through replies and --host-ports-open-to-workloads only. false leaves the host's firewall as it is.")
 	fs.StringSliceVar(&o.hostPortsOpenToWorkloads, "host-ports-open-to-workloads", nil,
 		"TCP ports of the engine's host that workload nodes may connect to on their gateway, with --guard-engine-host. Default: none.")
+	o.addPolicyFlags(fs)
+	fs.IntVar(&o.maxServiceLoadBalancers, "max-service-load-balancers-per-cluster", controllers.DefaultMaxServiceLoadBalancersPerCluster,
+		"Service load balancers (haproxy containers on the engine's host) one workload cluster may have: Services of type LoadBalancer beyond it get none, and an Event saying so.")
+	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", 5*time.Minute,
+		"Deadline of one reconcile: a node or engine that hangs holds one worker for at most this long.")
+	fs.StringVar(&o.containerRuntime, "container-runtime", runtimes.Docker,
+		"Container engine the nodes run on: "+strings.Join(runtimes.Names(), ", ")+".")
+	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "",
+		"The engine's address, e.g. unix:///run/podman/podman.sock. Empty: Docker's DOCKER_HOST or its local socket, Podman's rootful socket, or Dockyard's containerd socket (see docs/runtimes.md).")
+	fs.StringVar(&o.inMemoryAddress, "in-memory-address", defaultInMemoryAddress(),
+		"Address the API servers of in-memory clusters (spec.infrastructure.inMemory) listen on, one port each: one Cluster API's controllers reach. Default: the Pod's IP ("+podIPEnv+"), else 127.0.0.1.")
+	flags.AddManagerOptions(fs, &o.managerOptions)
+}
+
+// addPolicyFlags adds the flags of the one policy: what a namespace may ask of the engine's
+// host, and where its nodes may run.
+func (o *options) addPolicyFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.allowedHostPaths, "allowed-host-paths", nil,
 		"Host paths (absolute) that DockyardMachines may bind-mount into node containers with spec.extraMounts, each with the paths below it. Node containers run with nearly every capability, so a mount gives whoever creates DockyardMachines that part of the engine's host; the engine's socket gives all of it. Default: none.")
 	fs.StringSliceVar(&o.allowedImageRepositories, "allowed-image-repositories", policy.DefaultImageRepositories,
@@ -160,17 +179,21 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Namespaces whose DockyardClusters may run their nodes as privileged Pods of the management cluster itself (spec.infrastructure.kubernetes without a kubeconfigSecret), in their own namespace; * allows every namespace. Empty: none. The manager needs the rights of config/rbac/infrastructure_role.yaml there.")
 	fs.StringSliceVar(&o.hostEngineNamespaces, "allowed-host-engine-namespaces", policy.DefaultHostEngineNamespaces,
 		"Namespaces whose DockyardClusters may run their nodes on the manager's own engine (spec.infrastructure empty), where root in a node is root on the engine's host; * allows every namespace. Empty: none, and every cluster must name an infrastructure cluster.")
+	fs.StringSliceVar(&o.inMemoryNamespaces, "allowed-in-memory-namespaces", policy.DefaultInMemoryNamespaces,
+		"Namespaces whose DockyardClusters may run their nodes in the manager's memory (spec.infrastructure.inMemory), each cluster's API server listening on --in-memory-address; * allows every namespace. Empty: none.")
 	fs.StringSliceVar(&o.infrastructureServers, "allowed-infrastructure-servers", policy.DefaultInfrastructureServers,
 		"API servers of infrastructure clusters that a namespace's kubeconfig Secrets (spec.infrastructure.kubernetes.kubeconfigSecret) may name, each [NAMESPACE=]https://HOST[:PORT]; HOST * for any host. http:// servers only when named so. Empty: none.")
-	fs.IntVar(&o.maxServiceLoadBalancers, "max-service-load-balancers-per-cluster", controllers.DefaultMaxServiceLoadBalancersPerCluster,
-		"Service load balancers (haproxy containers on the engine's host) one workload cluster may have: Services of type LoadBalancer beyond it get none, and an Event saying so.")
-	fs.DurationVar(&o.reconcileTimeout, "reconcile-timeout", 5*time.Minute,
-		"Deadline of one reconcile: a node or engine that hangs holds one worker for at most this long.")
-	fs.StringVar(&o.containerRuntime, "container-runtime", runtimes.Docker,
-		"Container engine the nodes run on: "+strings.Join(runtimes.Names(), ", ")+".")
-	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "",
-		"The engine's address, e.g. unix:///run/podman/podman.sock. Empty: Docker's DOCKER_HOST or its local socket, Podman's rootful socket, or Dockyard's containerd socket (see docs/runtimes.md).")
-	flags.AddManagerOptions(fs, &o.managerOptions)
+}
+
+// podIPEnv holds the manager Pod's IP (config/manager/manager.yaml sets it from status.podIP).
+const podIPEnv = "POD_IP"
+
+// defaultInMemoryAddress is the Pod's IP where the manager runs in one, 127.0.0.1 elsewhere.
+func defaultInMemoryAddress() string {
+	if ip := os.Getenv(podIPEnv); ip != "" {
+		return ip
+	}
+	return "127.0.0.1"
 }
 
 // openPorts reads --management-ports-open-to-workloads.
@@ -218,6 +241,7 @@ func (o *options) policy() (*policy.Policy, error) {
 
 		ManagementInfrastructureNamespaces: o.managementInfrastructure,
 		HostEngineNamespaces:               o.hostEngineNamespaces,
+		InMemoryNamespaces:                 o.inMemoryNamespaces,
 		InfrastructureServers:              o.infrastructureServers,
 	})
 }
@@ -298,6 +322,7 @@ func run(o options) error {
 	}
 	engines := infrastructure.New(host, infrastructure.Options{
 		Secrets: infraSecrets, Uncached: mgr.GetAPIReader(), Management: mgr.GetConfig(), Policy: hostPolicy, Events: engineEvents,
+		InMemoryAddress: o.inMemoryAddress,
 	})
 	if err := setupControllers(ctx, mgr, o, engines, engineEvents, secretCachingClient); err != nil {
 		return err

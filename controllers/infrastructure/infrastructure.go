@@ -1,7 +1,7 @@
 // Package infrastructure decides where a cluster's nodes run, from its DockyardCluster, once
-// per reconcile: on the manager's own engine, or as Pods of a Kubernetes cluster that
+// per reconcile: on the manager's own engine, as Pods of a Kubernetes cluster that
 // spec.infrastructure.kubernetes names (the management cluster itself, or the cluster of a
-// kubeconfig Secret). A reconciler hands it the DockyardCluster it holds and gets back the node
+// kubeconfig Secret), or in the manager's memory (spec.infrastructure.inMemory). A reconciler hands it the DockyardCluster it holds and gets back the node
 // layer of that one engine (a docker.Manager), which never asks again. Engines are built by the
 // one picker (pkg/container/runtimes), with its deadlines; the manager and the dockyard command
 // line resolve clusters the same way.
@@ -52,6 +52,9 @@ type Options struct {
 	Policy *policy.Policy
 	// Events, when set, watches the engines resolved here for as long as a cluster uses them.
 	Events *docker.EngineEvents
+	// InMemoryAddress is where the API servers of in-memory clusters listen: an address of the
+	// manager Cluster API's controllers reach; empty: 127.0.0.1.
+	InMemoryAddress string
 	// Connect builds the engine of an infrastructure; nil is the one picker, runtimes.New
 	// (tests give an engine of their own).
 	Connect func(runtimes.Config) (runtimes.Runtime, error)
@@ -125,7 +128,7 @@ func (e *Engines) For(ctx context.Context, dc *infrav1.DockyardCluster) (*docker
 	}
 	rt, err := connect(t.config)
 	if err != nil {
-		return nil, errors.Wrapf(err, "connecting to the infrastructure of spec.infrastructure.kubernetes (%s)", t.config)
+		return nil, errors.Wrapf(err, "connecting to the infrastructure of spec.infrastructure (%s)", t.config)
 	}
 	if old, ok := e.engines[t.id]; ok {
 		// Its credentials changed: the engine of the version before is retired.
@@ -141,7 +144,7 @@ func (e *Engines) For(ctx context.Context, dc *infrav1.DockyardCluster) (*docker
 }
 
 // Where names the engine a DockyardCluster's nodes ran on when For last resolved it:
-// infrav1.EngineHost, or its infrastructure's ID; "" when For has not resolved it.
+// infrav1.EngineHost, infrav1.EngineInMemory, or its infrastructure's ID; "" when For has not resolved it.
 func (e *Engines) Where(dc *infrav1.DockyardCluster) string {
 	if dc == nil {
 		return infrav1.EngineHost
@@ -218,7 +221,7 @@ type target struct {
 // (docker.Manager.AllowedContainer).
 func (e *Engines) resolve(ctx context.Context, dc *infrav1.DockyardCluster) (*target, error) {
 	t, err := e.where(ctx, dc)
-	if t == nil || err != nil {
+	if t == nil || err != nil || t.config.Kubernetes == nil {
 		return t, err
 	}
 	if e.managementErr != nil {
@@ -233,6 +236,9 @@ func (e *Engines) resolve(ctx context.Context, dc *infrav1.DockyardCluster) (*ta
 
 // where reads the infrastructure a DockyardCluster's nodes run on; nil for the host's engine.
 func (e *Engines) where(ctx context.Context, dc *infrav1.DockyardCluster) (*target, error) {
+	if dc.Spec.Infrastructure.InMemory != nil {
+		return e.inMemory(dc)
+	}
 	k := dc.Spec.Infrastructure.Kubernetes
 	if k == nil {
 		if e.opts.Policy != nil {
@@ -262,6 +268,17 @@ func (e *Engines) where(ctx context.Context, dc *infrav1.DockyardCluster) (*targ
 		return nil, errors.Wrapf(err, "reading spec.infrastructure.kubernetes.kubeconfigSecret %s", k.KubeconfigSecret)
 	}
 	return secretTarget(dc, &secret, e.opts.Policy)
+}
+
+// inMemory is the manager's memory as a cluster's infrastructure, where the policy allows it:
+// one engine for every in-memory cluster.
+func (e *Engines) inMemory(dc *infrav1.DockyardCluster) (*target, error) {
+	if e.opts.Policy != nil {
+		if err := e.opts.Policy.CheckInMemory(dc.Namespace); err != nil {
+			return nil, err
+		}
+	}
+	return &target{id: infrav1.EngineInMemory, config: runtimes.Config{InMemory: &runtimes.InMemory{Address: e.opts.InMemoryAddress}}}, nil
 }
 
 // management is the management cluster as a cluster's infrastructure, in the cluster's own

@@ -237,3 +237,44 @@ func TestThePolicySaysWhereANamespacesNodesMayRun(t *testing.T) {
 		}
 	}
 }
+
+// Every in-memory cluster resolves to the one in-memory engine, built by the picker, with fronts
+// listening on the address the manager was given; a namespace the policy keeps off the
+// manager's memory is refused, naming the flag.
+func TestInMemoryClustersShareTheInMemoryEngine(t *testing.T) {
+	ctx := context.Background()
+	cfg := policy.DefaultConfig()
+	cfg.InMemoryNamespaces = []string{"scale"}
+	p, err := policy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := New(docker.NewManager(inmemory.New(), docker.ManagerOptions{}), Options{Policy: p, InMemoryAddress: "127.0.0.1"})
+	inMemory := func(namespace, name string) *infrav1.DockyardCluster {
+		dc := dockyardCluster(name, nil)
+		dc.Namespace = namespace
+		dc.Spec.Infrastructure.InMemory = &infrav1.InMemoryInfrastructure{}
+		return dc
+	}
+	a, err := e.For(ctx, inMemory("scale", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.For(ctx, inMemory("scale", "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || a == e.Host() {
+		t.Errorf("two in-memory clusters got node layers %p and %p (the host's %p), want one of its own", a, b, e.Host())
+	}
+	if where := e.Where(inMemory("scale", "a")); where != infrav1.EngineInMemory {
+		t.Errorf("an in-memory cluster runs on %q, want %q", where, infrav1.EngineInMemory)
+	}
+	info, err := a.HostInfo(ctx)
+	if err != nil || info.Engine != "inmemory 0" {
+		t.Errorf("the engine of an in-memory cluster: %+v (%v)", info, err)
+	}
+	if _, err := e.For(ctx, inMemory("team-a", "c")); !policy.IsRefused(err) || !strings.Contains(err.Error(), policy.InMemoryFlag) {
+		t.Errorf("an in-memory cluster in team-a: %v, want a refusal naming %s", err, policy.InMemoryFlag)
+	}
+}

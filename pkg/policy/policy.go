@@ -39,6 +39,9 @@ const (
 	// HostEngineFlag lists the namespaces whose clusters may run their nodes on the manager's
 	// own engine.
 	HostEngineFlag = "--allowed-host-engine-namespaces"
+	// InMemoryFlag lists the namespaces whose clusters may run their nodes in the manager's
+	// memory (the in-memory engine).
+	InMemoryFlag = "--allowed-in-memory-namespaces"
 	// InfrastructureServersFlag lists the API servers of infrastructure clusters a namespace's
 	// kubeconfig Secrets may name.
 	InfrastructureServersFlag = "--allowed-infrastructure-servers"
@@ -76,6 +79,9 @@ var (
 	DefaultSubnetPools = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"}
 	// DefaultHostEngineNamespaces lets every namespace run nodes on the manager's engine.
 	DefaultHostEngineNamespaces = []string{AnyNamespace}
+	// DefaultInMemoryNamespaces lets every namespace run nodes in the manager's memory: they
+	// reach nothing of a host, and cost the manager memory and CPU only.
+	DefaultInMemoryNamespaces = []string{AnyNamespace}
 	// DefaultInfrastructureServers lets every namespace name any API server reached over https.
 	DefaultInfrastructureServers = []string{AnyHTTPSServer}
 )
@@ -101,6 +107,9 @@ type Config struct {
 	// HostEngineNamespaces may run their clusters' nodes on the manager's engine; "*" allows
 	// every namespace.
 	HostEngineNamespaces []string
+	// InMemoryNamespaces may run their clusters' nodes in the manager's memory; "*" allows
+	// every namespace.
+	InMemoryNamespaces []string
 	// InfrastructureServers are the API servers kubeconfig Secrets may name, each
 	// "[NAMESPACE=]SCHEME://HOST[:PORT]" (HOST * for any host; no namespace for every one).
 	InfrastructureServers []string
@@ -115,6 +124,7 @@ func DefaultConfig() Config {
 		MinHostPort:           DefaultMinHostPort,
 		SubnetPools:           DefaultSubnetPools,
 		HostEngineNamespaces:  DefaultHostEngineNamespaces,
+		InMemoryNamespaces:    DefaultInMemoryNamespaces,
 		InfrastructureServers: DefaultInfrastructureServers,
 	}
 }
@@ -152,6 +162,9 @@ type Policy struct {
 	// manager's own engine, where their bootstrap commands are root on its host: "*" allows
 	// every one; empty allows none (each must name an infrastructure cluster).
 	HostEngineNamespaces []string
+	// InMemoryNamespaces are the namespaces whose clusters may run their nodes in the
+	// manager's memory (spec.infrastructure.inMemory): "*" allows every one; empty allows none.
+	InMemoryNamespaces []string
 	// InfrastructureServers are the API servers of infrastructure clusters each namespace's
 	// kubeconfig Secrets may name.
 	InfrastructureServers []ServerPattern
@@ -220,6 +233,7 @@ func New(c Config) (*Policy, error) {
 	}
 	p.ManagementInfrastructureNamespaces = trimmed(c.ManagementInfrastructureNamespaces)
 	p.HostEngineNamespaces = trimmed(c.HostEngineNamespaces)
+	p.InMemoryNamespaces = trimmed(c.InMemoryNamespaces)
 	for _, e := range trimmed(c.InfrastructureServers) {
 		sp, err := parseServerPattern(e)
 		if err != nil {
@@ -431,6 +445,16 @@ func (p *Policy) CheckHostEngine(namespace string) error {
 	}
 	return refusedf("spec.infrastructure is empty, so the nodes would run on the manager's engine, which the manager allows the namespaces %s and not %s (%s): "+
 		"name an infrastructure cluster in spec.infrastructure.kubernetes", orNone(p.HostEngineNamespaces), namespace, HostEngineFlag)
+}
+
+// CheckInMemory returns an error unless a cluster of a namespace may run its nodes in the
+// manager's memory.
+func (p *Policy) CheckInMemory(namespace string) error {
+	if slices.Contains(p.InMemoryNamespaces, AnyNamespace) || slices.Contains(p.InMemoryNamespaces, namespace) {
+		return nil
+	}
+	return refusedf("spec.infrastructure.inMemory runs the nodes in the manager's memory, which the manager allows the namespaces %s and not %s (%s)",
+		orNone(p.InMemoryNamespaces), namespace, InMemoryFlag)
 }
 
 // CheckInfrastructureServer returns an error unless a kubeconfig Secret of a namespace may name

@@ -335,3 +335,22 @@ func TestInfrastructureServers(t *testing.T) {
 		}
 	}
 }
+
+// The manager's memory is every namespace's by default (its nodes reach no host); an
+// administrator can keep namespaces off it.
+func TestInMemory(t *testing.T) {
+	if err := Default().CheckInMemory("team-a"); err != nil {
+		t.Errorf("by default every namespace may run nodes in memory: %v", err)
+	}
+	p, err := New(Config{InMemoryNamespaces: []string{"scale"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckInMemory("scale"); err != nil {
+		t.Errorf("a listed namespace: %v", err)
+	}
+	if err := p.CheckInMemory("team-a"); !IsRefused(err) || !strings.Contains(err.Error(), InMemoryFlag) ||
+		!strings.Contains(err.Error(), "spec.infrastructure.inMemory") {
+		t.Errorf("team-a in memory: %v, want a refusal naming the field and %s", err, InMemoryFlag)
+	}
+}

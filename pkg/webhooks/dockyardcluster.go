@@ -94,7 +94,9 @@ func (w *DockyardCluster) ValidateDelete(context.Context, *infrav1.DockyardClust
 }
 
 func defaultClusterSpec(spec *infrav1.DockyardClusterSpec, lbImage string) {
-	if spec.ControlPlaneEndpoint.Port == 0 {
+	// An in-memory cluster's endpoint is a port of the manager, which the controller fills in
+	// with the host: a template that named one would make every cluster of a class ask for it.
+	if spec.ControlPlaneEndpoint.Port == 0 && spec.Infrastructure.InMemory == nil {
 		spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
 	}
 	if spec.LoadBalancer.Image == "" {

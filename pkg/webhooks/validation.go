@@ -64,6 +64,9 @@ func validateClusterSpec(spec *infrav1.DockyardClusterSpec, fldPath *field.Path)
 // subnets and host ports are the engine host's, and a registry on the engine's host is not one
 // the infrastructure cluster's nodes reach.
 func validateInfrastructure(spec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
+	if spec.Infrastructure.InMemory != nil {
+		return validateInMemory(spec, fldPath)
+	}
 	if spec.Infrastructure.Kubernetes == nil {
 		return nil
 	}
@@ -78,6 +81,26 @@ func validateInfrastructure(spec *infrav1.DockyardClusterSpec, fldPath *field.Pa
 	if spec.Registry != "" {
 		allErrs = append(allErrs, field.Forbidden(fldPath.Child("registry"), "is a registry on the container engine's host, which the infrastructure cluster's nodes do not reach; "+
 			"push images to a registry they pull from (dockyard push images)"))
+	}
+	return allErrs
+}
+
+// validateInMemory checks what a cluster whose nodes are in the manager's memory cannot have:
+// an engine's network, a host port, a registry or images, which are the engine host's.
+func validateInMemory(spec *infrav1.DockyardClusterSpec, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	why := "is the container engine host's; spec.infrastructure.inMemory runs the nodes in the manager's memory"
+	if spec.Network.Existing.Name != "" {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("network", "existing", "name"), why))
+	}
+	if spec.LoadBalancer.HostPort != 0 {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "hostPort"), why+", and its API server listens on the manager's --in-memory-address"))
+	}
+	if spec.Registry != "" {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("registry"), why+", which runs no image"))
+	}
+	if len(spec.LoadImages) > 0 {
+		allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadImages"), why+", which runs no image"))
 	}
 	return allErrs
 }
@@ -377,9 +400,14 @@ func checkClusterPolicy(ctx context.Context, p *policy.Policy, env Environment, 
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("loadBalancer", "hostPort"), err.Error()))
 		}
 	}
-	if newSpec.Infrastructure.Kubernetes == nil && oldSpec == nil {
+	if newSpec.Infrastructure.Kubernetes == nil && newSpec.Infrastructure.InMemory == nil && oldSpec == nil {
 		if err := p.CheckHostEngine(namespace); err != nil {
 			allErrs = append(allErrs, field.Forbidden(fldPath.Child("infrastructure"), err.Error()))
+		}
+	}
+	if newSpec.Infrastructure.InMemory != nil && oldSpec == nil {
+		if err := p.CheckInMemory(namespace); err != nil {
+			allErrs = append(allErrs, field.Forbidden(fldPath.Child("infrastructure", "inMemory"), err.Error()))
 		}
 	}
 	if k := newSpec.Infrastructure.Kubernetes; k != nil && k.KubeconfigSecret == "" && oldSpec == nil {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -820,5 +821,47 @@ func TestHostEngineRefusedToANamespace(t *testing.T) {
 	// An object admitted before the policy changed is not refused when it is updated.
 	if errs := checkClusterPolicy(context.Background(), p, Environment{}, "team-a", &onHost, onHost.DeepCopy(), field.NewPath("spec")); len(errs) != 0 {
 		t.Errorf("an update of a cluster admitted before was refused: %v", errs)
+	}
+}
+
+// An in-memory cluster is checked against the policy's namespaces for the manager's memory, not
+// the host engine's; it cannot name what is the engine host's (an existing network, a host port,
+// a registry, images to load), and its endpoint's port is left to the controller.
+func TestInMemoryClusters(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.HostEngineNamespaces = nil
+	cfg.InMemoryNamespaces = []string{"scale"}
+	p, err := policy.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inMemory := validClusterSpec()
+	inMemory.Infrastructure.InMemory = &infrav1.InMemoryInfrastructure{}
+	if errs := checkClusterPolicy(context.Background(), p, Environment{}, "scale", nil, &inMemory, field.NewPath("spec")); len(errs) != 0 {
+		t.Errorf("an in-memory cluster where the policy allows it, off the host's engine: %v", errs)
+	}
+	errs := checkClusterPolicy(context.Background(), p, Environment{}, "team-a", nil, &inMemory, field.NewPath("spec"))
+	if len(errs) != 1 || errs[0].Field != "spec.infrastructure.inMemory" || !strings.Contains(errs[0].Error(), policy.InMemoryFlag) {
+		t.Errorf("an in-memory cluster in team-a: %v, want one refusal of spec.infrastructure.inMemory naming %s", errs, policy.InMemoryFlag)
+	}
+
+	hostish := inMemory.DeepCopy()
+	hostish.Network.Name, hostish.Network.Subnets = "", nil
+	hostish.Network.Existing.Name = "kind"
+	hostish.LoadBalancer.HostPort = 30443
+	hostish.Registry = "shared"
+	hostish.LoadImages = []string{"localhost/scale/app:v1"}
+	var fields []string
+	for _, e := range validateClusterSpec(hostish, field.NewPath("spec")) {
+		fields = append(fields, e.Field)
+	}
+	if want := []string{"spec.network.existing.name", "spec.loadBalancer.hostPort", "spec.registry", "spec.loadImages"}; !slices.Equal(fields, want) {
+		t.Errorf("an in-memory cluster naming the engine host's things: refused %v, want %v", fields, want)
+	}
+
+	defaulted := inMemory.DeepCopy()
+	defaultClusterSpec(defaulted, "lb")
+	if defaulted.ControlPlaneEndpoint.Port != 0 {
+		t.Errorf("an in-memory cluster's endpoint port was defaulted to %d; the controller fills it with its API server's", defaulted.ControlPlaneEndpoint.Port)
 	}
 }

@@ -165,6 +165,22 @@ func (e *Engine) RemoveFront(_ context.Context, name string) error {
 	return nil
 }
 
+// Close stops every front and the API servers behind them.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	names := make([]string, 0, len(e.fronts))
+	for name := range e.fronts {
+		names = append(names, name)
+	}
+	e.mu.Unlock()
+	for _, name := range names {
+		if err := e.RemoveFront(context.Background(), name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // FrontHosts is the engine's one host: fronts answer on Address, from anywhere that reaches it.
 func (e *Engine) FrontHosts(context.Context) ([]string, error) { return []string{e.address}, nil }
 

@@ -1,9 +1,9 @@
 // Package runtimes is the one place engines are built: by name (Docker, the default, Podman or
 // containerd, each reached at an endpoint or at the engine's default one) for the manager's
 // host, the command-line tools and the tests, so a choice made with a flag or an environment
-// variable reaches every one of them the same way; and a Kubernetes cluster (nodes as Pods),
-// chosen per cluster from its DockyardCluster. Every engine it builds has the same deadlines
-// (container.WithTimeouts).
+// variable reaches every one of them the same way; and, chosen per cluster from its
+// DockyardCluster, a Kubernetes cluster (nodes as Pods) or the manager's memory (in-memory
+// clusters). Every engine it builds has the same deadlines (container.WithTimeouts).
 package runtimes
 
 import (
@@ -17,6 +17,7 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/container"
 	containerdruntime "github.com/dockyard-dev/dockyard/pkg/container/containerd"
 	"github.com/dockyard-dev/dockyard/pkg/container/dockerengine"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 	"github.com/dockyard-dev/dockyard/pkg/container/kubernetes"
 	podmanruntime "github.com/dockyard-dev/dockyard/pkg/container/podman"
 )
@@ -48,6 +49,9 @@ type Config struct {
 	// Kubernetes, when set, is the engine instead: a namespace of a Kubernetes cluster whose
 	// Pods are the containers.
 	Kubernetes *KubernetesCluster
+	// InMemory, when set, is the engine instead: containers that exist only in the manager's
+	// memory (in-memory clusters).
+	InMemory *InMemory
 	// Timeouts bound the engine's calls; zero means container.DefaultTimeouts. The image
 	// builder gives images of gigabytes more time to move.
 	Timeouts container.Timeouts
@@ -70,6 +74,13 @@ type KubernetesCluster struct {
 	SpecCheck func(container.ContainerSpec) error
 }
 
+// InMemory is the in-memory engine (inmemory.Engine).
+type InMemory struct {
+	// Address is where its clusters' API servers listen: an address of the manager its
+	// clients reach; empty: 127.0.0.1.
+	Address string
+}
+
 // MaxOwnerLength bounds KubernetesCluster.Owner.
 const MaxOwnerLength = kubernetes.MaxOwnerLength
 
@@ -85,6 +96,9 @@ func FromEnv() Config {
 
 // String is how the engine is named in messages.
 func (c Config) String() string {
+	if c.InMemory != nil {
+		return "in-memory engine at " + orDefault(c.InMemory.Address, "127.0.0.1")
+	}
 	if k := c.Kubernetes; k != nil {
 		host := ""
 		if k.REST != nil {
@@ -147,6 +161,9 @@ type bounded struct {
 func (b bounded) Close() error { return b.closer.Close() }
 
 func connect(c Config) (Runtime, error) {
+	if c.InMemory != nil {
+		return inmemory.NewEngine(inmemory.EngineOptions{Address: c.InMemory.Address}), nil
+	}
 	if k := c.Kubernetes; k != nil {
 		if k.REST == nil {
 			return nil, errors.New("a Kubernetes engine needs the cluster's REST configuration")
@@ -183,4 +200,11 @@ func DefaultSocket(name string) string {
 		return strings.TrimPrefix(containerdruntime.DefaultEndpoint, "unix://")
 	}
 	return "/var/run/docker.sock"
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -1,0 +1,105 @@
+package controllers
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/util/certs"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/cluster-api/util/secret"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/scheme"
+	"github.com/dockyard-dev/dockyard/test/bootstrapdata"
+)
+
+// An in-memory cluster goes through the reconcilers as any other: the engine chosen from its
+// DockyardCluster (spec.infrastructure.inMemory) by the one picker, its endpoint the port of
+// the manager where the in-memory engine serves its API, its first control plane machine's
+// kubeadm init (parsed from Cluster API-shaped bootstrap data) making that API server, and the
+// machine provisioned with its Node's providerID set there, where the node registered Ready.
+// Deleting the cluster stops its API server.
+func TestAnInMemoryClusterProvisionsThroughTheReconcilers(t *testing.T) {
+	m, dm, data := machineObjects(cpName, true)
+	f := newFixture(t, m, dm, data)
+	dc := f.getDockyardCluster()
+	dc.Spec.Infrastructure.InMemory = &infrav1.InMemoryInfrastructure{}
+	if err := f.c.Update(f.ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	f.provisionCluster()
+	dc = f.getDockyardCluster()
+	endpoint := net.JoinHostPort(dc.Spec.ControlPlaneEndpoint.Host, fmt.Sprint(dc.Spec.ControlPlaneEndpoint.Port))
+	if dc.Spec.ControlPlaneEndpoint.Host != "127.0.0.1" || dc.Spec.ControlPlaneEndpoint.Port == 0 || dc.Status.Engine != infrav1.EngineInMemory {
+		t.Fatalf("an in-memory cluster's endpoint %s on engine %q, want a port of 127.0.0.1 on %q", endpoint, dc.Status.Engine, infrav1.EngineInMemory)
+	}
+
+	certificates := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certificates.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	data.Data["value"] = []byte(bootstrapdata.Init(endpoint, certificates))
+	if err := f.c.Update(f.ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	f.workload = workloadClient(t, endpoint, certificates)
+	for i := 0; i < 10 && !ptr.Deref(f.getMachine(cpName).Status.Initialization.Provisioned, false); i++ {
+		f.reconcileMachine(cpName)
+	}
+	f.reconcileMachine(cpName) // sets the Node's providerID once the machine is provisioned
+	got := f.getMachine(cpName)
+	if !ptr.Deref(got.Status.Initialization.Provisioned, false) {
+		t.Fatalf("the in-memory machine was not provisioned: %+v", got.Status.Conditions)
+	}
+	var node corev1.Node
+	if err := f.workload.Get(f.ctx, client.ObjectKey{Name: cpName}, &node); err != nil {
+		t.Fatalf("the Node in the in-memory cluster's API server: %v", err)
+	}
+	if node.Spec.ProviderID != got.Spec.ProviderID || len(node.Status.Conditions) == 0 || node.Status.Conditions[0].Status != corev1.ConditionTrue {
+		t.Errorf("Node %s: providerID %q (the machine's %q), conditions %+v", node.Name, node.Spec.ProviderID, got.Spec.ProviderID, node.Status.Conditions)
+	}
+
+	f.deleteAndExpectGone(cpName)
+	if err := f.c.Delete(f.ctx, f.getDockyardCluster()); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileClusterN(2)
+	if conn, err := net.DialTimeout("tcp", endpoint, time.Second); err == nil {
+		_ = conn.Close()
+		t.Errorf("the deleted in-memory cluster's API server still listens on %s", endpoint)
+	}
+}
+
+// workloadClient is a client of an in-memory cluster's API server, with a certificate of its CA.
+func workloadClient(t *testing.T, endpoint string, certificates secret.Certificates) client.Client {
+	t.Helper()
+	ca := certificates.GetByPurpose(secret.ClusterCA).KeyPair
+	caCert, err := certs.DecodeCertPEM(ca.Cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := certs.DecodePrivateKeyPEM(ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kubeconfig.New(testCluster, "https://"+endpoint, caCert, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(rc, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
