@@ -106,6 +106,9 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 	if got := nodes(); len(got) != 1 {
 		t.Errorf("Nodes after the worker's removal: %v, want the control plane node only", got)
 	}
+	if kept := e.Nodes.Commands[NodeName(key, "mem-md-1")]; kept != nil {
+		t.Errorf("the engine still keeps the removed worker's commands: %q", kept)
+	}
 
 	lost := kubeadmNode(ctx, t, m, key, network, "mem-md-2", RoleWorker, bootstrapdata.Join("127.0.0.1:1"))
 	st, err := lost.BootstrapStatus(ctx, time.Minute)

@@ -79,6 +79,8 @@ type clusterSpec struct {
 	// mgmt is the client of the management cluster holding the cluster's objects; the
 	// suite's plane when nil.
 	mgmt client.Client
+	// template is the flavor's file in templates/; cluster-template.yaml when empty.
+	template string
 }
 
 func (c clusterSpec) client() client.Client {
@@ -92,8 +94,8 @@ func (c clusterSpec) key() docker.ClusterKey {
 	return docker.ClusterKey{Namespace: c.namespace, Name: c.name}
 }
 
-// createCluster creates the namespace and the objects of templates/cluster-template.yaml,
-// rendered with clusterctl's variable processor.
+// createCluster creates the namespace and the objects of the cluster's flavor (templates/
+// cluster-template.yaml by default), rendered with clusterctl's variable processor.
 func createCluster(ctx context.Context, c clusterSpec) { createClusterWith(ctx, c, nil) }
 
 // createClusterWith is createCluster with more template variables; the objects are created with
@@ -112,7 +114,11 @@ func createClusterWith(ctx context.Context, c clusterSpec, vars map[string]strin
 	for k, v := range vars {
 		values[k] = v
 	}
-	rendered, err := framework.RenderTemplate(filepath.Join(envtest.RepoRoot(), "templates", "cluster-template.yaml"), values)
+	template := c.template
+	if template == "" {
+		template = "cluster-template.yaml"
+	}
+	rendered, err := framework.RenderTemplate(filepath.Join(envtest.RepoRoot(), "templates", template), values)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(framework.CreateObjects(ctx, c.client(), rendered)).To(Succeed())
 }

@@ -54,7 +54,10 @@ func NewEngine(opts EngineOptions) *Engine {
 	}
 	e.Nodes = NewNodes(rt)
 	e.Nodes.Kubeadm = e.kubeadm
-	rt.OnRemove = e.leave
+	rt.OnRemove = func(c *Container) {
+		e.leave(c)
+		e.Nodes.forget(c.Spec.Name)
+	}
 	return e
 }
 

@@ -386,6 +386,13 @@ func (n *Nodes) finish(c *Container) {
 	}
 }
 
+// forget drops what the simulator recorded of a node that was removed.
+func (n *Nodes) forget(node string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.Commands, node)
+}
+
 // Complete finishes a held bootstrap of a node.
 func (n *Nodes) Complete(node string) bool {
 	return n.rt.WithContainer(node, func(c *Container) {

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	nodev1 "k8s.io/api/node/v1"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -137,6 +139,8 @@ func initScheme() *runtime.Scheme {
 	sc := runtime.NewScheme()
 	framework.TryAddDefaultSchemes(sc)
 	Expect(infrav1.AddToScheme(sc)).To(Succeed())
+	// RuntimeClasses: the placement an administrator gives a team (teams_test.go).
+	Expect(nodev1.AddToScheme(sc)).To(Succeed())
 	return sc
 }
 

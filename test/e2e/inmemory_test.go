@@ -1,0 +1,87 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/test/framework"
+)
+
+// inMemoryClusters is how many in-memory clusters the spec makes at once: a slice of what the
+// in-memory engine is for, small enough for CI.
+const inMemoryClusters = 10
+
+// In-memory clusters (the in-memory flavor) with Cluster API's own controllers: each comes up
+// Available, its control plane initialized by KubeadmControlPlane through the API server the
+// manager serves, its Machines Running with their Nodes Ready and carrying their providerIDs;
+// deleting them stops their API servers and leaves nothing. Nothing runs on the engine.
+var _ = Describe("In-memory clusters", Label("inmemory"), func() {
+	It("come up with Cluster API's controllers, Available with Machines Running, and go when deleted", func(ctx SpecContext) {
+		const workers = 2
+		ns := testNamespacePrefix + "-mem"
+		cs := make([]clusterSpec, inMemoryClusters)
+		for i := range cs {
+			cs[i] = clusterSpec{name: fmt.Sprintf("mem-%d", i), namespace: ns, controlPlane: 1, workers: workers, template: "cluster-template-in-memory.yaml"}
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			for _, c := range cs {
+				cleanupCluster(ctx, c, c.name)
+			}
+		})
+
+		start := time.Now()
+		for _, c := range cs {
+			createCluster(ctx, c)
+		}
+		for _, c := range cs {
+			waitClusterAvailable(ctx, c, clusterTimeout)
+			waitMachinesRunning(ctx, c, 1, workers)
+		}
+		whenDone(fmt.Sprintf("in memory: %d clusters of 1+%d Available, Machines Running, Nodes Ready", inMemoryClusters, workers), start)
+		fmt.Fprintf(GinkgoWriter, "the manager's resident memory with %d in-memory clusters of 1+%d: %s\n", inMemoryClusters, workers, residentMemory(plane.PID(framework.DockyardManager)))
+
+		var endpoints []string
+		for _, c := range cs {
+			dc := &infrav1.DockyardCluster{}
+			Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, dc)).To(Succeed())
+			Expect(dc.Status.Engine).To(Equal(infrav1.EngineInMemory), "DockyardCluster %s", c.name)
+			endpoints = append(endpoints, net.JoinHostPort(dc.Spec.ControlPlaneEndpoint.Host, strconv.Itoa(int(dc.Spec.ControlPlaneEndpoint.Port))))
+		}
+		deleted := time.Now()
+		deleteOn(ctx, plane, cs...)
+		whenDone(fmt.Sprintf("in memory: %d clusters deleted", inMemoryClusters), deleted)
+		for _, endpoint := range endpoints {
+			conn, err := net.DialTimeout("tcp", endpoint, 2*time.Second)
+			if err == nil {
+				_ = conn.Close()
+			}
+			Expect(err).To(HaveOccurred(), "a deleted in-memory cluster's API server still listens on %s", endpoint)
+		}
+	})
+})
+
+// residentMemory is a process's resident memory (VmRSS of /proc/PID/status), as the kernel
+// says it.
+func residentMemory(pid int) string {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
