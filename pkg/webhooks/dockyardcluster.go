@@ -93,12 +93,17 @@ func (w *DockyardCluster) ValidateDelete(context.Context, *infrav1.DockyardClust
 	return nil, nil
 }
 
+// defaultClusterSpec defaults a DockyardCluster: its endpoint's port (6443), but an in-memory
+// cluster's, whose API server listens on a port of the manager that the controller fills in
+// with the host; and the load balancer's image.
 func defaultClusterSpec(spec *infrav1.DockyardClusterSpec, lbImage string) {
-	// An in-memory cluster's endpoint is a port of the manager, which the controller fills in
-	// with the host: a template that named one would make every cluster of a class ask for it.
 	if spec.ControlPlaneEndpoint.Port == 0 && spec.Infrastructure.InMemory == nil {
 		spec.ControlPlaneEndpoint.Port = infrav1.DefaultAPIServerPort
 	}
+	defaultLoadBalancerImage(spec, lbImage)
+}
+
+func defaultLoadBalancerImage(spec *infrav1.DockyardClusterSpec, lbImage string) {
 	if spec.LoadBalancer.Image == "" {
 		spec.LoadBalancer.Image = lbImage
 	}

@@ -44,10 +44,12 @@ var (
 	_ admission.Validator[*infrav1.DockyardClusterTemplate] = &DockyardClusterTemplate{}
 )
 
-// Default applies the DockyardCluster defaults to the template, so clusters made from it and
-// the topology controller's desired state agree.
+// Default applies the load balancer image's default to the template, so clusters made from it
+// and the topology controller's desired state agree. The endpoint's port is left to each
+// DockyardCluster: a ClusterClass may make in-memory clusters (its inMemory patch), whose port
+// is the manager's to choose; the DockyardCluster webhook defaults every other cluster's.
 func (w *DockyardClusterTemplate) Default(_ context.Context, t *infrav1.DockyardClusterTemplate) error {
-	defaultClusterSpec(&t.Spec.Template.Spec, w.DefaultLoadBalancerImage)
+	defaultLoadBalancerImage(&t.Spec.Template.Spec, w.DefaultLoadBalancerImage)
 	return nil
 }
 
