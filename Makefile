@@ -320,6 +320,14 @@ E2E_ZONES ?= a,b,c
 test-e2e-kubernetes: images component-images netpol-image release-manifests ## Nodes as Pods (part of make test-e2e-full): a management cluster with a worker per zone of E2E_ZONES is the infrastructure cluster of Cluster API's QuickStartSpec (3+3) and KCPRemediationSpec on the kubernetes flavor, and of a zone that goes away and comes back; and a Dockyard workload cluster as the infrastructure cluster of another, reached from outside.
 	$(MAKE) --no-print-directory test-e2e-kubernetes-run
 
+# Clusters Cluster API's ScaleSpec makes on the in-memory flavor (make test-e2e-inmemory).
+E2E_SCALE_CLUSTERS ?= 10
+
+.PHONY: test-e2e-inmemory
+test-e2e-inmemory: images component-images release-manifests ## In-memory clusters: Cluster API's ScaleSpec on the in-memory flavor (E2E_SCALE_CLUSTERS ClusterClass clusters of 1+1, whose nodes exist in the manager's memory) on a management cluster of containers where Dockyard runs as Pods.
+	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)-inmemory" CAPI_E2E_ENV='DOCKYARD_E2E_SCALE_CLUSTERS=$(E2E_SCALE_CLUSTERS)' \
+		CAPI_E2E_FLAGS="-ginkgo.label-filter=inmemory $(CAPI_E2E_FLAGS)"
+
 .PHONY: test-e2e-kubernetes-run
 test-e2e-kubernetes-run:
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)-kubernetes" CAPI_E2E_ENV='DOCKYARD_E2E_ZONES=$(E2E_ZONES)' \

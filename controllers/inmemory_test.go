@@ -62,7 +62,11 @@ func TestAnInMemoryClusterProvisionsThroughTheReconcilers(t *testing.T) {
 	if err := f.workload.Get(f.ctx, client.ObjectKey{Name: cpName}, &node); err != nil {
 		t.Fatalf("the Node in the in-memory cluster's API server: %v", err)
 	}
-	if node.Spec.ProviderID != got.Spec.ProviderID || len(node.Status.Conditions) == 0 || node.Status.Conditions[0].Status != corev1.ConditionTrue {
+	ready := false
+	for _, c := range node.Status.Conditions {
+		ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+	}
+	if node.Spec.ProviderID != got.Spec.ProviderID || !ready {
 		t.Errorf("Node %s: providerID %q (the machine's %q), conditions %+v", node.Name, node.Spec.ProviderID, got.Spec.ProviderID, node.Status.Conditions)
 	}
 

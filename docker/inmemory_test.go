@@ -90,7 +90,10 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 		}
 		var names []string
 		for _, n := range list.Items {
-			ready := len(n.Status.Conditions) > 0 && n.Status.Conditions[0].Status == corev1.ConditionTrue
+			ready := false
+			for _, c := range n.Status.Conditions {
+				ready = ready || (c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue)
+			}
 			names = append(names, fmt.Sprintf("%s ready=%v %s", n.Name, ready, n.Status.NodeInfo.KubeletVersion))
 		}
 		return names

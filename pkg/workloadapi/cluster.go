@@ -145,8 +145,7 @@ func (c *Cluster) Join(_ context.Context, n Node) error {
 	node := &corev1.Node{TypeMeta: typeMeta("v1", "Node"), ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
 		Spec: corev1.NodeSpec{ProviderID: n.ProviderID, Taints: taints},
 		Status: corev1.NodeStatus{
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				Message: "kubelet is posting ready status", LastHeartbeatTime: now, LastTransitionTime: now}},
+			Conditions: nodeConditions(now),
 			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: n.KubernetesVersion,
 				OperatingSystem: "linux", Architecture: "amd64", ContainerRuntimeVersion: "containerd://2.1.0"},
 		}}
@@ -163,6 +162,20 @@ func (c *Cluster) Join(_ context.Context, n Node) error {
 	}
 	c.Etcd.AddMember(n.Name)
 	return nil
+}
+
+// nodeConditions are a healthy kubelet's: Ready, and no memory, disk or PID pressure (what
+// Cluster API's NodeHealthy reads).
+func nodeConditions(now metav1.Time) []corev1.NodeCondition {
+	condition := func(t corev1.NodeConditionType, status corev1.ConditionStatus, reason, message string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: status, Reason: reason, Message: message, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	return []corev1.NodeCondition{
+		condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+		condition(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+		condition(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+		condition(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+	}
 }
 
 // Reset is kubeadm reset, or a node gone: its Node, static Pods and etcd member go.

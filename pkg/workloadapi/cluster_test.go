@@ -72,7 +72,13 @@ func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
 		t.Fatalf("Nodes: %v, want cp-0, cp-1, md-0", names(nodes.Items))
 	}
 	for _, n := range nodes.Items {
-		ready := len(n.Status.Conditions) == 1 && n.Status.Conditions[0].Type == corev1.NodeReady && n.Status.Conditions[0].Status == corev1.ConditionTrue
+		// What Cluster API's NodeHealthy reads: Ready, and no memory, disk or PID pressure.
+		healthy := map[corev1.NodeConditionType]corev1.ConditionStatus{}
+		for _, c := range n.Status.Conditions {
+			healthy[c.Type] = c.Status
+		}
+		ready := healthy[corev1.NodeReady] == corev1.ConditionTrue && healthy[corev1.NodeMemoryPressure] == corev1.ConditionFalse &&
+			healthy[corev1.NodeDiskPressure] == corev1.ConditionFalse && healthy[corev1.NodePIDPressure] == corev1.ConditionFalse
 		if !ready || n.Spec.ProviderID != "dockyard:////"+n.Name || n.Status.NodeInfo.KubeletVersion != "v1.34.4" {
 			t.Errorf("Node %s: Ready %v, providerID %q, kubelet %q", n.Name, ready, n.Spec.ProviderID, n.Status.NodeInfo.KubeletVersion)
 		}

@@ -51,6 +51,8 @@ var flavors = []flavor{
 	{name: "kubernetes", from: "cluster-template-kubernetes.yaml", about: "The kubernetes flavor, as shipped: nodes as Pods of the management cluster, its zones as\nfailure domains (make test-e2e-kubernetes)."},
 	{name: "kcp-remediation-kubernetes", from: "cluster-template-kubernetes.yaml", edit: kcpRemediation,
 		about: "The kubernetes flavor with kcp-remediation's signal and MachineHealthCheck\n(KCPRemediationSpec on nodes as Pods)."},
+	{name: "in-memory", from: "cluster-template-topology.yaml", edit: inMemoryTopology,
+		about: "The topology flavor with the ClusterClass's inMemory variable true: the nodes in the\nmanager's memory (ScaleSpec on in-memory clusters, make test-e2e-inmemory)."},
 	{name: "clusterctl-upgrade-management", from: "cluster-template.yaml", edit: upgradeManagement,
 		about: "The self-hosted flavor whose nodes pull from the local registry\nDOCKYARD_RELEASE_REGISTRY, where the suite publishes the release the cluster is first\ninitialized with (ClusterctlUpgradeSpec's management cluster)."},
 }
@@ -364,4 +366,22 @@ func topologyTaints(t *template) error {
 		return errors.New("the topology has no MachineDeployment")
 	}
 	return set(mds.Content[0], "taints", preexistingTaints)
+}
+
+// inMemoryTopology sets the Cluster's inMemory variable: its nodes exist in the manager's memory.
+func inMemoryTopology(t *template) error {
+	cluster, err := t.object("Cluster", "")
+	if err != nil {
+		return err
+	}
+	variables := get(cluster, "spec", "topology", "variables")
+	if variables == nil || variables.Kind != yaml.SequenceNode {
+		return errors.New("the topology has no variables")
+	}
+	v, err := valueNode("{name: inMemory, value: true}")
+	if err != nil {
+		return err
+	}
+	variables.Content = append(variables.Content, v)
+	return nil
 }

@@ -18,9 +18,14 @@ import (
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
-// inMemoryClusters is how many in-memory clusters the spec makes at once: a slice of what the
-// in-memory engine is for, small enough for CI.
-const inMemoryClusters = 10
+// inMemoryClusters is how many in-memory clusters the spec makes at once:
+// DOCKYARD_E2E_INMEMORY_CLUSTERS, by default 10, a slice of what the in-memory engine is for,
+// small enough for CI.
+func inMemoryClusters() int {
+	n, err := strconv.Atoi(envOr("DOCKYARD_E2E_INMEMORY_CLUSTERS", "10"))
+	Expect(err).NotTo(HaveOccurred(), "DOCKYARD_E2E_INMEMORY_CLUSTERS")
+	return n
+}
 
 // In-memory clusters (the in-memory flavor) with Cluster API's own controllers: each comes up
 // Available, its control plane initialized by KubeadmControlPlane through the API server the
@@ -30,7 +35,8 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 	It("come up with Cluster API's controllers, Available with Machines Running, and go when deleted", func(ctx SpecContext) {
 		const workers = 2
 		ns := testNamespacePrefix + "-mem"
-		cs := make([]clusterSpec, inMemoryClusters)
+		count := inMemoryClusters()
+		cs := make([]clusterSpec, count)
 		for i := range cs {
 			cs[i] = clusterSpec{name: fmt.Sprintf("mem-%d", i), namespace: ns, controlPlane: 1, workers: workers, template: "cluster-template-in-memory.yaml"}
 		}
@@ -48,8 +54,8 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 			waitClusterAvailable(ctx, c, clusterTimeout)
 			waitMachinesRunning(ctx, c, 1, workers)
 		}
-		whenDone(fmt.Sprintf("in memory: %d clusters of 1+%d Available, Machines Running, Nodes Ready", inMemoryClusters, workers), start)
-		fmt.Fprintf(GinkgoWriter, "the manager's resident memory with %d in-memory clusters of 1+%d: %s\n", inMemoryClusters, workers, residentMemory(plane.PID(framework.DockyardManager)))
+		whenDone(fmt.Sprintf("in memory: %d clusters of 1+%d Available, Machines Running, Nodes Ready", count, workers), start)
+		fmt.Fprintf(GinkgoWriter, "the manager's resident memory with %d in-memory clusters of 1+%d: %s\n", count, workers, residentMemory(plane.PID(framework.DockyardManager)))
 
 		var endpoints []string
 		for _, c := range cs {
@@ -60,7 +66,7 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 		}
 		deleted := time.Now()
 		deleteOn(ctx, plane, cs...)
-		whenDone(fmt.Sprintf("in memory: %d clusters deleted", inMemoryClusters), deleted)
+		whenDone(fmt.Sprintf("in memory: %d clusters deleted", count), deleted)
 		for _, endpoint := range endpoints {
 			conn, err := net.DialTimeout("tcp", endpoint, 2*time.Second)
 			if err == nil {
