@@ -161,7 +161,7 @@ func (e *Engine) RemoveFront(_ context.Context, name string) error {
 		return nil
 	}
 	_ = f.listener.Close()
-	f.served.Close()
+	_ = f.served.Close()
 	if f.cluster != nil {
 		return errors.Wrapf(f.cluster.Close(), "stopping the API server of front %s", name)
 	}

@@ -175,7 +175,9 @@ func cat(c *Container, file string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cat: %s: No such file or directory\n", file)
 		return 1
 	}
-	stdout.Write(content)
+	if _, err := stdout.Write(content); err != nil {
+		return 1 // as cat does when its output is gone
+	}
 	return 0
 }
 
@@ -219,11 +221,15 @@ func (n *Nodes) playRunner(c *Container, cmd []string, stdin []byte, stdout, std
 		_, st.Locked = c.Files[n.bootstrap.Path(runner.LockDir)]
 		unit, _ := c.Data["unit"].(string)
 		st.Unit, st.Now = orDefault(unit, "inactive"), time.Now().Unix()
-		stdout.Write(st.Marshal())
+		if _, err := stdout.Write(st.Marshal()); err != nil {
+			return 1, true
+		}
 		return 0, true
 
 	case cmd[0] == "tail" && cmd[len(cmd)-1] == n.bootstrap.Path(runner.OutputFile):
-		stdout.Write(c.Files[n.bootstrap.Path(runner.OutputFile)])
+		if _, err := stdout.Write(c.Files[n.bootstrap.Path(runner.OutputFile)]); err != nil {
+			return 1, true
+		}
 		return 0, true
 
 	case slices.Equal(cmd, n.bootstrap.StopCommand()):

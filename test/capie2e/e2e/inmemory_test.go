@@ -37,13 +37,20 @@ func envOrDefault(key, def string) string {
 var _ = Describe("Scale, in-memory clusters", inMemory, func() {
 	capispecs.ScaleSpec(ctx, func() capispecs.ScaleSpecInput {
 		return capispecs.ScaleSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
-			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
-			InfrastructureProvider: ptr.To("dockyard"), Flavor: ptr.To("in-memory"),
-			ClusterCount: ptr.To(scaleClusters()), Concurrency: ptr.To(int64(5)),
-			ControlPlaneMachineCount: ptr.To(int64(1)), MachineDeploymentCount: ptr.To(int64(1)),
+			E2EConfig:                       e2eConfig,
+			ClusterctlConfigPath:            clusterctlConfigPath,
+			BootstrapClusterProxy:           bootstrapClusterProxy,
+			ArtifactFolder:                  artifactFolder,
+			SkipCleanup:                     skipCleanup,
+			InfrastructureProvider:          ptr.To("dockyard"),
+			Flavor:                          ptr.To("in-memory"),
+			ClusterClassName:                "dockyard-quick-start",
+			ClusterCount:                    ptr.To(scaleClusters()),
+			Concurrency:                     ptr.To(int64(5)),
+			ControlPlaneMachineCount:        ptr.To(int64(1)),
+			MachineDeploymentCount:          ptr.To(int64(1)),
 			WorkerPerMachineDeploymentCount: ptr.To(int64(1)),
-			ClusterClassName: "dockyard-quick-start", SkipUpgrade: true,
+			SkipUpgrade:                     true,
 		}
 	})
 })
