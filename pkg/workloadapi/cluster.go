@@ -25,8 +25,27 @@ import (
 // COMPONENT-NODE in kube-system, which KubeadmControlPlane checks.
 var controlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
 
-// coreDNSImage is the CoreDNS kubeadm v1.34 deploys.
-const coreDNSImage = "registry.k8s.io/coredns/coredns:v1.12.1"
+// kubeadmImages are the etcd and CoreDNS image tags kubeadm deploys with a Kubernetes minor
+// version (its constants SupportedEtcdVersion and CoreDNSVersion), which Cluster API's upgrade
+// checks read back from the static Pods and the Deployment.
+var kubeadmImages = map[string]struct{ etcd, coreDNS string }{
+	"1.33": {etcd: "3.5.24-0", coreDNS: "v1.12.0"},
+	"1.34": {etcd: "3.6.5-0", coreDNS: "v1.12.1"},
+}
+
+// newestKubeadm is the newest minor of kubeadmImages: what a newer or unknown version gets.
+const newestKubeadm = "1.34"
+
+// imagesOf returns kubeadm's etcd and CoreDNS tags for a Kubernetes version (v1.34.4).
+func imagesOf(kubernetesVersion string) (etcd, coreDNS string) {
+	major, rest, _ := strings.Cut(strings.TrimPrefix(kubernetesVersion, "v"), ".")
+	minor, _, _ := strings.Cut(rest, ".")
+	tags, ok := kubeadmImages[major+"."+minor]
+	if !ok {
+		tags = kubeadmImages[newestKubeadm]
+	}
+	return tags.etcd, tags.coreDNS
+}
 
 // ClusterOptions make a simulated cluster: its Kubernetes version and its CAs (the cluster's,
 // which signs the API server's certificate and its clients', and etcd's), as Cluster API keeps
@@ -106,6 +125,7 @@ type Node struct {
 // then the node joined as a control plane node.
 func (c *Cluster) Init(ctx context.Context, n Node, clusterConfiguration string) error {
 	sys := metav1.NamespaceSystem
+	_, coreDNS := imagesOf(n.KubernetesVersion)
 	for _, ns := range []string{sys, metav1.NamespaceDefault, metav1.NamespacePublic, "kube-node-lease"} {
 		if err := c.ensure(&corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
@@ -119,7 +139,7 @@ func (c *Cluster) Init(ctx context.Context, n Node, clusterConfiguration string)
 		&corev1.ConfigMap{TypeMeta: typeMeta("v1", "ConfigMap"), ObjectMeta: metav1.ObjectMeta{Namespace: sys, Name: "coredns"},
 			Data: map[string]string{"Corefile": ".:53 {\n    errors\n    kubernetes cluster.local in-addr.arpa ip6.arpa\n    forward . /etc/resolv.conf\n}\n"}},
 		daemonSet(sys, "kube-proxy", "registry.k8s.io/kube-proxy:"+n.KubernetesVersion),
-		deployment(sys, "coredns", coreDNSImage),
+		deployment(sys, "coredns", "registry.k8s.io/coredns/coredns:"+coreDNS),
 	}
 	for _, o := range objects {
 		if err := c.ensure(o); err != nil {
@@ -235,7 +255,8 @@ func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 func staticPod(component string, n Node) *corev1.Pod {
 	image := "registry.k8s.io/" + component + ":" + n.KubernetesVersion
 	if component == "etcd" {
-		image = "registry.k8s.io/etcd:" + etcdVersion + "-0"
+		etcd, _ := imagesOf(n.KubernetesVersion)
+		image = "registry.k8s.io/etcd:" + etcd
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	return &corev1.Pod{

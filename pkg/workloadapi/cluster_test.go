@@ -143,3 +143,22 @@ func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
 		t.Errorf("etcd-cp-1 after the reset: %v, want NotFound", err)
 	}
 }
+
+// The etcd and CoreDNS images are kubeadm's for the node's Kubernetes minor, as Cluster API's
+// upgrade checks read them back; an unknown minor gets the newest known.
+func TestKubeadmsImagesFollowTheKubernetesVersion(t *testing.T) {
+	for _, tc := range []struct{ version, etcd, coreDNS string }{
+		{"v1.33.13", "3.5.24-0", "v1.12.0"},
+		{"v1.34.4", "3.6.5-0", "v1.12.1"},
+		{"v1.99.0", "3.6.5-0", "v1.12.1"},
+	} {
+		etcd, coreDNS := imagesOf(tc.version)
+		if etcd != tc.etcd || coreDNS != tc.coreDNS {
+			t.Errorf("%s: etcd %s, CoreDNS %s; want %s, %s", tc.version, etcd, coreDNS, tc.etcd, tc.coreDNS)
+		}
+		pod := staticPod("etcd", Node{Name: "n", KubernetesVersion: tc.version})
+		if want := "registry.k8s.io/etcd:" + tc.etcd; pod.Spec.Containers[0].Image != want {
+			t.Errorf("%s: etcd's static Pod runs %s, want %s", tc.version, pod.Spec.Containers[0].Image, want)
+		}
+	}
+}

@@ -33,7 +33,7 @@ func envOrDefault(key, def string) string {
 
 // Cluster API's scale spec on in-memory clusters: ClusterClass clusters of one control plane
 // and a worker whose nodes exist in the manager's memory, the manager serving each cluster's
-// API server to Cluster API's controllers; made, waited for and deleted, a few at a time.
+// API server to Cluster API's controllers; made, upgraded and deleted, a few at a time.
 var _ = Describe("Scale, in-memory clusters", inMemory, func() {
 	capispecs.ScaleSpec(ctx, func() capispecs.ScaleSpecInput {
 		return capispecs.ScaleSpecInput{
@@ -50,7 +50,10 @@ var _ = Describe("Scale, in-memory clusters", inMemory, func() {
 			ControlPlaneMachineCount:        ptr.To(int64(1)),
 			MachineDeploymentCount:          ptr.To(int64(1)),
 			WorkerPerMachineDeploymentCount: ptr.To(int64(1)),
-			SkipUpgrade:                     true,
+			// Made at KUBERNETES_VERSION_UPGRADE_FROM, upgraded to KUBERNETES_VERSION_UPGRADE_TO
+			// through the ClusterClass's version: KubeadmControlPlane's rollout, then the
+			// MachineDeployment's, on simulated nodes.
+			SkipUpgrade: false,
 		}
 	})
 })
