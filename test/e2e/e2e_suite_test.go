@@ -94,6 +94,9 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 			"--allowed-networks=" + sharedNetwork,
 			// Low, so two teams' spec reaches it with a handful of Services (tenants_test.go).
 			fmt.Sprintf("--max-service-load-balancers-per-cluster=%d", maxServiceLoadBalancers),
+			// In-memory clusters' API servers (inmemory_test.go) apart from the ports the engine
+			// publishes on 127.0.0.1 for the other specs' load balancers, which ask for 6443 too.
+			"--in-memory-address=" + inMemoryAddress,
 		},
 		Log: GinkgoWriter,
 	})

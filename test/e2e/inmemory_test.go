@@ -18,6 +18,10 @@ import (
 	"github.com/dockyard-dev/dockyard/test/framework"
 )
 
+// inMemoryAddress is where the plane's manager serves in-memory clusters: a loopback address of
+// their own.
+const inMemoryAddress = "127.0.0.2"
+
 // inMemoryClusters is how many in-memory clusters the spec makes at once:
 // DOCKYARD_E2E_INMEMORY_CLUSTERS, by default 10, a slice of what the in-memory engine is for,
 // small enough for CI.
@@ -62,6 +66,7 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 			dc := &infrav1.DockyardCluster{}
 			Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, dc)).To(Succeed())
 			Expect(dc.Status.Engine).To(Equal(infrav1.EngineInMemory), "DockyardCluster %s", c.name)
+			Expect(dc.Spec.ControlPlaneEndpoint.Host).To(Equal(inMemoryAddress), "DockyardCluster %s's endpoint", c.name)
 			endpoints = append(endpoints, net.JoinHostPort(dc.Spec.ControlPlaneEndpoint.Host, strconv.Itoa(int(dc.Spec.ControlPlaneEndpoint.Port))))
 		}
 		deleted := time.Now()
