@@ -41,7 +41,7 @@ type etcdMember struct {
 	name     string
 	down     bool
 	server   *grpc.Server
-	listener *pipeListener
+	listener *Listener
 }
 
 // NewEtcd returns a cluster's etcd with no member, serving with a certificate of its etcd CA.
@@ -63,7 +63,7 @@ func (e *Etcd) AddMember(name string) {
 	if e.member(name) != nil {
 		return
 	}
-	m := &etcdMember{id: randomID(), name: name, listener: newPipeListener()}
+	m := &etcdMember{id: randomID(), name: name, listener: NewListener(nil)}
 	m.server = grpc.NewServer(grpc.Creds(credentials.NewTLS(e.tls)))
 	svc := &etcdService{etcd: e, id: m.id}
 	etcdserverpb.RegisterMaintenanceServer(m.server, svc)
@@ -126,7 +126,7 @@ func (e *Etcd) Dial(name string) (net.Conn, error) {
 	case m.down:
 		return nil, errors.Errorf("etcd member %s is down", name)
 	}
-	return m.listener.dial()
+	return m.listener.Pipe()
 }
 
 // Close stops every member.
@@ -266,48 +266,3 @@ func randomID() uint64 {
 	_, _ = rand.Read(b[:])
 	return binary.BigEndian.Uint64(b[:]) | 1
 }
-
-// pipeListener is a net.Listener of in-process connections.
-type pipeListener struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-// dial returns the client end of a new connection, whose server end Accept returns.
-func (l *pipeListener) dial() (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-		_ = client.Close()
-		_ = server.Close()
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
-
-type pipeAddr struct{}
-
-func (pipeAddr) Network() string { return "pipe" }
-func (pipeAddr) String() string  { return "in-process" }

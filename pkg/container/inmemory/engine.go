@@ -78,7 +78,7 @@ type front struct {
 	// cluster is the workload cluster whose kubeadm init named the front; nil before.
 	cluster *workloadapi.Cluster
 	// served hands accepted connections to the cluster's server.
-	served *handoff
+	served *workloadapi.Listener
 }
 
 // EnsureFront makes a front listen, or returns the one of that name as it is.
@@ -97,7 +97,7 @@ func (e *Engine) EnsureFront(_ context.Context, spec container.FrontSpec) (*cont
 		return nil, errors.Wrapf(err, "listening for front %s on %s", spec.Name, e.address)
 	}
 	spec.Labels, spec.Select = maps.Clone(spec.Labels), maps.Clone(spec.Select)
-	f := &front{spec: spec, listener: l, served: newHandoff(l.Addr())}
+	f := &front{spec: spec, listener: l, served: workloadapi.NewListener(l.Addr())}
 	e.fronts[spec.Name] = f
 	go e.accept(f)
 	return e.describe(f), nil
@@ -123,7 +123,7 @@ func (e *Engine) accept(f *front) {
 			_ = conn.Close()
 			continue
 		}
-		f.served.deliver(conn)
+		_ = f.served.Deliver(conn) // closed with the front: the connection too
 	}
 }
 
@@ -200,39 +200,3 @@ func (e *Engine) frontAt(endpoint string) *front {
 	}
 	return nil
 }
-
-// handoff is a listener whose connections another listener accepted.
-type handoff struct {
-	addr   net.Addr
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newHandoff(addr net.Addr) *handoff {
-	return &handoff{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-func (h *handoff) deliver(conn net.Conn) {
-	select {
-	case h.conns <- conn:
-	case <-h.closed:
-		_ = conn.Close()
-	}
-}
-
-func (h *handoff) Accept() (net.Conn, error) {
-	select {
-	case conn := <-h.conns:
-		return conn, nil
-	case <-h.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (h *handoff) Close() error {
-	h.once.Do(func() { close(h.closed) })
-	return nil
-}
-
-func (h *handoff) Addr() net.Addr { return h.addr }
