@@ -103,6 +103,11 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 	if got := nodes(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("Nodes %v, want %v", got, want)
 	}
+	var kubeadmConfig corev1.ConfigMap
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kubeadm-config"}, &kubeadmConfig); err != nil ||
+		!strings.HasPrefix(kubeadmConfig.Data["ClusterConfiguration"], "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\ncontrolPlaneEndpoint: "+endpoint) {
+		t.Errorf("kubeadm-config %q (%v), want the ClusterConfiguration kubeadm init was given", kubeadmConfig.Data["ClusterConfiguration"], err)
+	}
 	if err := m.DeleteNode(ctx, key, "mem-md-1"); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"net/http"
@@ -189,12 +190,7 @@ func (o *options) addPolicyFlags(fs *pflag.FlagSet) {
 const podIPEnv = "POD_IP"
 
 // defaultInMemoryAddress is the Pod's IP where the manager runs in one, 127.0.0.1 elsewhere.
-func defaultInMemoryAddress() string {
-	if ip := os.Getenv(podIPEnv); ip != "" {
-		return ip
-	}
-	return "127.0.0.1"
-}
+func defaultInMemoryAddress() string { return cmp.Or(os.Getenv(podIPEnv), "127.0.0.1") }
 
 // openPorts reads --management-ports-open-to-workloads.
 func (o *options) openPorts() ([]int, error) {

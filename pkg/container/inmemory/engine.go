@@ -1,6 +1,7 @@
 package inmemory
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"net"
@@ -48,10 +49,7 @@ var (
 func NewEngine(opts EngineOptions) *Engine {
 	rt := New()
 	rt.PullAnything = true
-	e := &Engine{Runtime: rt, address: opts.Address, fronts: map[string]*front{}}
-	if e.address == "" {
-		e.address = "127.0.0.1"
-	}
+	e := &Engine{Runtime: rt, address: cmp.Or(opts.Address, "127.0.0.1"), fronts: map[string]*front{}}
 	e.Nodes = NewNodes(rt)
 	e.Nodes.Kubeadm = e.kubeadm
 	rt.OnRemove = func(c *Container) {

@@ -39,6 +39,9 @@ type kubeadmConfig struct {
 		} `json:"bootstrapToken"`
 	} `json:"discovery"`
 	ControlPlane *struct{} `json:"controlPlane"`
+
+	// raw is the document as the file has it.
+	raw string
 }
 
 // kubeadmRun is one kubeadm command of a bootstrap step: its subcommand and configuration
@@ -110,7 +113,7 @@ func readKubeadmConfig(c *Container, file string) (map[string]kubeadmConfig, err
 		if strings.TrimSpace(doc) == "" {
 			continue
 		}
-		var cfg kubeadmConfig
+		cfg := kubeadmConfig{raw: strings.TrimSpace(doc) + "\n"}
 		if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
 			return nil, errors.Wrapf(err, "reading %s", file)
 		}
@@ -154,7 +157,7 @@ func (e *Engine) kubeadmInit(c *Container, file string) error {
 		return err
 	}
 	node := workloadapi.Node{Name: nodeName(c, docs["InitConfiguration"]), KubernetesVersion: nodeVersion(c, cc.KubernetesVersion), ControlPlane: true}
-	if err := cluster.Init(context.Background(), node, clusterConfiguration(c.Files[file])); err != nil {
+	if err := cluster.Init(context.Background(), node, cc.raw); err != nil {
 		return err
 	}
 	f.cluster = cluster
@@ -242,15 +245,4 @@ func nodeVersion(c *Container, cluster string) string {
 		}
 	}
 	return cluster
-}
-
-// clusterConfiguration is the ClusterConfiguration document of a kubeadm configuration file, as
-// kubeadm keeps it in the kubeadm-config ConfigMap.
-func clusterConfiguration(content []byte) string {
-	for _, doc := range strings.Split("\n"+string(content), "\n---") {
-		if strings.Contains(doc, "kind: ClusterConfiguration") {
-			return strings.TrimSpace(doc) + "\n"
-		}
-	}
-	return ""
 }

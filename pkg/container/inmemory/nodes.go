@@ -2,6 +2,7 @@ package inmemory
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -144,7 +145,7 @@ func listImages(c *Container, name string, stdout io.Writer) int {
 	fmt.Fprintln(stdout, "REF TYPE DIGEST SIZE PLATFORMS LABELS")
 	for _, img := range images(c) {
 		if img == name {
-			fmt.Fprintf(stdout, "%s application/vnd.oci.image.manifest.v1+json sha256:0 1.0 MiB linux/amd64 %s\n", img, orDefault(imageLabels(c)[img], "-"))
+			fmt.Fprintf(stdout, "%s application/vnd.oci.image.manifest.v1+json sha256:0 1.0 MiB linux/amd64 %s\n", img, cmp.Or(imageLabels(c)[img], "-"))
 		}
 	}
 	return 0
@@ -220,7 +221,7 @@ func (n *Nodes) playRunner(c *Container, cmd []string, stdin []byte, stdout, std
 		st := runner.ParseStatus(string(c.Files[n.bootstrap.Path(runner.StateFile)]))
 		_, st.Locked = c.Files[n.bootstrap.Path(runner.LockDir)]
 		unit, _ := c.Data["unit"].(string)
-		st.Unit, st.Now = orDefault(unit, "inactive"), time.Now().Unix()
+		st.Unit, st.Now = cmp.Or(unit, "inactive"), time.Now().Unix()
 		if _, err := stdout.Write(st.Marshal()); err != nil {
 			return 1, true
 		}
@@ -277,13 +278,6 @@ func (n *Nodes) Images(node string) (names []string, importCount int) {
 		names, importCount = slices.Clone(images(c)), imports(c)
 	})
 	return names, importCount
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // planTimeout is the timeout of the plan uploaded into a node (its start command).

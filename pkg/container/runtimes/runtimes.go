@@ -7,6 +7,7 @@
 package runtimes
 
 import (
+	"cmp"
 	"os"
 	"slices"
 	"strings"
@@ -97,7 +98,7 @@ func FromEnv() Config {
 // String is how the engine is named in messages.
 func (c Config) String() string {
 	if c.InMemory != nil {
-		return "in-memory engine at " + orDefault(c.InMemory.Address, "127.0.0.1")
+		return "in-memory engine at " + cmp.Or(c.InMemory.Address, "127.0.0.1")
 	}
 	if k := c.Kubernetes; k != nil {
 		host := ""
@@ -200,11 +201,4 @@ func DefaultSocket(name string) string {
 		return strings.TrimPrefix(containerdruntime.DefaultEndpoint, "unix://")
 	}
 	return "/var/run/docker.sock"
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
