@@ -7,16 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	"sigs.k8s.io/cluster-api/util/certs"
-	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/test/bootstrapdata"
 )
 
@@ -49,7 +45,11 @@ func TestAnInMemoryClusterProvisionsThroughTheReconcilers(t *testing.T) {
 	if err := f.c.Update(f.ctx, data); err != nil {
 		t.Fatal(err)
 	}
-	f.workload = workloadClient(t, endpoint, certificates)
+	workload, err := bootstrapdata.Client(endpoint, certificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.workload = workload
 	for i := 0; i < 10 && !ptr.Deref(f.getMachine(cpName).Status.Initialization.Provisioned, false); i++ {
 		f.reconcileMachine(cpName)
 	}
@@ -79,31 +79,4 @@ func TestAnInMemoryClusterProvisionsThroughTheReconcilers(t *testing.T) {
 		_ = conn.Close()
 		t.Errorf("the deleted in-memory cluster's API server still listens on %s", endpoint)
 	}
-}
-
-// workloadClient is a client of an in-memory cluster's API server, with a certificate of its CA.
-func workloadClient(t *testing.T, endpoint string, certificates secret.Certificates) client.Client {
-	t.Helper()
-	ca := certificates.GetByPurpose(secret.ClusterCA).KeyPair
-	caCert, err := certs.DecodeCertPEM(ca.Cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := certs.DecodePrivateKeyPEM(ca.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := kubeconfig.New(testCluster, "https://"+endpoint, caCert, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(rc, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

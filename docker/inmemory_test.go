@@ -8,16 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
-	"sigs.k8s.io/cluster-api/util/certs"
-	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
-	"github.com/dockyard-dev/dockyard/pkg/scheme"
 	"github.com/dockyard-dev/dockyard/test/bootstrapdata"
 )
 
@@ -62,24 +58,7 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 		t.Fatalf("worker bootstrap: %+v (%v)", st, err)
 	}
 
-	ca := certificates.GetByPurpose(secret.ClusterCA).KeyPair
-	caCert, err := certs.DecodeCertPEM(ca.Cert)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := certs.DecodePrivateKeyPEM(ca.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := kubeconfig.New(key.Name, "https://"+endpoint, caCert, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(rc, client.Options{Scheme: scheme.New()})
+	cl, err := bootstrapdata.Client(endpoint, certificates)
 	if err != nil {
 		t.Fatal(err)
 	}

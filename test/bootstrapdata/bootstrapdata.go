@@ -1,10 +1,18 @@
 // Package bootstrapdata makes bootstrap data shaped like what Cluster API's kubeadm bootstrap
-// provider writes, for tests of nodes that run kubeadm (the in-memory engine's).
+// provider writes, for tests of nodes that run kubeadm (the in-memory engine's), and clients of
+// the clusters it makes.
 package bootstrapdata
 
 import (
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/cluster-api/util/certs"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"fmt"
 	"strings"
+
+	"github.com/dockyard-dev/dockyard/pkg/scheme"
 
 	"sigs.k8s.io/cluster-api/util/secret"
 )
@@ -38,4 +46,27 @@ func indent(s string) string {
 		b.WriteString("    " + line + "\n")
 	}
 	return b.String()
+}
+
+// Client is a client of the cluster whose CAs are certificates, at endpoint (host:port), with a
+// certificate of its CA, as Cluster API's kubeconfig Secret carries.
+func Client(endpoint string, certificates secret.Certificates) (client.Client, error) {
+	ca := certificates.GetByPurpose(secret.ClusterCA).KeyPair
+	caCert, err := certs.DecodeCertPEM(ca.Cert)
+	if err != nil {
+		return nil, err
+	}
+	caKey, err := certs.DecodePrivateKeyPEM(ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kubeconfig.New("workload", "https://"+endpoint, caCert, caKey)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(rc, client.Options{Scheme: scheme.New()})
 }

@@ -5,9 +5,7 @@ package e2e
 import (
 	"fmt"
 	"net"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -59,7 +57,7 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 			waitMachinesRunning(ctx, c, 1, workers)
 		}
 		whenDone(fmt.Sprintf("in memory: %d clusters of 1+%d Available, Machines Running, Nodes Ready", count, workers), start)
-		fmt.Fprintf(GinkgoWriter, "the manager's resident memory with %d in-memory clusters of 1+%d: %s\n", count, workers, residentMemory(plane.PID(framework.DockyardManager)))
+		fmt.Fprintf(GinkgoWriter, "the manager's resident memory with %d in-memory clusters of 1+%d: %d MiB\n", count, workers, plane.ResidentMemory(framework.DockyardManager)>>20)
 
 		var endpoints []string
 		for _, c := range cs {
@@ -81,18 +79,3 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 		}
 	})
 })
-
-// residentMemory is a process's resident memory (VmRSS of /proc/PID/status), as the kernel
-// says it.
-func residentMemory(pid int) string {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return err.Error()
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}

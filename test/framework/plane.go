@@ -53,6 +53,15 @@ func (p *ManagementPlane) PID(name string) int {
 	return 0
 }
 
+// ResidentMemory returns the resident memory (VmRSS) of a running process of the plane in bytes,
+// 0 when it is not running or unknown.
+func (p *ManagementPlane) ResidentMemory(name string) int64 {
+	if proc := p.process(name); proc != nil {
+		return proc.rss()
+	}
+	return 0
+}
+
 // KeepWorkDir makes Stop leave the work directory (logs, kubeconfig, etcd data) in place, e.g.
 // when a test failed.
 func (p *ManagementPlane) KeepWorkDir() {
