@@ -260,6 +260,20 @@ func testFlavor(ctx context.Context, t *testing.T, repo repository, plane *frame
 		checkCNIInstaller(t, flavor, objs)
 		return
 	}
+	if flavor == "in-memory" {
+		// Nodes in the manager's memory: nothing runs, so no load balancer image, host ports,
+		// registry, engine network, bootstrap deadline or CNI (kubeadm is simulated; the
+		// webhook refuses the network, host ports and registry beside spec.infrastructure).
+		for _, v := range flavorCIDRVariables(flavor) {
+			if !strings.Contains(all, flavorVariables[v]) {
+				t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])
+			}
+		}
+		if !strings.Contains(all, `"infrastructure":{"inMemory":{}}`) {
+			t.Errorf("flavor %q: no DockyardCluster with spec.infrastructure.inMemory", flavor)
+		}
+		return
+	}
 	for _, v := range flavorCIDRVariables(flavor, "DOCKYARD_LB_IMAGE", "DOCKYARD_BOOTSTRAP_TIMEOUT") {
 		if !strings.Contains(all, flavorVariables[v]) {
 			t.Errorf("flavor %q ignores %s=%s", flavor, v, flavorVariables[v])

@@ -314,8 +314,11 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 		env[e.Name] = e
 	}
-	if len(env) != 1 {
-		t.Errorf("manager env = %+v, want NODE_NAME only (the engine is named by flags)", env)
+	// The engine is named by flags; the environment carries only what the Pod learns when it
+	// is placed: its node (management nodes) and its IP (where in-memory API servers listen).
+	if _, ok := env["NODE_NAME"]; !ok || len(env) != 2 || env["POD_IP"].ValueFrom == nil ||
+		env["POD_IP"].ValueFrom.FieldRef == nil || env["POD_IP"].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("manager env = %+v, want NODE_NAME and POD_IP from status.podIP only", env)
 	}
 	socket := ""
 	for _, v := range d.Spec.Template.Spec.Volumes {
