@@ -54,6 +54,9 @@ var _ = Describe("The management cluster's nodes are no routers for workload net
 		Eventually(func(g Gomega) {
 			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, dc)).To(Succeed())
 			g.Expect(conditions.IsTrue(dc, infrav1.LoadBalancerAvailableCondition)).To(BeTrue(), "%+v", dc.Status.Conditions)
+			// Cluster API's patch helper writes conditions before the spec: the condition can be
+			// True a moment before the endpoint is there.
+			g.Expect(dc.Spec.ControlPlaneEndpoint.Host).NotTo(BeEmpty(), "the DockyardCluster has no endpoint yet")
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		key := docker.ClusterKey{Namespace: ns, Name: name}
 		network := docker.DefaultNetworkName(key)
