@@ -8,12 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 	"github.com/dockyard-dev/dockyard/test/bootstrapdata"
 )
 
@@ -25,30 +27,7 @@ import (
 // as kubeadm would.
 func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 	ctx := context.Background()
-	e := inmemory.NewEngine(inmemory.EngineOptions{})
-	m := NewManager(e, ManagerOptions{})
-	key := ClusterKey{Namespace: "ns", Name: "mem"}
-	network, err := m.ClusterNetwork(ctx, key, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
-		t.Fatal(err)
-	}
-	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Port: APIServerPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.DeleteCluster(ctx, key, network) })
-	endpoint := fmt.Sprintf("%s:%d", lb.Address(network), lb.Port)
-	if lb.Address(network) != "127.0.0.1" || lb.Port == 0 {
-		t.Fatalf("load balancer at %s, want a port of 127.0.0.1", endpoint)
-	}
-
-	certificates := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
-	if err := certificates.Generate(); err != nil {
-		t.Fatal(err)
-	}
+	e, m, key, network, endpoint, certificates := inMemoryCluster(ctx, t)
 	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
 	if st, err := cp.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
 		t.Fatalf("control plane bootstrap: %+v (%v)", st, err)
@@ -101,6 +80,110 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 	st, err := lost.BootstrapStatus(ctx, time.Minute)
 	if err != nil || st.Phase != bootstrap.Failed || !strings.Contains(st.Output, "couldn't validate the identity of the API Server") {
 		t.Errorf("a worker joining no front: %+v (%v), want its bootstrap failed as kubeadm's", st, err)
+	}
+}
+
+// inMemoryCluster makes the network and load balancer of a cluster on an in-memory engine, and
+// the cluster's certificates; endpoint is the load balancer's.
+func inMemoryCluster(ctx context.Context, t *testing.T) (e *inmemory.Engine, m *Manager, key ClusterKey, network, endpoint string, certificates secret.Certificates) {
+	t.Helper()
+	e = inmemory.NewEngine(inmemory.EngineOptions{})
+	m = NewManager(e, ManagerOptions{})
+	key = ClusterKey{Namespace: "ns", Name: "mem"}
+	network, err := m.ClusterNetwork(ctx, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := m.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Port: APIServerPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.DeleteCluster(ctx, key, network) })
+	endpoint = fmt.Sprintf("%s:%d", lb.Address(network), lb.Port)
+	if lb.Address(network) != "127.0.0.1" || lb.Port == 0 {
+		t.Fatalf("load balancer at %s, want a port of 127.0.0.1", endpoint)
+	}
+	certificates = secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certificates.Generate(); err != nil {
+		t.Fatal(err)
+	}
+	return e, m, key, network, endpoint, certificates
+}
+
+// Faults are what a node's own commands do (nodecmd.StopService, StartService), played by the
+// in-memory engine on the cluster's API: kubelet stopped turns the Node Unknown and unreachable
+// until it starts again; etcd stopped takes its static Pod away and its member stops answering;
+// the only API server stopped leaves the endpoint refusing connections.
+func TestFaultsOfInMemoryNodes(t *testing.T) {
+	ctx := context.Background()
+	_, m, key, network, endpoint, certificates := inMemoryCluster(ctx, t)
+	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
+	if st, err := cp.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
+		t.Fatalf("control plane bootstrap: %+v (%v)", st, err)
+	}
+	cl, err := bootstrapdata.Client(endpoint, certificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(cmd []string) {
+		t.Helper()
+		if out, err := cp.Run(ctx, nil, cmd...); err != nil {
+			t.Fatalf("%q: %v (%s)", cmd, err, out)
+		}
+	}
+	ready := func() (corev1.ConditionStatus, bool) {
+		t.Helper()
+		var n corev1.Node
+		if err := cl.Get(ctx, client.ObjectKey{Name: cp.Hostname}, &n); err != nil {
+			t.Fatal(err)
+		}
+		tainted := false
+		for _, taint := range n.Spec.Taints {
+			tainted = tainted || taint.Key == corev1.TaintNodeUnreachable
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status, tainted
+			}
+		}
+		return "", tainted
+	}
+	run(nodecmd.StopService(nodecmd.Kubelet))
+	if status, tainted := ready(); status != corev1.ConditionUnknown || !tainted {
+		t.Errorf("kubelet stopped: Ready %q, unreachable taint %v; want Unknown and tainted", status, tainted)
+	}
+	run(nodecmd.StopService(nodecmd.Kubelet)) // stopping a stopped kubelet succeeds
+	run(nodecmd.StartService(nodecmd.Kubelet))
+	if status, tainted := ready(); status != corev1.ConditionTrue || tainted {
+		t.Errorf("kubelet started again: Ready %q, unreachable taint %v; want True and no taint", status, tainted)
+	}
+
+	etcdPod := client.ObjectKey{Namespace: "kube-system", Name: "etcd-" + cp.Hostname}
+	run(nodecmd.StopService(nodecmd.Etcd))
+	if err := cl.Get(ctx, etcdPod, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("etcd stopped: its Pod %v, want NotFound", err)
+	}
+	run(nodecmd.StartService(nodecmd.Etcd))
+	if err := cl.Get(ctx, etcdPod, &corev1.Pod{}); err != nil {
+		t.Errorf("etcd started again: its Pod %v", err)
+	}
+
+	run(nodecmd.StopService(nodecmd.KubeAPIServer))
+	if fresh, err := bootstrapdata.Client(endpoint, certificates); err == nil {
+		if err := fresh.List(ctx, &corev1.NodeList{}); err == nil {
+			t.Errorf("the only API server stopped: the endpoint %s still serves", endpoint)
+		}
+	}
+	run(nodecmd.StartService(nodecmd.KubeAPIServer))
+	fresh, err := bootstrapdata.Client(endpoint, certificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.List(ctx, &corev1.NodeList{}); err != nil {
+		t.Errorf("the API server started again: %v", err)
 	}
 }
 

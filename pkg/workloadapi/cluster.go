@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pkg/errors"
@@ -68,6 +69,10 @@ type Cluster struct {
 	Etcd   *Etcd
 	tls    *tls.Config
 	http   *http.Server
+
+	mu sync.Mutex
+	// stopped are the control plane components a fault stopped, as NODE/COMPONENT.
+	stopped map[string]bool
 }
 
 // NewCluster returns a cluster with no node, not serving yet.
@@ -81,7 +86,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	store := NewStore()
-	c := &Cluster{Store: store, Server: NewServer(store, opts.KubernetesVersion), Etcd: etcd, tls: tlsConfig}
+	c := &Cluster{Store: store, Server: NewServer(store, opts.KubernetesVersion), Etcd: etcd, tls: tlsConfig, stopped: map[string]bool{}}
 	c.Server.SetForwarder(c.forward)
 	c.http = &http.Server{Handler: c.Server, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second}
 	return c, nil
@@ -201,6 +206,11 @@ func nodeConditions(now metav1.Time) []corev1.NodeCondition {
 // Reset is kubeadm reset, or a node gone: its Node, static Pods and etcd member go.
 func (c *Cluster) Reset(_ context.Context, name string) error {
 	c.Etcd.RemoveMember(name)
+	c.mu.Lock()
+	for _, component := range controlPlaneComponents {
+		delete(c.stopped, name+"/"+component)
+	}
+	c.mu.Unlock()
 	for _, component := range controlPlaneComponents {
 		if err := c.remove(schema.GroupResource{Resource: "pods"}, metav1.NamespaceSystem, component+"-"+name); err != nil {
 			return err

@@ -52,6 +52,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	e := &Engine{Runtime: rt, address: cmp.Or(opts.Address, "127.0.0.1"), fronts: map[string]*front{}}
 	e.Nodes = NewNodes(rt)
 	e.Nodes.Kubeadm = e.kubeadm
+	e.Nodes.Service = e.service
 	rt.OnRemove = func(c *Container) {
 		e.leave(c)
 		e.Nodes.forget(c.Spec.Name)
@@ -117,7 +118,7 @@ func (e *Engine) accept(f *front) {
 		e.mu.Lock()
 		cluster := f.cluster
 		e.mu.Unlock()
-		if cluster == nil || !e.selectsRunning(f.spec.Select) {
+		if cluster == nil || !cluster.Serving() || !e.selectsRunning(f.spec.Select) {
 			_ = conn.Close()
 			continue
 		}

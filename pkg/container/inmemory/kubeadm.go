@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 	"github.com/dockyard-dev/dockyard/pkg/workloadapi"
 )
 
@@ -245,4 +246,22 @@ func nodeVersion(c *Container, cluster string) string {
 		}
 	}
 	return cluster
+}
+
+// service stops or starts a service of a node in the cluster it joined (Nodes.Service): kubelet,
+// whose Node then goes Unknown, or a control plane component. A node that joined no cluster has
+// nothing running to stop.
+func (e *Engine) service(c *Container, service string, running bool) error {
+	name, _ := c.Data[dataFront].(string)
+	node, _ := c.Data[dataNode].(string)
+	e.mu.Lock()
+	f := e.fronts[name]
+	e.mu.Unlock()
+	if name == "" || f == nil || f.cluster == nil {
+		return nil
+	}
+	if service == nodecmd.Kubelet {
+		return f.cluster.SetKubelet(context.Background(), node, running)
+	}
+	return f.cluster.SetComponent(context.Background(), node, service, running)
 }

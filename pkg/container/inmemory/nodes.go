@@ -40,6 +40,9 @@ type Nodes struct {
 	// Kubeadm, when set, plays a bootstrap command that runs kubeadm (init, join or reset) in
 	// a node, with the node locked: what kubeadm prints, and false when it fails.
 	Kubeadm func(c *Container, command string) (output string, ok bool)
+	// Service, when set, plays nodecmd.StopService and StartService in a node: running is
+	// false to stop the service.
+	Service func(c *Container, service string, running bool) error
 
 	// rt is the engine whose containers are the nodes; bootstrap the runner's protocol, which
 	// the simulator plays.
@@ -93,6 +96,9 @@ func (n *Nodes) Exec(ctx context.Context, c *Container, opts container.ExecOptio
 	}
 	if file, ok := nodecmd.ParseCat(cmd); ok {
 		return cat(c, file, stdout, stderr), nil
+	}
+	if service, start, ok := nodecmd.ParseService(cmd); ok {
+		return n.service(c, service, start, stderr), nil
 	}
 	if file, ok := nodecmd.ParseHAProxyCheck(cmd); ok {
 		return n.checkHAProxy(c, file, stdout), nil
@@ -427,4 +433,17 @@ func (n *Nodes) updateState(c *Container, change func(*runner.State)) {
 	s := runner.ParseStatus(string(c.Files[n.bootstrap.Path(runner.StateFile)])).State
 	change(&s)
 	n.setState(c, s)
+}
+
+// service stops or starts a service of a node (nodecmd.StopService, StartService) through the
+// Service hook; a node without the hook has nothing to stop.
+func (n *Nodes) service(c *Container, service string, start bool, stderr io.Writer) int {
+	if n.Service == nil {
+		return 0
+	}
+	if err := n.Service(c, service, start); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
 }

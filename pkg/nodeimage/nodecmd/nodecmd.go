@@ -129,3 +129,58 @@ func NodeLogs(bootstrapUnit, bootstrapOutput, bootstrapState string) []Log {
 		{"processes.txt", []string{"ps", "-eo", "pid,ppid,rss,etime,args"}},
 	}
 }
+
+// Services a fault can stop in a node: kubelet's unit, and the control plane's static Pods.
+const (
+	Kubelet               = "kubelet"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Etcd                  = "etcd"
+)
+
+// Services are the names StopService and StartService take.
+var Services = []string{Kubelet, KubeAPIServer, KubeControllerManager, KubeScheduler, Etcd}
+
+// manifests is where kubeadm writes the static Pods' manifests; stoppedManifests where a
+// stopped one is set aside, which kubelet does not read.
+const (
+	manifests        = "/etc/kubernetes/manifests"
+	stoppedManifests = "/etc/kubernetes/stopped-manifests"
+)
+
+// StopService stops a service of a node: kubelet's unit (its Node then stops posting status),
+// or a static Pod, whose manifest is set aside so kubelet stops it. Stopping a stopped service,
+// or a static Pod the node does not run, succeeds.
+func StopService(service string) []string {
+	if service == Kubelet {
+		return []string{"systemctl", "stop", Kubelet}
+	}
+	return moveManifest(service, manifests, stoppedManifests)
+}
+
+// StartService starts a service StopService stopped; starting a running one succeeds.
+func StartService(service string) []string {
+	if service == Kubelet {
+		return []string{"systemctl", "start", Kubelet}
+	}
+	return moveManifest(service, stoppedManifests, manifests)
+}
+
+func moveManifest(service, from, to string) []string {
+	return Script("move-manifest", `[ -f "$2/$1.yaml" ] || exit 0; mkdir -p "$3" && mv "$2/$1.yaml" "$3/$1.yaml"`, service, from, to)
+}
+
+// ParseService returns the service a StopService or StartService command names, and whether it
+// starts it.
+func ParseService(cmd []string) (service string, start, ok bool) {
+	for _, s := range Services {
+		switch {
+		case slices.Equal(cmd, StopService(s)):
+			return s, false, true
+		case slices.Equal(cmd, StartService(s)):
+			return s, true, true
+		}
+	}
+	return "", false, false
+}

@@ -1,0 +1,111 @@
+package workloadapi
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// unreachable is the taint Kubernetes' node lifecycle controller puts on a Node whose kubelet
+// stopped posting its status.
+var unreachable = corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
+
+// SetKubelet stops (running false) or starts again a node's kubelet. A stopped kubelet posts
+// nothing, so its Node's conditions turn Unknown ("NodeStatusUnknown") and it is tainted
+// unreachable, as the node lifecycle controller does once the grace period passed; started, the
+// Node is Ready again and the taint goes. A node not in the cluster is not an error.
+func (c *Cluster) SetKubelet(_ context.Context, node string, running bool) error {
+	gr := schema.GroupResource{Resource: "nodes"}
+	obj, err := c.Store.Get(gr, "", node)
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	n := &corev1.Node{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, n); err != nil {
+		return errors.Wrapf(err, "reading Node %s", node)
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == unreachable.Key })
+	if running {
+		n.Status.Conditions = nodeConditions(now)
+	} else {
+		for i := range n.Status.Conditions {
+			cond := &n.Status.Conditions[i]
+			if cond.Status != corev1.ConditionUnknown {
+				cond.LastTransitionTime = now
+			}
+			cond.Status, cond.Reason, cond.Message = corev1.ConditionUnknown, "NodeStatusUnknown", "Kubelet stopped posting node status."
+		}
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: unreachable.Key, Effect: unreachable.Effect, TimeAdded: &now})
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(n)
+	if err != nil {
+		return errors.Wrapf(err, "writing Node %s", node)
+	}
+	_, err = c.Store.Update(gr, &unstructured.Unstructured{Object: content})
+	return err
+}
+
+// SetComponent stops (running false) or starts again a control plane component of a node
+// (kube-apiserver, kube-controller-manager, kube-scheduler or etcd), as setting its static Pod's
+// manifest aside and back does: stopped, its Pod is gone from the API (kubelet deletes the mirror
+// Pod of a manifest that went), an etcd member answers nothing and an API server takes no
+// connection; started, they run again. A node without that component is not an error.
+func (c *Cluster) SetComponent(_ context.Context, node, component string, running bool) error {
+	if !slices.Contains(controlPlaneComponents, component) {
+		return errors.Errorf("%s is no control plane component (%v)", component, controlPlaneComponents)
+	}
+	nodes := schema.GroupResource{Resource: "nodes"}
+	obj, err := c.Store.Get(nodes, "", node)
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if _, controlPlane := obj.GetLabels()["node-role.kubernetes.io/control-plane"]; !controlPlane {
+		return nil
+	}
+	c.mu.Lock()
+	if running {
+		delete(c.stopped, node+"/"+component)
+	} else {
+		c.stopped[node+"/"+component] = true
+	}
+	c.mu.Unlock()
+	if component == "etcd" {
+		c.Etcd.SetDown(node, !running)
+	}
+	if !running {
+		return c.remove(schema.GroupResource{Resource: "pods"}, metav1.NamespaceSystem, component+"-"+node)
+	}
+	return c.ensure(staticPod(component, Node{Name: node, KubernetesVersion: kubeletVersion(obj)}))
+}
+
+// Serving is whether one of the cluster's API servers runs: a front of the cluster takes
+// connections only then.
+func (c *Cluster) Serving() bool {
+	nodes, _ := c.Store.List(schema.GroupResource{Resource: "nodes"}, "", Selector{})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, n := range nodes {
+		if _, controlPlane := n.GetLabels()["node-role.kubernetes.io/control-plane"]; controlPlane && !c.stopped[n.GetName()+"/kube-apiserver"] {
+			return true
+		}
+	}
+	return false
+}
+
+func kubeletVersion(node *unstructured.Unstructured) string {
+	v, _, _ := unstructured.NestedString(node.Object, "status", "nodeInfo", "kubeletVersion")
+	return v
+}
