@@ -57,6 +57,9 @@ func (r *DockyardMachineReconciler) reconcileBootstrap(ctx context.Context, s *m
 	}
 	switch status.Phase {
 	case bootstrap.NotStarted:
+		if left, held := holdBoot(dm, node.Name, node.StartedAt); held {
+			return ctrl.Result{RequeueAfter: left}, false, nil
+		}
 		return r.startBootstrap(ctx, s, timeout)
 	case bootstrap.Running:
 		// The message names the step and when the run began, not the seconds since: a poll

@@ -217,11 +217,13 @@ type machinePhase func(ctx context.Context, s *machineScope) (result ctrl.Result
 //     until it answers);
 //  4. bootstrap (BootstrapSucceeded): waits for the bootstrap data with the node up (a
 //     worker's comes once the control plane is initialized), then runs it once, in the
-//     background in the node;
+//     background in the node, no sooner than the dockyard.x-k8s.io/boot-delay annotation says;
 //  5. provisioned: providerID, addresses, failure domain, initialization.provisioned, and the
-//     workload cluster Node's providerID.
+//     workload cluster Node's providerID;
+//  6. faults: the services the dockyard.x-k8s.io/stop annotation lists stopped in the node,
+//     the others it stopped started again (status.stopped).
 func (r *DockyardMachineReconciler) reconcileNormal(ctx context.Context, s *machineScope) (ctrl.Result, error) {
-	for _, phase := range []machinePhase{r.reconcilePrerequisites, r.reconcileContainer, r.reconcileLoadBalancer, r.reconcileBootstrap, r.reconcileProvisioned} {
+	for _, phase := range []machinePhase{r.reconcilePrerequisites, r.reconcileContainer, r.reconcileLoadBalancer, r.reconcileBootstrap, r.reconcileProvisioned, r.reconcileFaults} {
 		result, next, err := phase(ctx, s)
 		if err != nil || !next {
 			return result, err

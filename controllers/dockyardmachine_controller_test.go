@@ -1000,3 +1000,32 @@ func TestNodesGuardTheServiceRangesTheClusterNames(t *testing.T) {
 		t.Errorf("ranges named: %v, want them", got)
 	}
 }
+
+// A slow boot (the boot-delay annotation): the node comes up and waits, the condition saying
+// until when and the reconcile coming back then; without the annotation the bootstrap starts.
+func TestMachineBootDelayHoldsTheBootstrap(t *testing.T) {
+	m, dm, s := machineObjects(cpName, true)
+	dm.Annotations = map[string]string{infrav1.BootDelayAnnotation: "1h"}
+	f := newFixture(t, m, dm, s)
+	f.provisionCluster()
+	result := f.reconcileMachine(cpName)
+	expectCondition(t, f.getMachine(cpName), infrav1.BootstrapSucceededCondition, metav1.ConditionFalse, infrav1.BootDelayedReason,
+		"holds its bootstrap until", infrav1.BootDelayAnnotation)
+	if result.RequeueAfter < 59*time.Minute || result.RequeueAfter > time.Hour {
+		t.Errorf("held for an hour: requeued after %s", result.RequeueAfter)
+	}
+	if n := len(f.sim.Commands[cpNode]); n != 0 {
+		t.Errorf("%d bootstrap commands ran during the boot delay", n)
+	}
+
+	got := f.getMachine(cpName)
+	delete(got.Annotations, infrav1.BootDelayAnnotation)
+	if err := f.c.Update(f.ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileMachine(cpName)
+	f.reconcileMachine(cpName)
+	if n := len(f.sim.Commands[cpNode]); n != 1 {
+		t.Errorf("the delay removed: %d bootstrap commands ran, want 1", n)
+	}
+}

@@ -3,12 +3,15 @@ package controllers
 import (
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,6 +71,59 @@ func TestAnInMemoryClusterProvisionsThroughTheReconcilers(t *testing.T) {
 	}
 	if node.Spec.ProviderID != got.Spec.ProviderID || !ready {
 		t.Errorf("Node %s: providerID %q (the machine's %q), conditions %+v", node.Name, node.Spec.ProviderID, got.Spec.ProviderID, node.Status.Conditions)
+	}
+
+	// A fault: kubelet stopped through the stop annotation, once the Machine has its Node;
+	// the workload cluster's Node goes Unknown, and Ready again when the annotation goes.
+	machine := &clusterv1.Machine{}
+	if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: testNS, Name: cpName}, machine); err != nil {
+		t.Fatal(err)
+	}
+	machine.Status.NodeRef = clusterv1.MachineNodeReference{Name: cpName}
+	if err := f.c.Status().Update(f.ctx, machine); err != nil {
+		t.Fatal(err)
+	}
+	nodeReady := func() corev1.ConditionStatus {
+		t.Helper()
+		var n corev1.Node
+		if err := f.workload.Get(f.ctx, client.ObjectKey{Name: cpName}, &n); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status
+			}
+		}
+		return ""
+	}
+	annotate := func(value string) {
+		t.Helper()
+		dm := f.getMachine(cpName)
+		if value == "" {
+			delete(dm.Annotations, infrav1.StopAnnotation)
+		} else {
+			dm.Annotations = map[string]string{infrav1.StopAnnotation: value}
+		}
+		if err := f.c.Update(f.ctx, dm); err != nil {
+			t.Fatal(err)
+		}
+		f.reconcileMachine(cpName)
+	}
+	f.events()
+	annotate("kubelet")
+	if got := f.getMachine(cpName).Status.Stopped; !slices.Equal(got, []string{"kubelet"}) || nodeReady() != corev1.ConditionUnknown {
+		t.Errorf("kubelet stopped: status.stopped %v, Node Ready %q; want [kubelet] and Unknown", got, nodeReady())
+	}
+	if events := f.events(); len(events) != 1 || !strings.Contains(events[0], "ServiceStopped kubelet of node") {
+		t.Errorf("events %q, want one ServiceStopped", events)
+	}
+	f.reconcileMachine(cpName) // nothing changed: no command, no event
+	if events := f.events(); len(events) != 0 {
+		t.Errorf("a reconcile with the fault in place: events %q, want none", events)
+	}
+	annotate("")
+	if got := f.getMachine(cpName).Status.Stopped; got != nil || nodeReady() != corev1.ConditionTrue {
+		t.Errorf("the annotation removed: status.stopped %v, Node Ready %q; want none and True", got, nodeReady())
 	}
 
 	f.deleteAndExpectGone(cpName)

@@ -146,6 +146,9 @@ const (
 	BootstrapDataInvalidReason = "BootstrapDataInvalid"
 	// BootstrapRunningReason: the bootstrap commands are running in the node.
 	BootstrapRunningReason = "BootstrapRunning"
+	// BootDelayedReason: the dockyard.x-k8s.io/boot-delay annotation holds the bootstrap until
+	// the node has run that long; remove it to boot at once.
+	BootDelayedReason = "BootDelayed"
 	// BootstrapFailedReason: a bootstrap command failed; the message shows it and its output.
 	BootstrapFailedReason = "BootstrapFailed"
 	// BootstrapTimedOutReason: the bootstrap commands ran longer than spec.bootstrapTimeout.

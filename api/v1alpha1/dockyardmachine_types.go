@@ -14,7 +14,23 @@ const (
 
 	// ProviderIDPrefix starts every providerID Dockyard sets; the container name follows.
 	ProviderIDPrefix = "dockyard:////"
+
+	// StopAnnotation, on a DockyardMachine, lists the services of its node that Dockyard keeps
+	// stopped, comma-separated, among StoppableServices: a fault injected for testing what
+	// MachineHealthChecks and KubeadmControlPlane do about it, on every engine. kubelet stopped,
+	// the Node stops posting its status (Ready turns Unknown); a control plane component
+	// stopped, its static Pod's manifest is set aside so kubelet stops it. A service taken off
+	// the list starts again. Dockyard acts once the machine is provisioned and its Node known.
+	StopAnnotation = "dockyard.x-k8s.io/stop"
+
+	// BootDelayAnnotation, on a DockyardMachine, holds its bootstrap until its node has run
+	// this long (a duration such as "45s"): a slow boot, for testing timeouts such as a
+	// MachineHealthCheck's nodeStartupTimeout.
+	BootDelayAnnotation = "dockyard.x-k8s.io/boot-delay"
 )
+
+// StoppableServices are the services StopAnnotation may name.
+var StoppableServices = []string{"kubelet", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
 
 // DockyardMachineSpec is the desired state of a DockyardMachine.
 type DockyardMachineSpec struct {
@@ -202,6 +218,14 @@ type DockyardMachineStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=600
 	Registry string `json:"registry,omitempty"`
+
+	// stopped are the services of the node Dockyard stopped for StopAnnotation and has not
+	// started again.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=5
+	// +kubebuilder:validation:items:Enum=kubelet;kube-apiserver;kube-controller-manager;kube-scheduler;etcd
+	Stopped []string `json:"stopped,omitempty"`
 
 	// engine is where Dockyard made the machine's node, recorded before it made it: host (the
 	// manager's engine), or the infrastructure cluster of its DockyardCluster. Empty: no node

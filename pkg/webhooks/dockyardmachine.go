@@ -31,6 +31,7 @@ var _ admission.Validator[*infrav1.DockyardMachine] = &DockyardMachine{}
 // ValidateCreate validates a new DockyardMachine.
 func (w *DockyardMachine) ValidateCreate(_ context.Context, m *infrav1.DockyardMachine) (admission.Warnings, error) {
 	allErrs := validateMachineSpec(&m.Spec, field.NewPath("spec"))
+	allErrs = append(allErrs, validateFaultAnnotations(m.Annotations)...)
 	allErrs = append(allErrs, checkMachinePolicy(w.Policy, m.Namespace, nil, &m.Spec, field.NewPath("spec"))...)
 	return nil, invalidIfAny(m.Name, "DockyardMachine", allErrs)
 }
@@ -39,6 +40,7 @@ func (w *DockyardMachine) ValidateCreate(_ context.Context, m *infrav1.DockyardM
 func (w *DockyardMachine) ValidateUpdate(_ context.Context, oldM, newM *infrav1.DockyardMachine) (admission.Warnings, error) {
 	allErrs := validateMachineSpec(&newM.Spec, field.NewPath("spec"))
 	allErrs = append(allErrs, validateMachineUpdate(&oldM.Spec, &newM.Spec, field.NewPath("spec"))...)
+	allErrs = append(allErrs, validateFaultAnnotations(newM.Annotations)...)
 	allErrs = append(allErrs, checkMachinePolicy(w.Policy, newM.Namespace, &oldM.Spec, &newM.Spec, field.NewPath("spec"))...)
 	return nil, invalidIfAny(newM.Name, "DockyardMachine", allErrs)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -471,4 +472,24 @@ type Registries interface {
 	// exists and does not serve namespace; nil when it serves it or does not exist (the
 	// cluster waits for it); any other error when the engine cannot tell.
 	CheckRegistryNamespace(ctx context.Context, name, namespace string) error
+}
+
+// validateFaultAnnotations checks the faults a DockyardMachine's annotations inject: the stop
+// annotation names only services Dockyard can stop, the boot delay is a duration.
+func validateFaultAnnotations(annotations map[string]string) field.ErrorList {
+	var allErrs field.ErrorList
+	path := field.NewPath("metadata", "annotations")
+	if v, ok := annotations[infrav1.StopAnnotation]; ok {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" && !slices.Contains(infrav1.StoppableServices, s) {
+				allErrs = append(allErrs, field.NotSupported(path.Key(infrav1.StopAnnotation), s, infrav1.StoppableServices))
+			}
+		}
+	}
+	if v, ok := annotations[infrav1.BootDelayAnnotation]; ok {
+		if d, err := time.ParseDuration(strings.TrimSpace(v)); err != nil || d < 0 {
+			allErrs = append(allErrs, field.Invalid(path.Key(infrav1.BootDelayAnnotation), v, "a duration such as 45s"))
+		}
+	}
+	return allErrs
 }

@@ -526,6 +526,25 @@ func TestDockyardMachineRejectsInvalidSpecs(t *testing.T) {
 	}
 }
 
+// The faults a DockyardMachine's annotations inject are checked when it is created and when the
+// annotations change: a service Dockyard cannot stop, a boot delay that is no duration.
+func TestDockyardMachineFaultAnnotations(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dm := &infrav1.DockyardMachine{ObjectMeta: metav1.ObjectMeta{Name: "faults", Namespace: ns,
+		Annotations: map[string]string{infrav1.StopAnnotation: "kubelet,sshd"}}, Spec: validMachineSpec()}
+	expectRejected(t, env.Client.Create(ctx, dm), "metadata.annotations[dockyard.x-k8s.io/stop]", `"sshd"`, "kubelet")
+	dm.Annotations = map[string]string{infrav1.BootDelayAnnotation: "soon"}
+	expectRejected(t, env.Client.Create(ctx, dm), "metadata.annotations[dockyard.x-k8s.io/boot-delay]", "45s")
+
+	dm.Annotations = map[string]string{infrav1.StopAnnotation: "kubelet, etcd", infrav1.BootDelayAnnotation: "30s"}
+	if err := env.Client.Create(ctx, dm); err != nil {
+		t.Fatalf("valid faults refused: %v", err)
+	}
+	dm.Annotations[infrav1.StopAnnotation] = "kube-proxy"
+	expectRejected(t, env.Client.Update(ctx, dm), "metadata.annotations[dockyard.x-k8s.io/stop]", `"kube-proxy"`)
+}
+
 // An unparsable quantity cannot be built with the Go types; send it as unstructured.
 func TestDockyardMachineRejectsMalformedQuantity(t *testing.T) {
 	ctx := context.Background()
