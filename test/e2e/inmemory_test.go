@@ -10,6 +10,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
@@ -78,4 +83,68 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 			Expect(err).To(HaveOccurred(), "a deleted in-memory cluster's API server still listens on %s", endpoint)
 		}
 	})
+
+	// Faults injected through the stop annotation, acted on by Cluster API's own remediation: a
+	// MachineHealthCheck per kind of machine sees a Node whose kubelet stopped (Ready Unknown),
+	// the MachineDeployment replaces its worker and KubeadmControlPlane its control plane
+	// machine (three, so etcd keeps its quorum), and the cluster is whole again.
+	It("are remediated by Cluster API when a fault stops a node's kubelet", func(ctx SpecContext) {
+		c := clusterSpec{name: "mem-heal", namespace: testNamespacePrefix + "-mem-heal", controlPlane: 3, workers: 2, template: "cluster-template-in-memory.yaml"}
+		DeferCleanup(func(ctx SpecContext) { cleanupCluster(ctx, c, c.name) })
+		start := time.Now()
+		createCluster(ctx, c)
+		for _, mhc := range []*clusterv1.MachineHealthCheck{
+			remediatingHealthCheck(c, "control-plane", map[string]string{clusterv1.MachineControlPlaneLabel: ""}),
+			remediatingHealthCheck(c, "workers", map[string]string{clusterv1.MachineDeploymentNameLabel: c.name + "-md-0"}),
+		} {
+			Expect(plane.Client().Create(ctx, mhc)).To(Succeed())
+		}
+		waitClusterAvailable(ctx, c, clusterTimeout)
+		waitMachinesRunning(ctx, c, 3, 2)
+		whenDone("in memory: a cluster of 3+2 with MachineHealthChecks Available", start)
+
+		for _, controlPlane := range []bool{false, true} {
+			faulty := machines(ctx, c, controlPlane)[0]
+			injected := time.Now()
+			dm := &infrav1.DockyardMachine{}
+			Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: faulty.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
+			patch := client.MergeFrom(dm.DeepCopy())
+			dm.Annotations = map[string]string{infrav1.StopAnnotation: "kubelet"}
+			Expect(plane.Client().Patch(ctx, dm, patch)).To(Succeed())
+			Eventually(func(g Gomega) {
+				got := &clusterv1.Machine{}
+				err := plane.Client().Get(ctx, client.ObjectKeyFromObject(&faulty), got)
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s with its kubelet stopped is still there: %v", faulty.Name, conditionsOf(got))
+			}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
+			waitMachinesRunning(ctx, c, 3, 2)
+			whenDone(fmt.Sprintf("in memory: kubelet stopped in %s, replaced and the cluster whole again", faulty.Name), injected)
+		}
+		deleteOn(ctx, plane, c)
+	})
 })
+
+// remediatingHealthCheck is a MachineHealthCheck of a cluster's machines matching labels that
+// remediates a machine whose Node has been Ready Unknown for 10 s.
+func remediatingHealthCheck(c clusterSpec, name string, labels map[string]string) *clusterv1.MachineHealthCheck {
+	labels[clusterv1.ClusterNameLabel] = c.name
+	return &clusterv1.MachineHealthCheck{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name + "-" + name},
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: c.name,
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			Checks: clusterv1.MachineHealthCheckChecks{UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: ptr.To[int32](10)},
+				{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: ptr.To[int32](10)},
+			}},
+		},
+	}
+}
+
+// conditionsOf is a Machine's conditions, as type=status reason, for a failure's message.
+func conditionsOf(m *clusterv1.Machine) []string {
+	var out []string
+	for _, c := range m.Status.Conditions {
+		out = append(out, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason))
+	}
+	return out
+}

@@ -33,6 +33,7 @@ import (
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/bootstrap"
 	"github.com/dockyard-dev/dockyard/pkg/container"
+	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 	"github.com/dockyard-dev/dockyard/test/dockerenv"
 )
 
@@ -184,13 +185,53 @@ func TestNodeImage(t *testing.T) {
 		t.Fatalf("want both nodes Ready from the host's kubectl:\n%s", out)
 	}
 
-	// 6. Memory of the node containers with the cluster idle.
+	// 6. Faults as Dockyard injects them (the stop annotation): the node's own commands stop
+	// kubelet's unit and set a static Pod's manifest aside, and start them again; each twice,
+	// as a reconcile may repeat it.
+	p.faults(ctx, cp)
+
+	// 7. Memory of the node containers with the cluster idle.
 	for _, n := range []*node{cp, w} {
 		if mib, err := p.memoryMiB(ctx, n.name); err != nil {
 			t.Logf("memory of %s: %v", n.name, err)
 		} else {
 			p.timings.addValue(fmt.Sprintf("%s node memory (cgroup usage without inactive file cache)", n.role), fmt.Sprintf("%d MiB", mib))
 		}
+	}
+}
+
+// faults stops and starts kubelet and the scheduler's static Pod in a node with the commands
+// of pkg/nodeimage/nodecmd, and checks what each leaves: the unit's state, where the manifest is.
+func (p *proof) faults(ctx context.Context, n *node) {
+	t := p.t
+	run := func(cmd []string) {
+		t.Helper()
+		for range 2 {
+			if out, code, err := p.exec(ctx, n.name, cmd...); err != nil || code != 0 {
+				t.Fatalf("%q in %s: exit %d, %v %s", cmd, n.name, code, err, out)
+			}
+		}
+	}
+	state := func(cmd ...string) string {
+		out, _, _ := p.exec(ctx, n.name, cmd...)
+		return strings.TrimSpace(out)
+	}
+	manifest := "/etc/kubernetes/manifests/kube-scheduler.yaml"
+	run(nodecmd.StopService(nodecmd.Kubelet))
+	run(nodecmd.StopService(nodecmd.KubeScheduler))
+	if got := state("systemctl", "is-active", "kubelet"); got != "inactive" {
+		t.Errorf("kubelet stopped: systemctl is-active says %q", got)
+	}
+	if got := state("sh", "-c", "ls "+manifest+" /etc/kubernetes/stopped-manifests/ 2>&1"); !strings.Contains(got, "No such file") || !strings.Contains(got, "kube-scheduler.yaml") {
+		t.Errorf("the scheduler stopped: its manifest is not set aside: %s", got)
+	}
+	run(nodecmd.StartService(nodecmd.KubeScheduler))
+	run(nodecmd.StartService(nodecmd.Kubelet))
+	if got := state("systemctl", "is-active", "kubelet"); got != "active" {
+		t.Errorf("kubelet started again: systemctl is-active says %q", got)
+	}
+	if got := state("ls", manifest); got != manifest {
+		t.Errorf("the scheduler started again: its manifest is not back: %s", got)
 	}
 }
 
