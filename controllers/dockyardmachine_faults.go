@@ -15,8 +15,9 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/nodeimage/nodecmd"
 )
 
-// Faults a user injects into a machine's node through its annotations (docs/faults.md): services
-// kept stopped (infrav1.StopAnnotation) and a slow boot (infrav1.BootDelayAnnotation). They are
+// Faults a user injects into a machine's node through its annotations (docs/api.md#faults):
+// services kept stopped (infrav1.StopAnnotation), a slow boot (infrav1.BootDelayAnnotation) and
+// added latency (infrav1.NetworkDelayAnnotation). They are
 // the node's own commands, so every engine plays them; the in-memory engine plays them on its
 // simulated cluster.
 
@@ -56,6 +57,39 @@ func (r *DockyardMachineReconciler) reconcileFaults(ctx context.Context, s *mach
 	if len(dm.Status.Stopped) == 0 {
 		dm.Status.Stopped = nil
 	}
+	return r.reconcileNetworkDelay(ctx, s)
+}
+
+// reconcileNetworkDelay sets the node's network delay the annotation asks for, or takes it away,
+// when it differs from status.networkDelay.
+func (r *DockyardMachineReconciler) reconcileNetworkDelay(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+	dm, node := s.dm, s.node
+	want, err := durationAnnotation(dm.Annotations, infrav1.NetworkDelayAnnotation)
+	if err != nil {
+		r.Recorder.Eventf(dm, corev1.EventTypeWarning, "InvalidFault", "%v", err)
+		return ctrl.Result{}, true, nil
+	}
+	var set time.Duration
+	if dm.Status.NetworkDelay != nil {
+		set = dm.Status.NetworkDelay.Duration
+	}
+	if want == set {
+		return ctrl.Result{}, true, nil
+	}
+	if out, err := node.Run(ctx, nil, nodecmd.SetNetworkDelay(want)...); err != nil {
+		r.Recorder.Eventf(dm, corev1.EventTypeWarning, "FaultFailed", "The network delay of node %s could not be set to %s: %v %s", node.Name, want, err, out)
+		return ctrl.Result{}, false, errors.Wrapf(err, "setting the network delay of node %s to %s", node.Name, want)
+	}
+	dm.Status.NetworkDelay = nil
+	if want > 0 {
+		dm.Status.NetworkDelay = &metav1.Duration{Duration: want}
+	}
+	ctrl.LoggerFrom(ctx).Info("Fault injected: network delay", "delay", want.String(), "node", node.Name)
+	delay := "without delay"
+	if want > 0 {
+		delay = "with a delay of " + want.String()
+	}
+	r.Recorder.Eventf(dm, corev1.EventTypeNormal, "NetworkDelaySet", "Node %s sends %s (%s)", node.Name, delay, infrav1.NetworkDelayAnnotation)
 	return ctrl.Result{}, true, nil
 }
 
@@ -76,15 +110,15 @@ func stoppedServices(annotation string) ([]string, error) {
 	return services, nil
 }
 
-// bootDelay reads the boot-delay annotation: zero when there is none.
-func bootDelay(annotations map[string]string) (time.Duration, error) {
-	v, ok := annotations[infrav1.BootDelayAnnotation]
+// durationAnnotation reads an annotation holding a duration: zero when there is none.
+func durationAnnotation(annotations map[string]string, key string) (time.Duration, error) {
+	v, ok := annotations[key]
 	if !ok {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || d < 0 {
-		return 0, errors.Errorf("annotation %s is %q, not a duration such as 45s", infrav1.BootDelayAnnotation, v)
+		return 0, errors.Errorf("annotation %s is %q, not a duration such as 45s", key, v)
 	}
 	return d, nil
 }
@@ -92,7 +126,7 @@ func bootDelay(annotations map[string]string) (time.Duration, error) {
 // holdBoot reports whether the boot-delay annotation still holds the bootstrap of a node that
 // started at started, with the condition saying until when and the time left.
 func holdBoot(dm *infrav1.DockyardMachine, node string, started time.Time) (time.Duration, bool) {
-	delay, err := bootDelay(dm.Annotations)
+	delay, err := durationAnnotation(dm.Annotations, infrav1.BootDelayAnnotation)
 	if err != nil || delay == 0 || started.IsZero() {
 		return 0, false
 	}

@@ -22,7 +22,7 @@ func TestStopAnnotation(t *testing.T) {
 	if _, err := stoppedServices("kubelet,containerd"); err == nil || !strings.Contains(err.Error(), `"containerd"`) {
 		t.Errorf("an unknown service: %v", err)
 	}
-	if _, err := bootDelay(map[string]string{infrav1.BootDelayAnnotation: "-1s"}); err == nil {
+	if _, err := durationAnnotation(map[string]string{infrav1.BootDelayAnnotation: "-1s"}, infrav1.BootDelayAnnotation); err == nil {
 		t.Error("a negative boot delay was taken")
 	}
 }

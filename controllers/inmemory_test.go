@@ -126,6 +126,32 @@ func TestAnInMemoryClusterProvisionsThroughTheReconcilers(t *testing.T) {
 		t.Errorf("the annotation removed: status.stopped %v, Node Ready %q; want none and True", got, nodeReady())
 	}
 
+	// Added latency: the network delay set once, recorded, and taken away with the annotation.
+	setDelay := func(value string) {
+		t.Helper()
+		dm := f.getMachine(cpName)
+		dm.Annotations = map[string]string{}
+		if value != "" {
+			dm.Annotations[infrav1.NetworkDelayAnnotation] = value
+		}
+		if err := f.c.Update(f.ctx, dm); err != nil {
+			t.Fatal(err)
+		}
+		f.reconcileMachine(cpName)
+	}
+	f.events()
+	setDelay("200ms")
+	if got := f.getMachine(cpName).Status.NetworkDelay; got == nil || got.Duration != 200*time.Millisecond {
+		t.Errorf("status.networkDelay %v, want 200ms", got)
+	}
+	setDelay("")
+	if got := f.getMachine(cpName).Status.NetworkDelay; got != nil {
+		t.Errorf("status.networkDelay %v after the annotation went, want none", got)
+	}
+	if events := f.events(); len(events) != 2 || !strings.Contains(events[0], "NetworkDelaySet") {
+		t.Errorf("events %q, want two NetworkDelaySet", events)
+	}
+
 	f.deleteAndExpectGone(cpName)
 	if err := f.c.Delete(f.ctx, f.getDockyardCluster()); err != nil {
 		t.Fatal(err)

@@ -116,7 +116,8 @@ func inMemoryCluster(ctx context.Context, t *testing.T) (e *inmemory.Engine, m *
 // Faults are what a node's own commands do (nodecmd.StopService, StartService), played by the
 // in-memory engine on the cluster's API: kubelet stopped turns the Node Unknown and unreachable
 // until it starts again; etcd stopped takes its static Pod away and its member stops answering;
-// the only API server stopped leaves the endpoint refusing connections.
+// the only API server stopped leaves the endpoint refusing connections; a network delay slows
+// its answers.
 func TestFaultsOfInMemoryNodes(t *testing.T) {
 	ctx := context.Background()
 	_, m, key, network, endpoint, certificates := inMemoryCluster(ctx, t)
@@ -173,7 +174,10 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 
 	run(nodecmd.StopService(nodecmd.KubeAPIServer))
 	if fresh, err := bootstrapdata.Client(endpoint, certificates); err == nil {
-		if err := fresh.List(ctx, &corev1.NodeList{}); err == nil {
+		// client-go retries a GET whose connection closes; one try is enough here.
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := fresh.List(short, &corev1.NodeList{}); err == nil {
 			t.Errorf("the only API server stopped: the endpoint %s still serves", endpoint)
 		}
 	}
@@ -185,6 +189,22 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 	if err := fresh.List(ctx, &corev1.NodeList{}); err != nil {
 		t.Errorf("the API server started again: %v", err)
 	}
+
+	// A network delay on the control plane node delays its API server's answers (a lower
+	// bound: each answer waits at least the delay), until it is taken away.
+	run(nodecmd.SetNetworkDelay(300 * time.Millisecond))
+	slow, err := bootstrapdata.Client(endpoint, certificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := slow.List(ctx, &corev1.NodeList{}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Errorf("a request through a node with a 300ms network delay took %s", took)
+	}
+	run(nodecmd.SetNetworkDelay(0))
 }
 
 // kubeadmNode adds a node and starts the bootstrap of a cloud-config on it.

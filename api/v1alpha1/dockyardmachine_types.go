@@ -27,6 +27,12 @@ const (
 	// this long (a duration such as "45s"): a slow boot, for testing timeouts such as a
 	// MachineHealthCheck's nodeStartupTimeout.
 	BootDelayAnnotation = "dockyard.x-k8s.io/boot-delay"
+
+	// NetworkDelayAnnotation, on a DockyardMachine, delays every packet its node sends by this
+	// long (a duration of at most 10s, such as "200ms"; tc's netem in the node, which needs the
+	// host kernel's sch_netem): added latency, once the machine is provisioned. Removed, the
+	// delay goes.
+	NetworkDelayAnnotation = "dockyard.x-k8s.io/network-delay"
 )
 
 // StoppableServices are the services StopAnnotation may name.
@@ -226,6 +232,10 @@ type DockyardMachineStatus struct {
 	// +kubebuilder:validation:MaxItems=5
 	// +kubebuilder:validation:items:Enum=kubelet;kube-apiserver;kube-controller-manager;kube-scheduler;etcd
 	Stopped []string `json:"stopped,omitempty"`
+
+	// networkDelay is the delay Dockyard set on the node's packets for NetworkDelayAnnotation.
+	// +optional
+	NetworkDelay *metav1.Duration `json:"networkDelay,omitempty"`
 
 	// engine is where Dockyard made the machine's node, recorded before it made it: host (the
 	// manager's engine), or the infrastructure cluster of its DockyardCluster. Empty: no node

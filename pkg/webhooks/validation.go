@@ -474,6 +474,9 @@ type Registries interface {
 	CheckRegistryNamespace(ctx context.Context, name, namespace string) error
 }
 
+// maxNetworkDelay is the longest network delay a machine's annotation may ask for.
+const maxNetworkDelay = 10 * time.Second
+
 // validateFaultAnnotations checks the faults a DockyardMachine's annotations inject: the stop
 // annotation names only services Dockyard can stop, the boot delay is a duration.
 func validateFaultAnnotations(annotations map[string]string) field.ErrorList {
@@ -489,6 +492,11 @@ func validateFaultAnnotations(annotations map[string]string) field.ErrorList {
 	if v, ok := annotations[infrav1.BootDelayAnnotation]; ok {
 		if d, err := time.ParseDuration(strings.TrimSpace(v)); err != nil || d < 0 {
 			allErrs = append(allErrs, field.Invalid(path.Key(infrav1.BootDelayAnnotation), v, "a duration such as 45s"))
+		}
+	}
+	if v, ok := annotations[infrav1.NetworkDelayAnnotation]; ok {
+		if d, err := time.ParseDuration(strings.TrimSpace(v)); err != nil || d < 0 || d > maxNetworkDelay {
+			allErrs = append(allErrs, field.Invalid(path.Key(infrav1.NetworkDelayAnnotation), v, "a duration of at most 10s, such as 200ms"))
 		}
 	}
 	return allErrs

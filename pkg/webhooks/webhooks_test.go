@@ -537,7 +537,10 @@ func TestDockyardMachineFaultAnnotations(t *testing.T) {
 	dm.Annotations = map[string]string{infrav1.BootDelayAnnotation: "soon"}
 	expectRejected(t, env.Client.Create(ctx, dm), "metadata.annotations[dockyard.x-k8s.io/boot-delay]", "45s")
 
-	dm.Annotations = map[string]string{infrav1.StopAnnotation: "kubelet, etcd", infrav1.BootDelayAnnotation: "30s"}
+	dm.Annotations = map[string]string{infrav1.NetworkDelayAnnotation: "1m"}
+	expectRejected(t, env.Client.Create(ctx, dm), "metadata.annotations[dockyard.x-k8s.io/network-delay]", "at most 10s")
+
+	dm.Annotations = map[string]string{infrav1.StopAnnotation: "kubelet, etcd", infrav1.BootDelayAnnotation: "30s", infrav1.NetworkDelayAnnotation: "200ms"}
 	if err := env.Client.Create(ctx, dm); err != nil {
 		t.Fatalf("valid faults refused: %v", err)
 	}

@@ -73,6 +73,10 @@ type Cluster struct {
 	mu sync.Mutex
 	// stopped are the control plane components a fault stopped, as NODE/COMPONENT.
 	stopped map[string]bool
+	// delays are the nodes' network delays (SetNetworkDelay); turn counts the connections
+	// Route handed out.
+	delays map[string]time.Duration
+	turn   int
 }
 
 // NewCluster returns a cluster with no node, not serving yet.
@@ -86,7 +90,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	store := NewStore()
-	c := &Cluster{Store: store, Server: NewServer(store, opts.KubernetesVersion), Etcd: etcd, tls: tlsConfig, stopped: map[string]bool{}}
+	c := &Cluster{Store: store, Server: NewServer(store, opts.KubernetesVersion), Etcd: etcd, tls: tlsConfig, stopped: map[string]bool{}, delays: map[string]time.Duration{}}
 	c.Server.SetForwarder(c.forward)
 	c.http = &http.Server{Handler: c.Server, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second}
 	return c, nil
@@ -113,7 +117,13 @@ func (c *Cluster) forward(namespace, pod string, port int) (net.Conn, error) {
 	if namespace != metav1.NamespaceSystem || !ok || port != 2379 {
 		return nil, errors.Errorf("nothing listens on port %d of Pod %s/%s", port, namespace, pod)
 	}
-	return c.Etcd.Dial(member)
+	conn, err := c.Etcd.Dial(member)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.delayed(member, conn), nil
 }
 
 // Node is a node as kubeadm joins it to the cluster.
@@ -210,6 +220,7 @@ func (c *Cluster) Reset(_ context.Context, name string) error {
 	for _, component := range controlPlaneComponents {
 		delete(c.stopped, name+"/"+component)
 	}
+	delete(c.delays, name)
 	c.mu.Unlock()
 	for _, component := range controlPlaneComponents {
 		if err := c.remove(schema.GroupResource{Resource: "pods"}, metav1.NamespaceSystem, component+"-"+name); err != nil {

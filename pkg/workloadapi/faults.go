@@ -2,6 +2,7 @@ package workloadapi
 
 import (
 	"context"
+	"net"
 	"slices"
 	"time"
 
@@ -91,18 +92,56 @@ func (c *Cluster) SetComponent(_ context.Context, node, component string, runnin
 	return c.ensure(staticPod(component, Node{Name: node, KubernetesVersion: kubeletVersion(obj)}))
 }
 
-// Serving is whether one of the cluster's API servers runs: a front of the cluster takes
-// connections only then.
-func (c *Cluster) Serving() bool {
+// SetNetworkDelay delays what a node sends by d (zero: no delay), as netem on its interface
+// does: the answers of its API server to the connections the front hands it, and of its etcd
+// member.
+func (c *Cluster) SetNetworkDelay(node string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d <= 0 {
+		delete(c.delays, node)
+	} else {
+		c.delays[node] = d
+	}
+}
+
+// Route picks the control plane node whose API server takes a new connection, in turn among
+// those whose API server runs, as a load balancer does, and wraps the connection in that node's
+// network delay; ok is false when no API server runs.
+func (c *Cluster) Route(conn net.Conn) (routed net.Conn, ok bool) {
 	nodes, _ := c.Store.List(schema.GroupResource{Resource: "nodes"}, "", Selector{})
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var serving []string
 	for _, n := range nodes {
 		if _, controlPlane := n.GetLabels()["node-role.kubernetes.io/control-plane"]; controlPlane && !c.stopped[n.GetName()+"/kube-apiserver"] {
-			return true
+			serving = append(serving, n.GetName())
 		}
 	}
-	return false
+	if len(serving) == 0 {
+		return nil, false
+	}
+	c.turn++
+	return c.delayed(serving[c.turn%len(serving)], conn), true
+}
+
+// delayed wraps a connection to a node in the node's network delay; c.mu is held.
+func (c *Cluster) delayed(node string, conn net.Conn) net.Conn {
+	if d := c.delays[node]; d > 0 {
+		return &delayedConn{Conn: conn, delay: d}
+	}
+	return conn
+}
+
+// delayedConn is a connection whose writes, what the node sends, wait a delay first.
+type delayedConn struct {
+	net.Conn
+	delay time.Duration
+}
+
+func (d *delayedConn) Write(b []byte) (int, error) {
+	time.Sleep(d.delay)
+	return d.Conn.Write(b)
 }
 
 func kubeletVersion(node *unstructured.Unstructured) string {

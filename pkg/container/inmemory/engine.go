@@ -53,6 +53,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	e.Nodes = NewNodes(rt)
 	e.Nodes.Kubeadm = e.kubeadm
 	e.Nodes.Service = e.service
+	e.Nodes.NetworkDelay = e.networkDelay
 	rt.OnRemove = func(c *Container) {
 		e.leave(c)
 		e.Nodes.forget(c.Spec.Name)
@@ -118,11 +119,16 @@ func (e *Engine) accept(f *front) {
 		e.mu.Lock()
 		cluster := f.cluster
 		e.mu.Unlock()
-		if cluster == nil || !cluster.Serving() || !e.selectsRunning(f.spec.Select) {
+		if cluster == nil || !e.selectsRunning(f.spec.Select) {
 			_ = conn.Close()
 			continue
 		}
-		_ = f.served.Deliver(conn) // closed with the front: the connection too
+		routed, ok := cluster.Route(conn)
+		if !ok {
+			_ = conn.Close()
+			continue
+		}
+		_ = f.served.Deliver(routed) // closed with the front: the connection too
 	}
 }
 

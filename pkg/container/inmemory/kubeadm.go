@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	"github.com/pkg/errors"
@@ -248,16 +249,32 @@ func nodeVersion(c *Container, cluster string) string {
 	return cluster
 }
 
+// networkDelay sets a node's network delay in the cluster it joined (Nodes.NetworkDelay).
+func (e *Engine) networkDelay(c *Container, d time.Duration) {
+	if f, node := e.joined(c); f != nil {
+		f.cluster.SetNetworkDelay(node, d)
+	}
+}
+
+// joined returns the front of the cluster a node joined and its Node's name; nil when it
+// joined none.
+func (e *Engine) joined(c *Container) (*front, string) {
+	name, _ := c.Data[dataFront].(string)
+	node, _ := c.Data[dataNode].(string)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.fronts[name]; name != "" && f != nil && f.cluster != nil {
+		return f, node
+	}
+	return nil, ""
+}
+
 // service stops or starts a service of a node in the cluster it joined (Nodes.Service): kubelet,
 // whose Node then goes Unknown, or a control plane component. A node that joined no cluster has
 // nothing running to stop.
 func (e *Engine) service(c *Container, service string, running bool) error {
-	name, _ := c.Data[dataFront].(string)
-	node, _ := c.Data[dataNode].(string)
-	e.mu.Lock()
-	f := e.fronts[name]
-	e.mu.Unlock()
-	if name == "" || f == nil || f.cluster == nil {
+	f, node := e.joined(c)
+	if f == nil {
 		return nil
 	}
 	if service == nodecmd.Kubelet {

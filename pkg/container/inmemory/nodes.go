@@ -43,6 +43,8 @@ type Nodes struct {
 	// Service, when set, plays nodecmd.StopService and StartService in a node: running is
 	// false to stop the service.
 	Service func(c *Container, service string, running bool) error
+	// NetworkDelay, when set, plays nodecmd.SetNetworkDelay in a node.
+	NetworkDelay func(c *Container, d time.Duration)
 
 	// rt is the engine whose containers are the nodes; bootstrap the runner's protocol, which
 	// the simulator plays.
@@ -99,6 +101,12 @@ func (n *Nodes) Exec(ctx context.Context, c *Container, opts container.ExecOptio
 	}
 	if service, start, ok := nodecmd.ParseService(cmd); ok {
 		return n.service(c, service, start, stderr), nil
+	}
+	if d, ok := nodecmd.ParseNetworkDelay(cmd); ok {
+		if n.NetworkDelay != nil {
+			n.NetworkDelay(c, d)
+		}
+		return 0, nil
 	}
 	if file, ok := nodecmd.ParseHAProxyCheck(cmd); ok {
 		return n.checkHAProxy(c, file, stdout), nil

@@ -5,8 +5,11 @@
 package nodecmd
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // CRIPlugin is containerd's CRI plugin, which kubelet talks to; containerd keeps running without
@@ -183,4 +186,28 @@ func ParseService(cmd []string) (service string, start, ok bool) {
 		}
 	}
 	return "", false, false
+}
+
+// SetNetworkDelay delays every packet the node sends by d (tc's netem on eth0, which needs the
+// host kernel's sch_netem), or takes the delay away when d is zero; setting it again replaces it.
+func SetNetworkDelay(d time.Duration) []string {
+	if d <= 0 {
+		return Script("network-delay", `tc qdisc del dev eth0 root 2>/dev/null; exit 0`)
+	}
+	return Script("network-delay", `tc qdisc replace dev eth0 root netem delay "$1"`, fmt.Sprintf("%dms", d.Milliseconds()))
+}
+
+// ParseNetworkDelay returns the delay a SetNetworkDelay command sets (zero: none).
+func ParseNetworkDelay(cmd []string) (d time.Duration, ok bool) {
+	if slices.Equal(cmd, SetNetworkDelay(0)) {
+		return 0, true
+	}
+	if len(cmd) != 5 || !slices.Equal(cmd[:4], SetNetworkDelay(time.Millisecond)[:4]) {
+		return 0, false
+	}
+	ms, err := strconv.Atoi(strings.TrimSuffix(cmd[4], "ms"))
+	if err != nil || !strings.HasSuffix(cmd[4], "ms") {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
