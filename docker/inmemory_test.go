@@ -3,7 +3,11 @@ package docker
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,7 +91,12 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 // the cluster's certificates; endpoint is the load balancer's.
 func inMemoryCluster(ctx context.Context, t *testing.T) (e *inmemory.Engine, m *Manager, key ClusterKey, network, endpoint string, certificates secret.Certificates) {
 	t.Helper()
-	e = inmemory.NewEngine(inmemory.EngineOptions{})
+	return inMemoryClusterOn(ctx, t, inmemory.NewEngine(inmemory.EngineOptions{}))
+}
+
+// inMemoryClusterOn is inMemoryCluster on an engine of the test's.
+func inMemoryClusterOn(ctx context.Context, t *testing.T, e *inmemory.Engine) (_ *inmemory.Engine, m *Manager, key ClusterKey, network, endpoint string, certificates secret.Certificates) {
+	t.Helper()
 	m = NewManager(e, ManagerOptions{})
 	key = ClusterKey{Namespace: "ns", Name: "mem"}
 	network, err := m.ClusterNetwork(ctx, key, "")
@@ -222,4 +231,147 @@ func kubeadmNode(ctx context.Context, t *testing.T, m *Manager, key ClusterKey, 
 		t.Fatal(err)
 	}
 	return n
+}
+
+// records is a StateStore in the test's memory, shared by the engines of one test as the
+// management cluster's Secrets are by managers.
+type records struct {
+	mu   sync.Mutex
+	data map[string][]byte
+}
+
+func (r *records) Save(_ context.Context, group string, state []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.data[group] = state
+	return nil
+}
+
+func (r *records) Load(_ context.Context, group string) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.data[group], nil
+}
+
+func (r *records) Groups(context.Context) ([]string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Keys(r.data)), nil
+}
+
+func (r *records) Delete(_ context.Context, group string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.data, group)
+	return nil
+}
+
+// An in-memory cluster outlives its engine: saved to its record, it is served again, on the
+// same endpoint and with the same nodes, objects and etcd members, by the engine of a manager
+// started again; a record that appears is taken in by a running engine (a cluster moved there)
+// and one deleted is let go (moved away); a cluster deleted through the node layer loses its
+// record.
+func TestInMemoryClustersOutliveTheEngine(t *testing.T) {
+	ctx := context.Background()
+	store := &records{data: map[string][]byte{}}
+	persistent := func(store inmemory.StateStore) *inmemory.Engine {
+		return inmemory.NewEngine(inmemory.EngineOptions{State: store, GroupLabel: clusterLabel, SyncInterval: time.Hour})
+	}
+	first, m, key, network, endpoint, certificates := inMemoryClusterOn(ctx, t, persistent(store))
+	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
+	md := kubeadmNode(ctx, t, m, key, network, "mem-md-1", RoleWorker, bootstrapdata.Join(endpoint))
+	run(ctx, t, md, nodecmd.StopService(nodecmd.Kubelet))
+	if err := first.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if groups, _ := store.Groups(ctx); len(groups) != 1 || groups[0] != key.String() {
+		t.Fatalf("records after a sync: %v, want one of %s", groups, key)
+	}
+	// The manager's process ends: its engine is gone, its record stays.
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	again := persistent(store)
+	t.Cleanup(func() { _ = again.Close() })
+	m2 := NewManager(again, ManagerOptions{})
+	for _, machine := range []string{"mem-cp-1", "mem-md-1"} {
+		n, err := m2.FindNode(ctx, key, machine)
+		if err != nil || n == nil || !n.Running {
+			t.Fatalf("node %s after the restart: %+v, %v", machine, n, err)
+		}
+		if st, err := n.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
+			t.Errorf("node %s's bootstrap after the restart: %+v (%v)", machine, st, err)
+		}
+	}
+	cl, err := bootstrapdata.Client(endpoint, certificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes corev1.NodeList
+	if err := cl.List(ctx, &nodes); err != nil {
+		t.Fatalf("the cluster at %s after the restart: %v", endpoint, err)
+	}
+	ready := map[string]corev1.ConditionStatus{}
+	for _, n := range nodes.Items {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready[n.Name] = c.Status
+			}
+		}
+	}
+	if len(ready) != 2 || ready[cp.Hostname] != corev1.ConditionTrue || ready[md.Hostname] != corev1.ConditionUnknown {
+		t.Errorf("Nodes after the restart: %v, want %s Ready and %s Unknown (its kubelet stopped)", ready, cp.Hostname, md.Hostname)
+	}
+	if err := cl.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "etcd-" + cp.Hostname}, &corev1.Pod{}); err != nil {
+		t.Errorf("etcd's static Pod after the restart: %v", err)
+	}
+
+	// The record deleted (the cluster moved away): the engine lets the cluster go.
+	record, _ := store.Load(ctx, key.String())
+	if err := store.Delete(ctx, key.String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m2.FindNode(ctx, key, "mem-cp-1"); err != nil || n != nil {
+		t.Errorf("a node of the cluster whose record went: %+v, %v", n, err)
+	}
+	if conn, err := net.DialTimeout("tcp", endpoint, time.Second); err == nil {
+		_ = conn.Close()
+		t.Errorf("the endpoint %s of the cluster whose record went still listens", endpoint)
+	}
+
+	// The record back (the cluster moved here): the running engine takes it in.
+	if err := store.Save(ctx, key.String(), record); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m2.FindNode(ctx, key, "mem-cp-1"); err != nil || n == nil {
+		t.Errorf("a node of the cluster whose record came: %+v, %v", n, err)
+	}
+	if fresh, err := bootstrapdata.Client(endpoint, certificates); err != nil || fresh.List(ctx, &nodes) != nil {
+		t.Errorf("the cluster whose record came does not serve at %s", endpoint)
+	}
+
+	// Deleted through the node layer, the cluster's record goes with it.
+	if err := m2.DeleteCluster(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if groups, _ := store.Groups(ctx); len(groups) != 0 {
+		t.Errorf("records after the cluster's deletion: %v", groups)
+	}
+}
+
+func run(ctx context.Context, t *testing.T, n *Node, cmd []string) {
+	t.Helper()
+	if out, err := n.Run(ctx, nil, cmd...); err != nil {
+		t.Fatalf("%q in %s: %v (%s)", cmd, n.Name, err, out)
+	}
 }

@@ -69,6 +69,8 @@ type Cluster struct {
 	Etcd   *Etcd
 	tls    *tls.Config
 	http   *http.Server
+	// opts are the options the cluster was made with (State keeps them).
+	opts ClusterOptions
 
 	mu sync.Mutex
 	// stopped are the control plane components a fault stopped, as NODE/COMPONENT.
@@ -90,7 +92,7 @@ func NewCluster(opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	store := NewStore()
-	c := &Cluster{Store: store, Server: NewServer(store, opts.KubernetesVersion), Etcd: etcd, tls: tlsConfig, stopped: map[string]bool{}, delays: map[string]time.Duration{}}
+	c := &Cluster{Store: store, Server: NewServer(store, opts.KubernetesVersion), Etcd: etcd, tls: tlsConfig, opts: opts, stopped: map[string]bool{}, delays: map[string]time.Duration{}}
 	c.Server.SetForwarder(c.forward)
 	c.http = &http.Server{Handler: c.Server, TLSConfig: tlsConfig, ReadHeaderTimeout: 30 * time.Second}
 	return c, nil

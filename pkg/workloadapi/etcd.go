@@ -60,10 +60,15 @@ func NewEtcd(caCert *x509.Certificate, caKey crypto.Signer) (*Etcd, error) {
 func (e *Etcd) AddMember(name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.addMember(name, randomID())
+}
+
+// addMember adds a member with its ID, once. Called with mu held.
+func (e *Etcd) addMember(name string, id uint64) {
 	if e.member(name) != nil {
 		return
 	}
-	m := &etcdMember{id: randomID(), name: name, listener: NewListener(nil)}
+	m := &etcdMember{id: id, name: name, listener: NewListener(nil)}
 	m.server = grpc.NewServer(grpc.Creds(credentials.NewTLS(e.tls)))
 	svc := &etcdService{etcd: e, id: m.id}
 	etcdserverpb.RegisterMaintenanceServer(m.server, svc)

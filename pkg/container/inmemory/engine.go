@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/pkg/errors"
 
@@ -19,6 +20,19 @@ type EngineOptions struct {
 	// Address is where the API servers of its clusters listen: an address of the manager that
 	// Cluster API's controllers reach (the manager Pod's IP). Empty: 127.0.0.1.
 	Address string
+	// Host is the name or address the clusters' endpoints carry, which resolves to Address
+	// where Cluster API's controllers run (a headless Service of the manager Pod: it stays
+	// when the Pod is replaced, and names the manager a cluster moved to); empty: Address.
+	Host string
+	// State, when set, keeps each group of containers (those whose GroupLabel has one value: a
+	// cluster) with its front and cluster outside the process: the engine takes in every group
+	// that has a record when it is made, and every SyncInterval (DefaultSyncInterval when zero)
+	// saves the groups that changed and takes in or lets go of those whose records came or
+	// went. OnSyncError, when set, hears what a sync could not do.
+	State        StateStore
+	GroupLabel   string
+	SyncInterval time.Duration
+	OnSyncError  func(error)
 }
 
 // Engine is the engine of in-memory clusters: its containers exist only in the manager's
@@ -34,10 +48,17 @@ type Engine struct {
 	// Nodes simulates the insides of the engine's containers.
 	Nodes *Nodes
 
-	address string
+	address, host string
 
 	mu     sync.Mutex
 	fronts map[string]*front
+
+	// persist is nil without a StateStore; stateMu guards its counts, syncMu runs one Sync at
+	// a time.
+	persist     *persistence
+	stateMu     sync.Mutex
+	syncMu      sync.Mutex
+	onSyncError func(error)
 }
 
 var (
@@ -49,7 +70,8 @@ var (
 func NewEngine(opts EngineOptions) *Engine {
 	rt := New()
 	rt.PullAnything = true
-	e := &Engine{Runtime: rt, address: cmp.Or(opts.Address, "127.0.0.1"), fronts: map[string]*front{}}
+	address := cmp.Or(opts.Address, "127.0.0.1")
+	e := &Engine{Runtime: rt, address: address, host: cmp.Or(opts.Host, address), fronts: map[string]*front{}, onSyncError: opts.OnSyncError}
 	e.Nodes = NewNodes(rt)
 	e.Nodes.Kubeadm = e.kubeadm
 	e.Nodes.Service = e.service
@@ -57,6 +79,17 @@ func NewEngine(opts EngineOptions) *Engine {
 	rt.OnRemove = func(c *Container) {
 		e.leave(c)
 		e.Nodes.forget(c.Spec.Name)
+	}
+	if opts.State != nil && opts.GroupLabel != "" {
+		e.persist = &persistence{store: opts.State, label: opts.GroupLabel, interval: cmp.Or(opts.SyncInterval, DefaultSyncInterval),
+			changes: map[string]uint64{}, saved: map[string]savedAt{}, stop: make(chan struct{})}
+		rt.OnChange = e.touch
+		ctx, cancel := context.WithTimeout(context.Background(), 3*e.persist.interval)
+		if err := e.Sync(ctx); err != nil && e.onSyncError != nil {
+			e.onSyncError(err)
+		}
+		cancel()
+		go e.syncLoop()
 	}
 	return e
 }
@@ -105,7 +138,7 @@ func (e *Engine) EnsureFront(_ context.Context, spec container.FrontSpec) (*cont
 
 func (e *Engine) describe(f *front) *container.Front {
 	addr, _ := f.listener.Addr().(*net.TCPAddr)
-	return &container.Front{Name: f.spec.Name, Labels: maps.Clone(f.spec.Labels), Address: e.address, Port: addr.Port}
+	return &container.Front{Name: f.spec.Name, Labels: maps.Clone(f.spec.Labels), Address: e.host, Port: addr.Port}
 }
 
 // accept hands each connection to the front's cluster while one of the containers it selects
@@ -173,8 +206,18 @@ func (e *Engine) RemoveFront(_ context.Context, name string) error {
 	return nil
 }
 
-// Close stops every front and the API servers behind them.
+// Close stops every front and the API servers behind them, and the engine's syncs: what it
+// saved stays saved.
 func (e *Engine) Close() error {
+	if e.persist != nil {
+		e.syncMu.Lock()
+		select {
+		case <-e.persist.stop:
+		default:
+			close(e.persist.stop)
+		}
+		e.syncMu.Unlock()
+	}
 	e.mu.Lock()
 	names := make([]string, 0, len(e.fronts))
 	for name := range e.fronts {
@@ -190,12 +233,12 @@ func (e *Engine) Close() error {
 }
 
 // FrontHosts is the engine's one host: fronts answer on Address, from anywhere that reaches it.
-func (e *Engine) FrontHosts(context.Context) ([]string, error) { return []string{e.address}, nil }
+func (e *Engine) FrontHosts(context.Context) ([]string, error) { return []string{e.host}, nil }
 
 // frontAt returns the front listening on an endpoint (host:port), nil when none is.
 func (e *Engine) frontAt(endpoint string) *front {
 	host, port, err := net.SplitHostPort(endpoint)
-	if err != nil || host != e.address {
+	if err != nil || (host != e.address && host != e.host) {
 		return nil
 	}
 	for _, f := range e.fronts {

@@ -148,12 +148,15 @@ func (e *Engine) kubeadmInit(c *Container, file string) error {
 	defer e.mu.Unlock()
 	f := e.frontAt(cc.ControlPlaneEndpoint)
 	if f == nil {
-		return errors.Errorf("controlPlaneEndpoint %q is no front of the in-memory engine (%s)", cc.ControlPlaneEndpoint, e.address)
+		return errors.Errorf("controlPlaneEndpoint %q is no front of the in-memory engine (%s)", cc.ControlPlaneEndpoint, e.host)
 	}
 	if f.cluster != nil {
 		return errors.Errorf("the cluster at %s was initialized already: this node should join it", cc.ControlPlaneEndpoint)
 	}
-	opts.Hosts = []string{e.address}
+	opts.Hosts = []string{e.host}
+	if e.address != e.host {
+		opts.Hosts = append(opts.Hosts, e.address)
+	}
 	cluster, err := workloadapi.NewCluster(opts)
 	if err != nil {
 		return err

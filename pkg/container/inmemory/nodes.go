@@ -56,6 +56,7 @@ type Nodes struct {
 func NewNodes(rt *Runtime) *Nodes {
 	n := &Nodes{rt: rt, Commands: map[string][]string{}, bootstrap: runner.Default()}
 	rt.SetExec(n.Exec)
+	rt.ReadOnly = n.ReadOnly
 	// haproxy's master confirms each configuration it loads in its log.
 	isLoadBalancer := func(c *Container) bool {
 		_, service := c.Spec.Labels["dockyard.x-k8s.io/service"]
@@ -72,6 +73,22 @@ func NewNodes(rt *Runtime) *Nodes {
 		}
 	}
 	return n
+}
+
+// ReadOnly says whether a command changes nothing in a node: the checks, reads and status
+// queries the node layer polls while a node is at rest.
+func (n *Nodes) ReadOnly(cmd []string) bool {
+	if _, ok := nodecmd.ParseImagesList(cmd); ok {
+		return true
+	}
+	if _, ok := nodecmd.ParseCat(cmd); ok {
+		return true
+	}
+	if _, ok := nodecmd.ParseHAProxyCheck(cmd); ok {
+		return true
+	}
+	return slices.Equal(cmd, nodecmd.Check()) || slices.Equal(cmd, nodecmd.CRIFailure()) || slices.Equal(cmd, n.bootstrap.StatusCommand()) ||
+		(len(cmd) > 0 && cmd[0] == "tail" && cmd[len(cmd)-1] == n.bootstrap.Path(runner.OutputFile))
 }
 
 // Exec answers one command run in a container: the bootstrap runner's (runner.Protocol) and

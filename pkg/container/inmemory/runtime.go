@@ -88,6 +88,11 @@ type Runtime struct {
 	OnSignal func(c *Container, signal string)
 	// OnRemove, when set, runs as a container is removed (with the engine locked).
 	OnRemove func(c *Container)
+	// OnChange, when set, is told the labels of a container, network or volume that was made,
+	// changed or removed (with the engine locked); ReadOnly, when set, names the commands whose
+	// Exec changes nothing.
+	OnChange func(labels map[string]string)
+	ReadOnly func(cmd []string) bool
 	// PullAnything lets every image be pulled (an engine with no registry to ask), not only
 	// the Pullable ones.
 	PullAnything bool
@@ -136,6 +141,13 @@ func New(images ...string) *Runtime {
 }
 
 func (r *Runtime) count(method string) { r.Calls[method]++ }
+
+// changed tells OnChange of a change. Called with mu held.
+func (r *Runtime) changed(labels map[string]string) {
+	if r.OnChange != nil {
+		r.OnChange(labels)
+	}
+}
 
 func notFound(kind, name string) error {
 	return errors.Wrapf(container.ErrNotFound, "%s %s", kind, name)
@@ -226,6 +238,7 @@ func (r *Runtime) CreateContainer(_ context.Context, spec container.ContainerSpe
 		Data: map[string]any{},
 	}
 	r.reindex(r.containers[spec.Name])
+	r.changed(labels)
 	return nil
 }
 
@@ -349,6 +362,7 @@ func (r *Runtime) StartContainer(_ context.Context, name string) error {
 	if r.OnStart != nil {
 		r.OnStart(c)
 	}
+	r.changed(c.State.Labels)
 	return nil
 }
 
@@ -407,6 +421,7 @@ func (r *Runtime) stop(c *Container, exitCode int) {
 		r.emit(container.Event{Type: container.EventContainer, Action: "die", Name: c.Spec.Name, Labels: c.State.Labels})
 	}
 	c.State.State, c.State.Running, c.State.ExitCode = "exited", false, exitCode
+	r.changed(c.State.Labels)
 	// A stopped container gives its addresses back (a fixed one is asked for again when it
 	// starts), and its host ports, which Docker no longer reports.
 	for network := range c.State.Networks {
@@ -621,6 +636,9 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 	if !c.State.Running {
 		return -1, errors.Errorf("exec in container %s: container is not running", name)
 	}
+	if r.ReadOnly == nil || !r.ReadOnly(opts.Cmd) {
+		r.changed(c.State.Labels)
+	}
 	if r.ExecHandler == nil {
 		code, ok, err := shell(ctx, c, opts)
 		if !ok && opts.Stdin != nil {
@@ -640,6 +658,7 @@ func (r *Runtime) CopyToContainer(_ context.Context, name, dir string, tarStream
 	if !ok {
 		return notFound("container", name)
 	}
+	r.changed(c.State.Labels)
 	return ExtractTar(c.Files, dir, tarStream)
 }
 
@@ -742,6 +761,7 @@ func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) e
 	}
 	r.networks[spec.Name] = n
 	r.pools[spec.Name] = &pool{subnet: prefix.Masked(), range_: dynamic, gateway: gateway}
+	r.changed(spec.Labels)
 	return nil
 }
 
@@ -847,8 +867,9 @@ func (r *Runtime) RemoveNetwork(_ context.Context, name string) error {
 	if used := r.attached(name); len(used) > 0 {
 		return errors.Errorf("network %s has active endpoints: %v", name, used)
 	}
-	if _, ok := r.networks[name]; ok {
+	if n, ok := r.networks[name]; ok {
 		r.emit(container.Event{Type: container.EventNetwork, Action: "destroy", Name: name})
+		r.changed(n.Labels)
 	}
 	delete(r.networks, name)
 	delete(r.pools, name)
@@ -876,6 +897,7 @@ func (r *Runtime) ConnectNetwork(_ context.Context, network, name string) error 
 		c.State.Networks[network] = r.dynamicEndpoint(network)
 	}
 	r.reindex(c)
+	r.changed(c.State.Labels)
 	return nil
 }
 
@@ -893,6 +915,7 @@ func (r *Runtime) DisconnectNetwork(_ context.Context, network, name string) err
 		c.Spec.Network = ""
 	}
 	r.reindex(c)
+	r.changed(c.State.Labels)
 	return nil
 }
 
@@ -902,6 +925,7 @@ func (r *Runtime) CreateVolume(_ context.Context, spec container.VolumeSpec) err
 	defer r.mu.Unlock()
 	r.count("CreateVolume")
 	r.volumes[spec.Name] = &container.Volume{Name: spec.Name, Labels: spec.Labels}
+	r.changed(spec.Labels)
 	return nil
 }
 
@@ -930,6 +954,9 @@ func (r *Runtime) RemoveVolume(_ context.Context, name string) error {
 				return errors.Errorf("volume %s is in use by %s", name, c.Spec.Name)
 			}
 		}
+	}
+	if v, ok := r.volumes[name]; ok {
+		r.changed(v.Labels)
 	}
 	delete(r.volumes, name)
 	return nil
