@@ -86,6 +86,7 @@ type options struct {
 	hostEngineNamespaces           []string
 	inMemoryNamespaces             []string
 	inMemoryAddress                string
+	inMemoryHost                   string
 	infrastructureServers          []string
 	reconcileTimeout               time.Duration
 	maxServiceLoadBalancers        int
@@ -154,6 +155,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"The engine's address, e.g. unix:///run/podman/podman.sock. Empty: Docker's DOCKER_HOST or its local socket, Podman's rootful socket, or Dockyard's containerd socket (see docs/runtimes.md).")
 	fs.StringVar(&o.inMemoryAddress, "in-memory-address", defaultInMemoryAddress(),
 		"Address the API servers of in-memory clusters (spec.infrastructure.inMemory) listen on, one port each: one Cluster API's controllers reach. Default: the Pod's IP ("+podIPEnv+"), else 127.0.0.1.")
+	fs.StringVar(&o.inMemoryHost, "in-memory-host", "",
+		"Name or address in-memory clusters' endpoints carry, which resolves to --in-memory-address where Cluster API's controllers run: a headless Service of the manager Pod keeps the endpoints when the Pod is replaced and names the manager a cluster moves to (config/manager). Empty: --in-memory-address.")
 	flags.AddManagerOptions(fs, &o.managerOptions)
 }
 
@@ -318,7 +321,11 @@ func run(o options) error {
 	}
 	engines := infrastructure.New(host, infrastructure.Options{
 		Secrets: infraSecrets, Uncached: mgr.GetAPIReader(), Management: mgr.GetConfig(), Policy: hostPolicy, Events: engineEvents,
-		InMemoryAddress: o.inMemoryAddress,
+		InMemory: runtimes.InMemory{Address: o.inMemoryAddress, Host: o.inMemoryHost,
+			State: &infrastructure.InMemoryStates{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.watchNamespace},
+			OnSyncError: func(err error) {
+				ctrl.Log.WithName("in-memory").Error(err, "Keeping in-memory clusters' state")
+			}},
 	})
 	if err := setupControllers(ctx, mgr, o, engines, engineEvents, secretCachingClient); err != nil {
 		return err

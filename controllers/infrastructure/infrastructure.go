@@ -52,9 +52,10 @@ type Options struct {
 	Policy *policy.Policy
 	// Events, when set, watches the engines resolved here for as long as a cluster uses them.
 	Events *docker.EngineEvents
-	// InMemoryAddress is where the API servers of in-memory clusters listen: an address of the
-	// manager Cluster API's controllers reach; empty: 127.0.0.1.
-	InMemoryAddress string
+	// InMemory configures the engine of in-memory clusters: where their API servers listen,
+	// the host their endpoints carry, where their state is kept (InMemoryStates) and who hears
+	// of a sync that failed. Its GroupLabel is the node layer's cluster label, set here.
+	InMemory runtimes.InMemory
 	// Connect builds the engine of an infrastructure; nil is the one picker, runtimes.New
 	// (tests give an engine of their own).
 	Connect func(runtimes.Config) (runtimes.Runtime, error)
@@ -187,7 +188,9 @@ func (e *Engines) use(key clusterKey, id string) {
 }
 
 func (e *Engines) retireUnused(id string) {
-	if id == "" {
+	// The in-memory engine serves on the manager's address and keeps clusters' state for as
+	// long as the manager runs: it is never made twice.
+	if id == "" || id == infrav1.EngineInMemory {
 		return
 	}
 	for _, used := range e.users {
@@ -278,7 +281,11 @@ func (e *Engines) inMemory(dc *infrav1.DockyardCluster) (*target, error) {
 			return nil, err
 		}
 	}
-	return &target{id: infrav1.EngineInMemory, config: runtimes.Config{InMemory: &runtimes.InMemory{Address: e.opts.InMemoryAddress}}}, nil
+	cfg := e.opts.InMemory
+	for label := range (docker.ClusterKey{}).ClusterLabels() {
+		cfg.GroupLabel = label // a cluster's state is what carries the node layer's cluster label
+	}
+	return &target{id: infrav1.EngineInMemory, config: runtimes.Config{InMemory: &cfg}}, nil
 }
 
 // management is the management cluster as a cluster's infrastructure, in the cluster's own

@@ -14,6 +14,7 @@ import (
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
 	"github.com/dockyard-dev/dockyard/docker"
 	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
+	"github.com/dockyard-dev/dockyard/pkg/container/runtimes"
 	"github.com/dockyard-dev/dockyard/pkg/policy"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
@@ -249,7 +250,7 @@ func TestInMemoryClustersShareTheInMemoryEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := New(docker.NewManager(inmemory.New(), docker.ManagerOptions{}), Options{Policy: p, InMemoryAddress: "127.0.0.1"})
+	e := New(docker.NewManager(inmemory.New(), docker.ManagerOptions{}), Options{Policy: p, InMemory: runtimes.InMemory{Address: "127.0.0.1"}})
 	inMemory := func(namespace, name string) *infrav1.DockyardCluster {
 		dc := dockyardCluster(name, nil)
 		dc.Namespace = namespace

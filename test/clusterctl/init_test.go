@@ -315,10 +315,24 @@ func verifyInit(ctx context.Context, t *testing.T, repo repository, kubeconfig s
 		env[e.Name] = e
 	}
 	// The engine is named by flags; the environment carries only what the Pod learns when it
-	// is placed: its node (management nodes) and its IP (where in-memory API servers listen).
-	if _, ok := env["NODE_NAME"]; !ok || len(env) != 2 || env["POD_IP"].ValueFrom == nil ||
-		env["POD_IP"].ValueFrom.FieldRef == nil || env["POD_IP"].ValueFrom.FieldRef.FieldPath != "status.podIP" {
-		t.Errorf("manager env = %+v, want NODE_NAME and POD_IP from status.podIP only", env)
+	// is placed: its node (management nodes), its IP (where in-memory API servers listen) and
+	// its namespace (whose headless Service names them).
+	fieldOf := func(name string) string {
+		if e, ok := env[name]; ok && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			return e.ValueFrom.FieldRef.FieldPath
+		}
+		return ""
+	}
+	if len(env) != 3 || fieldOf("NODE_NAME") != "spec.nodeName" || fieldOf("POD_IP") != "status.podIP" || fieldOf("POD_NAMESPACE") != "metadata.namespace" {
+		t.Errorf("manager env = %+v, want NODE_NAME, POD_IP and POD_NAMESPACE from the Pod's fields only", env)
+	}
+	if !strings.Contains(args, "--in-memory-host=dockyard-in-memory.$(POD_NAMESPACE).svc") {
+		t.Errorf("manager args %q: in-memory endpoints do not carry the headless Service's name", args)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "dockyard-system", Name: "dockyard-in-memory"}, svc); err != nil ||
+		svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.Selector["control-plane"] != "controller-manager" {
+		t.Errorf("the in-memory clusters' headless Service: %+v, %v", svc.Spec, err)
 	}
 	socket := ""
 	for _, v := range d.Spec.Template.Spec.Volumes {

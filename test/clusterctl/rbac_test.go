@@ -105,7 +105,8 @@ func verifyManagerRBAC(ctx context.Context, t *testing.T, kubeconfig string, c c
 
 // verifyManagerSecretChanges checks that the manager may add and remove its mark of an
 // infrastructure kubeconfig on a Secret (the label and finalizer
-// dockyard.x-k8s.io/infrastructure-kubeconfig) and change nothing else of it.
+// dockyard.x-k8s.io/infrastructure-kubeconfig) and change nothing else of it, and may make,
+// write and delete the records of in-memory clusters and no other Secret.
 func verifyManagerSecretChanges(ctx context.Context, t *testing.T, c, manager client.Client, namespace string) {
 	t.Helper()
 	const mark = "dockyard.x-k8s.io/infrastructure-kubeconfig"
@@ -154,6 +155,29 @@ func verifyManagerSecretChanges(ctx context.Context, t *testing.T, c, manager cl
 	}
 	if err := patch(func(o *corev1.Secret) { o.Finalizers = nil }); err != nil {
 		t.Errorf("the manager letting an infrastructure kubeconfig Secret go: %v", err)
+	}
+
+	// The records of in-memory clusters, and no other Secret, the manager makes, writes and
+	// deletes.
+	const refusal = "only the Secrets that keep its in-memory clusters"
+	opaque := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "made", Namespace: namespace}, Data: map[string][]byte{"x": []byte("y")}}
+	if err := manager.Create(ctx, opaque); err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Errorf("the manager making an Opaque Secret: %v, want it refused by the admission policy", err)
+	}
+	if err := manager.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret.Name, Namespace: namespace}}); err == nil || !strings.Contains(err.Error(), refusal) {
+		t.Errorf("the manager deleting a Secret of the user's: %v, want it refused by the admission policy", err)
+	}
+	record := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "mem-in-memory-state", Namespace: namespace},
+		Type: "dockyard.x-k8s.io/in-memory-state", Data: map[string][]byte{"state": []byte("one")}}
+	if err := manager.Create(ctx, record); err != nil {
+		t.Fatalf("the manager making an in-memory cluster's record: %v", err)
+	}
+	record.Data["state"] = []byte("two")
+	if err := manager.Update(ctx, record); err != nil {
+		t.Errorf("the manager writing an in-memory cluster's record: %v", err)
+	}
+	if err := manager.Delete(ctx, record); err != nil {
+		t.Errorf("the manager deleting an in-memory cluster's record: %v", err)
 	}
 }
 

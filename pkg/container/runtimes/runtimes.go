@@ -78,8 +78,15 @@ type KubernetesCluster struct {
 // InMemory is the in-memory engine (inmemory.Engine).
 type InMemory struct {
 	// Address is where its clusters' API servers listen: an address of the manager its
-	// clients reach; empty: 127.0.0.1.
-	Address string
+	// clients reach; empty: 127.0.0.1. Host is the name or address their endpoints carry;
+	// empty: Address.
+	Address, Host string
+	// State, when set, keeps each cluster (the containers whose GroupLabel has one value)
+	// outside the manager's memory; OnSyncError hears what a sync could not do
+	// (inmemory.EngineOptions).
+	State       inmemory.StateStore
+	GroupLabel  string
+	OnSyncError func(error)
 }
 
 // MaxOwnerLength bounds KubernetesCluster.Owner.
@@ -98,7 +105,7 @@ func FromEnv() Config {
 // String is how the engine is named in messages.
 func (c Config) String() string {
 	if c.InMemory != nil {
-		return "in-memory engine at " + cmp.Or(c.InMemory.Address, "127.0.0.1")
+		return "in-memory engine at " + cmp.Or(c.InMemory.Host, c.InMemory.Address, "127.0.0.1")
 	}
 	if k := c.Kubernetes; k != nil {
 		host := ""
@@ -163,7 +170,8 @@ func (b bounded) Close() error { return b.closer.Close() }
 
 func connect(c Config) (Runtime, error) {
 	if c.InMemory != nil {
-		return inmemory.NewEngine(inmemory.EngineOptions{Address: c.InMemory.Address}), nil
+		m := c.InMemory
+		return inmemory.NewEngine(inmemory.EngineOptions{Address: m.Address, Host: m.Host, State: m.State, GroupLabel: m.GroupLabel, OnSyncError: m.OnSyncError}), nil
 	}
 	if k := c.Kubernetes; k != nil {
 		if k.REST == nil {

@@ -1,0 +1,149 @@
+package infrastructure
+
+import (
+	"context"
+	"strings"
+
+	"github.com/pkg/errors"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
+)
+
+const (
+	// InMemoryStateType is the type of the Secrets that keep in-memory clusters: the only
+	// Secrets the manager may make, change or delete (config/rbac/secret_policy.yaml).
+	InMemoryStateType corev1.SecretType = "dockyard.x-k8s.io/in-memory-state"
+	// inMemoryStateLabel marks them, for listing.
+	inMemoryStateLabel = "dockyard.x-k8s.io/in-memory-state"
+	// inMemoryStateKey holds the engine's record in them.
+	inMemoryStateKey = "state"
+	// inMemoryStateSuffix ends their names: <cluster>-in-memory-state.
+	inMemoryStateSuffix = "-in-memory-state"
+)
+
+// InMemoryStates keeps each in-memory cluster in a Secret of its namespace, owned by its
+// DockyardCluster: the garbage collector removes it with the cluster, and clusterctl move
+// carries it to the management cluster the cluster moves to, whose manager takes it in. It is
+// the in-memory engine's inmemory.StateStore; a group is a DockyardCluster's "namespace/name".
+type InMemoryStates struct {
+	// Client writes the Secrets and reads DockyardClusters; Reader reads the Secrets (the
+	// manager's cache holds only the Secrets it marked).
+	Client client.Client
+	Reader client.Reader
+	// Namespace limits them to the namespace the manager reconciles; empty: every namespace.
+	Namespace string
+}
+
+var _ inmemory.StateStore = &InMemoryStates{}
+
+// secretKey is where a group's record is.
+func secretKey(group string) (client.ObjectKey, error) {
+	namespace, name, ok := strings.Cut(group, "/")
+	if !ok || namespace == "" || name == "" {
+		return client.ObjectKey{}, errors.Errorf("in-memory cluster %q is not namespace/name", group)
+	}
+	return client.ObjectKey{Namespace: namespace, Name: name + inMemoryStateSuffix}, nil
+}
+
+// Save writes a cluster's record, owned by its DockyardCluster; nothing while the
+// DockyardCluster is missing or being deleted.
+func (s *InMemoryStates) Save(ctx context.Context, group string, state []byte) error {
+	key, err := secretKey(group)
+	if err != nil {
+		return err
+	}
+	dc := &infrav1.DockyardCluster{}
+	err = s.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: strings.TrimSuffix(key.Name, inMemoryStateSuffix)}, dc)
+	if apierrors.IsNotFound(err) || (err == nil && !dc.DeletionTimestamp.IsZero()) {
+		return nil
+	} else if err != nil {
+		return errors.Wrapf(err, "reading the DockyardCluster of in-memory cluster %s", group)
+	}
+	secret := &corev1.Secret{}
+	err = s.Reader.Get(ctx, key, secret)
+	if apierrors.IsNotFound(err) {
+		secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+				Labels: map[string]string{inMemoryStateLabel: "", clusterv1.ClusterNameLabel: dc.Labels[clusterv1.ClusterNameLabel]},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "DockyardCluster", Name: dc.Name, UID: dc.UID}},
+			},
+			Type: InMemoryStateType,
+			Data: map[string][]byte{inMemoryStateKey: state},
+		}
+		return errors.Wrapf(s.Client.Create(ctx, secret), "saving in-memory cluster %s", group)
+	} else if err != nil {
+		return errors.Wrapf(err, "reading the record of in-memory cluster %s", group)
+	}
+	if secret.Type != InMemoryStateType {
+		return errors.Errorf("Secret %s is not of type %s: in-memory cluster %s is not saved over it", key, InMemoryStateType, group)
+	}
+	secret.Data = map[string][]byte{inMemoryStateKey: state}
+	return errors.Wrapf(s.Client.Update(ctx, secret), "saving in-memory cluster %s", group)
+}
+
+// Load reads a cluster's record; nil when it has none.
+func (s *InMemoryStates) Load(ctx context.Context, group string) ([]byte, error) {
+	key, err := secretKey(group)
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := s.Reader.Get(ctx, key, secret); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, errors.Wrapf(err, "reading the record of in-memory cluster %s", group)
+	}
+	if secret.Type != InMemoryStateType {
+		return nil, nil
+	}
+	return secret.Data[inMemoryStateKey], nil
+}
+
+// Groups names the clusters that have a record, from the Secrets' metadata.
+func (s *InMemoryStates) Groups(ctx context.Context) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	opts := []client.ListOption{client.HasLabels{inMemoryStateLabel}}
+	if s.Namespace != "" {
+		opts = append(opts, client.InNamespace(s.Namespace))
+	}
+	if err := s.Reader.List(ctx, list, opts...); err != nil {
+		return nil, errors.Wrap(err, "listing the records of in-memory clusters")
+	}
+	groups := make([]string, 0, len(list.Items))
+	for _, m := range list.Items {
+		if name, ok := strings.CutSuffix(m.Name, inMemoryStateSuffix); ok && name != "" {
+			groups = append(groups, m.Namespace+"/"+name)
+		}
+	}
+	return groups, nil
+}
+
+// Delete removes a cluster's record; one that is not there is not an error.
+func (s *InMemoryStates) Delete(ctx context.Context, group string) error {
+	key, err := secretKey(group)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{}
+	if err := s.Reader.Get(ctx, key, secret); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return errors.Wrapf(err, "reading the record of in-memory cluster %s", group)
+	}
+	if secret.Type != InMemoryStateType {
+		return nil // not a record: never the manager's to delete
+	}
+	// That Secret and no other made since under its name.
+	err = s.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return errors.Wrapf(err, "deleting the record of in-memory cluster %s", group)
+}

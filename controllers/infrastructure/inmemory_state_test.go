@@ -1,0 +1,83 @@
+package infrastructure
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/scheme"
+)
+
+// An in-memory cluster's record is a Secret of its namespace, of the records' own type, owned
+// by its DockyardCluster (so the garbage collector and clusterctl move follow the cluster):
+// saved, read, listed and deleted; nothing is saved for a cluster that is gone, and a Secret of
+// another type under a record's name is neither written over nor deleted.
+func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
+	ctx := context.Background()
+	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mem", UID: "dc-uid",
+		Labels: map[string]string{clusterv1.ClusterNameLabel: "mem"}}}
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other" + inMemoryStateSuffix}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{"password": []byte("kept")}}
+	otherDC := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other", UID: "other-uid"}}
+	c := fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(dc, otherDC, theirs).Build()
+	s := &InMemoryStates{Client: c, Reader: c}
+
+	if err := s.Save(ctx, "team-a/mem", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(ctx, "team-a/mem", []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "mem-in-memory-state"}, secret); err != nil {
+		t.Fatal(err)
+	}
+	owners := secret.OwnerReferences
+	if secret.Type != InMemoryStateType || len(owners) != 1 || owners[0].Kind != "DockyardCluster" || owners[0].UID != "dc-uid" ||
+		secret.Labels[clusterv1.ClusterNameLabel] != "mem" {
+		t.Errorf("the record: type %s, owners %+v, labels %v", secret.Type, owners, secret.Labels)
+	}
+	if got, err := s.Load(ctx, "team-a/mem"); err != nil || string(got) != "two" {
+		t.Errorf("Load = %q, %v; want the last save", got, err)
+	}
+	if groups, err := s.Groups(ctx); err != nil || !slices.Equal(groups, []string{"team-a/mem"}) {
+		t.Errorf("Groups = %v, %v", groups, err)
+	}
+
+	if err := s.Save(ctx, "team-a/gone", []byte("x")); err != nil {
+		t.Errorf("saving a cluster whose DockyardCluster is gone: %v", err)
+	}
+	if got, _ := s.Load(ctx, "team-a/gone"); got != nil {
+		t.Errorf("a record was made for a cluster that is gone: %q", got)
+	}
+	if err := s.Save(ctx, "team-a/other", []byte("x")); err == nil {
+		t.Error("a Secret of another type was written over")
+	}
+	if err := s.Delete(ctx, "team-a/other"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(theirs), &corev1.Secret{}); err != nil {
+		t.Errorf("a Secret of another type under a record's name: %v", err)
+	}
+
+	if err := s.Delete(ctx, "team-a/mem"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the record after Delete: %v", err)
+	}
+	if err := s.Delete(ctx, "team-a/mem"); err != nil {
+		t.Errorf("deleting a record that is gone: %v", err)
+	}
+	if _, err := s.Load(ctx, "no-namespace"); err == nil {
+		t.Error("a group that is not namespace/name was taken")
+	}
+}
