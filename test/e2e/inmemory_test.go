@@ -84,6 +84,49 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 		}
 	})
 
+	// The manager restarted: an in-memory cluster's state was kept in a Secret of its namespace,
+	// so the new process serves it again on the same endpoint, with its nodes, objects and etcd
+	// members, and Cluster API goes on with it: the cluster stays Available, a worker added
+	// joins through the restored API server, and deleting the cluster removes its record.
+	It("outlive a restart of the manager", func(ctx SpecContext) {
+		c := clusterSpec{name: "mem-restart", namespace: testNamespacePrefix + "-mem-restart", controlPlane: 1, workers: 1, template: "cluster-template-in-memory.yaml"}
+		DeferCleanup(func(ctx SpecContext) { cleanupCluster(ctx, c, c.name) })
+		createCluster(ctx, c)
+		waitClusterAvailable(ctx, c, clusterTimeout)
+		waitMachinesRunning(ctx, c, 1, 1)
+		record := client.ObjectKey{Namespace: c.namespace, Name: c.name + "-in-memory-state"}
+		Eventually(func() error {
+			return plane.Client().Get(ctx, record, &corev1.Secret{})
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed(), "no record of the in-memory cluster %s", record)
+		// A save once everything settled: the record is written at most every 10 s.
+		time.Sleep(12 * time.Second)
+
+		restarted := time.Now()
+		Expect(plane.RestartDockyard(ctx)).To(Succeed())
+		Eventually(func(g Gomega) {
+			wl, _ := workloadClient(ctx, c)
+			nodes := &corev1.NodeList{}
+			g.Expect(wl.List(ctx, nodes)).To(Succeed(), "the in-memory cluster's API server after the restart")
+			g.Expect(nodes.Items).To(HaveLen(2))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(poll).Should(Succeed())
+		whenDone("in memory: the manager restarted, the cluster served again", restarted)
+		waitClusterAvailable(ctx, c, clusterTimeout)
+		waitMachinesRunning(ctx, c, 1, 1)
+
+		md := &clusterv1.MachineDeployment{}
+		Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-md-0"}, md)).To(Succeed())
+		patch := client.MergeFrom(md.DeepCopy())
+		md.Spec.Replicas = ptr.To[int32](2)
+		Expect(plane.Client().Patch(ctx, md, patch)).To(Succeed())
+		waitMachinesRunning(ctx, c, 1, 2)
+		whenDone("in memory: a worker added after the restart joined", restarted)
+
+		deleteOn(ctx, plane, c)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(plane.Client().Get(ctx, record, &corev1.Secret{}))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(BeTrue(), "the record %s outlived its cluster", record)
+	})
+
 	// Faults injected through the stop annotation, acted on by Cluster API's own remediation: a
 	// MachineHealthCheck per kind of machine sees a Node whose kubelet stopped (Ready Unknown),
 	// the MachineDeployment replaces its worker and KubeadmControlPlane its control plane
