@@ -327,6 +327,12 @@ func run(o options) error {
 				ctrl.Log.WithName("in-memory").Error(err, "Keeping in-memory clusters' state")
 			}},
 	})
+	// Once the manager stopped: the in-memory engine saves what changed since its last sync.
+	defer func() {
+		if err := engines.Close(); err != nil {
+			ctrl.Log.WithName("setup").Error(err, "Closing the engines")
+		}
+	}()
 	if err := setupControllers(ctx, mgr, o, engines, engineEvents, secretCachingClient); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -80,10 +81,12 @@ type Engines struct {
 	users   map[clusterKey]string
 }
 
-// engine is the node layer of one infrastructure, made from one version of its credentials.
+// engine is the node layer of one infrastructure, made from one version of its credentials,
+// and the engine's connection.
 type engine struct {
 	version string
 	nodes   *docker.Manager
+	rt      runtimes.Runtime
 }
 
 // clusterKey is a DockyardCluster's namespace and name.
@@ -135,13 +138,28 @@ func (e *Engines) For(ctx context.Context, dc *infrav1.DockyardCluster) (*docker
 		// Its credentials changed: the engine of the version before is retired.
 		e.retire(old)
 	}
-	eng := &engine{version: t.version, nodes: e.host.ForEngine(rt)}
+	eng := &engine{version: t.version, nodes: e.host.ForEngine(rt), rt: rt}
 	e.engines[t.id] = eng
 	if e.opts.Events != nil {
 		e.opts.Events.Add(eng.nodes)
 	}
 	e.use(key, t.id)
 	return eng.nodes, nil
+}
+
+// Close closes the engines made here, as the manager stops: the in-memory engine saves the
+// clusters that changed since its last sync.
+func (e *Engines) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	for id, eng := range e.engines {
+		if eng.rt != nil {
+			errs = append(errs, eng.rt.Close())
+		}
+		delete(e.engines, id)
+	}
+	return kerrors.NewAggregate(errs)
 }
 
 // Where names the engine a DockyardCluster's nodes ran on when For last resolved it:

@@ -32,8 +32,8 @@ const (
 // carries it to the management cluster the cluster moves to, whose manager takes it in. It is
 // the in-memory engine's inmemory.StateStore; a group is a DockyardCluster's "namespace/name".
 type InMemoryStates struct {
-	// Client writes the Secrets and reads DockyardClusters; Reader reads the Secrets (the
-	// manager's cache holds only the Secrets it marked).
+	// Client writes the Secrets; Reader reads them (the manager's cache holds only the Secrets
+	// it marked) and the DockyardClusters.
 	Client client.Client
 	Reader client.Reader
 	// Namespace limits them to the namespace the manager reconciles; empty: every namespace.
@@ -59,7 +59,8 @@ func (s *InMemoryStates) Save(ctx context.Context, group string, state []byte) e
 		return err
 	}
 	dc := &infrav1.DockyardCluster{}
-	err = s.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: strings.TrimSuffix(key.Name, inMemoryStateSuffix)}, dc)
+	// Read, not cached: the last save runs as the manager stops, its cache with it.
+	err = s.Reader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: strings.TrimSuffix(key.Name, inMemoryStateSuffix)}, dc)
 	if apierrors.IsNotFound(err) || (err == nil && !dc.DeletionTimestamp.IsZero()) {
 		return nil
 	} else if err != nil {

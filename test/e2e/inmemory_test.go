@@ -98,9 +98,7 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 		Eventually(func() error {
 			return plane.Client().Get(ctx, record, &corev1.Secret{})
 		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed(), "no record of the in-memory cluster %s", record)
-		// A save once everything settled: the record is written at most every 10 s.
-		time.Sleep(12 * time.Second)
-
+		// The manager stops gracefully: it saves what changed since its last sync.
 		restarted := time.Now()
 		Expect(plane.RestartDockyard(ctx)).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -206,8 +206,8 @@ func (e *Engine) RemoveFront(_ context.Context, name string) error {
 	return nil
 }
 
-// Close stops every front and the API servers behind them, and the engine's syncs: what it
-// saved stays saved.
+// Close stops the engine's syncs, saving what changed since the last one (a manager that
+// stops keeps its clusters as they are), then every front and the API servers behind them.
 func (e *Engine) Close() error {
 	if e.persist != nil {
 		e.syncMu.Lock()
@@ -215,6 +215,13 @@ func (e *Engine) Close() error {
 		case <-e.persist.stop:
 		default:
 			close(e.persist.stop)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*e.persist.interval)
+			for _, group := range e.groups() {
+				if err := e.save(ctx, group); err != nil && e.onSyncError != nil {
+					e.onSyncError(err)
+				}
+			}
+			cancel()
 		}
 		e.syncMu.Unlock()
 	}
