@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
-	"github.com/dockyard-dev/dockyard/pkg/container/inmemory"
 )
 
 const (
@@ -30,7 +29,7 @@ const (
 // InMemoryStates keeps each in-memory cluster in a Secret of its namespace, owned by its
 // DockyardCluster: the garbage collector removes it with the cluster, and clusterctl move
 // carries it to the management cluster the cluster moves to, whose manager takes it in. It is
-// the in-memory engine's inmemory.StateStore; a group is a DockyardCluster's "namespace/name".
+// the in-memory engine's StateStore (runtimes.InMemory.State); a group is a DockyardCluster's "namespace/name".
 type InMemoryStates struct {
 	// Client writes the Secrets; Reader reads them (the manager's cache holds only the Secrets
 	// it marked) and the DockyardClusters.
@@ -39,8 +38,6 @@ type InMemoryStates struct {
 	// Namespace limits them to the namespace the manager reconciles; empty: every namespace.
 	Namespace string
 }
-
-var _ inmemory.StateStore = &InMemoryStates{}
 
 // secretKey is where a group's record is.
 func secretKey(group string) (client.ObjectKey, error) {
@@ -71,7 +68,7 @@ func (s *InMemoryStates) Save(ctx context.Context, group string, state []byte) e
 	if apierrors.IsNotFound(err) {
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-				Labels: map[string]string{inMemoryStateLabel: "", clusterv1.ClusterNameLabel: dc.Labels[clusterv1.ClusterNameLabel]},
+				Labels:          map[string]string{inMemoryStateLabel: "", clusterv1.ClusterNameLabel: dc.Labels[clusterv1.ClusterNameLabel]},
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "DockyardCluster", Name: dc.Name, UID: dc.UID}},
 			},
 			Type: InMemoryStateType,

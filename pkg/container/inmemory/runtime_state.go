@@ -150,23 +150,6 @@ func (r *Runtime) forgetGroup(label, value string) {
 	}
 }
 
-// labelsOf returns the labels of a container, network or volume of that name; nil when there
-// is none.
-func (r *Runtime) labelsOf(name string) map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.containers[name]; ok {
-		return c.State.Labels
-	}
-	if n, ok := r.networks[name]; ok {
-		return n.Labels
-	}
-	if v, ok := r.volumes[name]; ok {
-		return v.Labels
-	}
-	return nil
-}
-
 func (p *pool) state() *PoolState {
 	if p == nil {
 		return nil
