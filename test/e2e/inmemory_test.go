@@ -34,12 +34,19 @@ func inMemoryClusters() int {
 	return n
 }
 
-// In-memory clusters (the in-memory flavor) with Cluster API's own controllers: each comes up
-// Available, its control plane initialized by KubeadmControlPlane through the API server the
-// manager serves, its Machines Running with their Nodes Ready and carrying their providerIDs;
-// deleting them stops their API servers and leaves nothing. Nothing runs on the engine.
+// In-memory clusters (the in-memory flavor) with Cluster API's own controllers, as one scenario
+// so that CI pays for the clusters once:
+//   - each comes up Available, its control plane initialized by KubeadmControlPlane through the
+//     API server the manager serves, its Machines Running with their Nodes Ready and carrying
+//     their providerIDs; nothing runs on the engine;
+//   - the manager restarted, every cluster is served again on its endpoint from its record;
+//   - a fault (the stop annotation) stops a node's kubelet: Cluster API's MachineHealthChecks
+//     see its Node Unknown and the MachineDeployment, then KubeadmControlPlane (three control
+//     plane machines, so etcd keeps its quorum), replace the machine, whose successor joins
+//     through the restored API server;
+//   - deleting them stops their API servers and removes their records.
 var _ = Describe("In-memory clusters", Label("inmemory"), func() {
-	It("come up with Cluster API's controllers, Available with Machines Running, and go when deleted", func(ctx SpecContext) {
+	It("come up with Cluster API's controllers, outlive a restart of the manager, are remediated when a fault stops a kubelet, and go when deleted", func(ctx SpecContext) {
 		const workers = 2
 		ns := testNamespacePrefix + "-mem"
 		count := inMemoryClusters()
@@ -47,6 +54,9 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 		for i := range cs {
 			cs[i] = clusterSpec{name: fmt.Sprintf("mem-%d", i), namespace: ns, controlPlane: 1, workers: workers, template: "cluster-template-in-memory.yaml"}
 		}
+		// The one remediated: three control plane machines.
+		healed := &cs[0]
+		healed.controlPlane = 3
 		DeferCleanup(func(ctx SpecContext) {
 			for _, c := range cs {
 				cleanupCluster(ctx, c, c.name)
@@ -57,12 +67,18 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 		for _, c := range cs {
 			createCluster(ctx, c)
 		}
+		for _, mhc := range []*clusterv1.MachineHealthCheck{
+			remediatingHealthCheck(*healed, "control-plane", map[string]string{clusterv1.MachineControlPlaneLabel: ""}),
+			remediatingHealthCheck(*healed, "workers", map[string]string{clusterv1.MachineDeploymentNameLabel: healed.name + "-md-0"}),
+		} {
+			Expect(plane.Client().Create(ctx, mhc)).To(Succeed())
+		}
 		for _, c := range cs {
 			waitClusterAvailable(ctx, c, clusterTimeout)
-			waitMachinesRunning(ctx, c, 1, workers)
+			waitMachinesRunning(ctx, c, c.controlPlane, workers)
 		}
-		whenDone(fmt.Sprintf("in memory: %d clusters of 1+%d Available, Machines Running, Nodes Ready", count, workers), start)
-		fmt.Fprintf(GinkgoWriter, "the manager's resident memory with %d in-memory clusters of 1+%d: %d MiB\n", count, workers, plane.ResidentMemory(framework.DockyardManager)>>20)
+		whenDone(fmt.Sprintf("in memory: %d clusters (one of 3+%d, the others 1+%d) Available, Machines Running, Nodes Ready", count, workers, workers), start)
+		fmt.Fprintf(GinkgoWriter, "the manager's resident memory with %d in-memory clusters: %d MiB\n", count, plane.ResidentMemory(framework.DockyardManager)>>20)
 
 		var endpoints []string
 		for _, c := range cs {
@@ -71,84 +87,30 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 			Expect(dc.Status.Engine).To(Equal(infrav1.EngineInMemory), "DockyardCluster %s", c.name)
 			Expect(dc.Spec.ControlPlaneEndpoint.Host).To(Equal(inMemoryAddress), "DockyardCluster %s's endpoint", c.name)
 			endpoints = append(endpoints, net.JoinHostPort(dc.Spec.ControlPlaneEndpoint.Host, strconv.Itoa(int(dc.Spec.ControlPlaneEndpoint.Port))))
+			Eventually(func() error {
+				return plane.Client().Get(ctx, inMemoryRecord(c), &corev1.Secret{})
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed(), "the record of in-memory cluster %s", c.name)
 		}
-		deleted := time.Now()
-		deleteOn(ctx, plane, cs...)
-		whenDone(fmt.Sprintf("in memory: %d clusters deleted", count), deleted)
-		for _, endpoint := range endpoints {
-			conn, err := net.DialTimeout("tcp", endpoint, 2*time.Second)
-			if err == nil {
-				_ = conn.Close()
-			}
-			Expect(err).To(HaveOccurred(), "a deleted in-memory cluster's API server still listens on %s", endpoint)
-		}
-	})
 
-	// The manager restarted: an in-memory cluster's state was kept in a Secret of its namespace,
-	// so the new process serves it again on the same endpoint, with its nodes, objects and etcd
-	// members, and Cluster API goes on with it: the cluster stays Available, a worker added
-	// joins through the restored API server, and deleting the cluster removes its record.
-	It("outlive a restart of the manager", func(ctx SpecContext) {
-		c := clusterSpec{name: "mem-restart", namespace: testNamespacePrefix + "-mem-restart", controlPlane: 1, workers: 1, template: "cluster-template-in-memory.yaml"}
-		DeferCleanup(func(ctx SpecContext) { cleanupCluster(ctx, c, c.name) })
-		createCluster(ctx, c)
-		waitClusterAvailable(ctx, c, clusterTimeout)
-		waitMachinesRunning(ctx, c, 1, 1)
-		record := client.ObjectKey{Namespace: c.namespace, Name: c.name + "-in-memory-state"}
-		Eventually(func() error {
-			return plane.Client().Get(ctx, record, &corev1.Secret{})
-		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(Succeed(), "no record of the in-memory cluster %s", record)
-		// The manager stops gracefully: it saves what changed since its last sync.
+		By("restarting the manager: it stops gracefully, saving what changed, and takes every cluster in again")
 		restarted := time.Now()
 		Expect(plane.RestartDockyard(ctx)).To(Succeed())
-		Eventually(func(g Gomega) {
-			wl, _ := workloadClient(ctx, c)
-			nodes := &corev1.NodeList{}
-			g.Expect(wl.List(ctx, nodes)).To(Succeed(), "the in-memory cluster's API server after the restart")
-			g.Expect(nodes.Items).To(HaveLen(2))
-		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(poll).Should(Succeed())
-		whenDone("in memory: the manager restarted, the cluster served again", restarted)
-		waitClusterAvailable(ctx, c, clusterTimeout)
-		waitMachinesRunning(ctx, c, 1, 1)
-
-		md := &clusterv1.MachineDeployment{}
-		Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name + "-md-0"}, md)).To(Succeed())
-		patch := client.MergeFrom(md.DeepCopy())
-		md.Spec.Replicas = ptr.To[int32](2)
-		Expect(plane.Client().Patch(ctx, md, patch)).To(Succeed())
-		waitMachinesRunning(ctx, c, 1, 2)
-		whenDone("in memory: a worker added after the restart joined", restarted)
-
-		deleteOn(ctx, plane, c)
-		Eventually(func() bool {
-			return apierrors.IsNotFound(plane.Client().Get(ctx, record, &corev1.Secret{}))
-		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(BeTrue(), "the record %s outlived its cluster", record)
-	})
-
-	// Faults injected through the stop annotation, acted on by Cluster API's own remediation: a
-	// MachineHealthCheck per kind of machine sees a Node whose kubelet stopped (Ready Unknown),
-	// the MachineDeployment replaces its worker and KubeadmControlPlane its control plane
-	// machine (three, so etcd keeps its quorum), and the cluster is whole again.
-	It("are remediated by Cluster API when a fault stops a node's kubelet", func(ctx SpecContext) {
-		c := clusterSpec{name: "mem-heal", namespace: testNamespacePrefix + "-mem-heal", controlPlane: 3, workers: 2, template: "cluster-template-in-memory.yaml"}
-		DeferCleanup(func(ctx SpecContext) { cleanupCluster(ctx, c, c.name) })
-		start := time.Now()
-		createCluster(ctx, c)
-		for _, mhc := range []*clusterv1.MachineHealthCheck{
-			remediatingHealthCheck(c, "control-plane", map[string]string{clusterv1.MachineControlPlaneLabel: ""}),
-			remediatingHealthCheck(c, "workers", map[string]string{clusterv1.MachineDeploymentNameLabel: c.name + "-md-0"}),
-		} {
-			Expect(plane.Client().Create(ctx, mhc)).To(Succeed())
+		for _, c := range cs {
+			Eventually(func(g Gomega) {
+				wl, _ := workloadClient(ctx, c)
+				nodes := &corev1.NodeList{}
+				g.Expect(wl.List(ctx, nodes)).To(Succeed(), "in-memory cluster %s after the restart", c.name)
+				g.Expect(nodes.Items).To(HaveLen(c.controlPlane+workers), "in-memory cluster %s's Nodes after the restart", c.name)
+			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(poll).Should(Succeed())
 		}
-		waitClusterAvailable(ctx, c, clusterTimeout)
-		waitMachinesRunning(ctx, c, 3, 2)
-		whenDone("in memory: a cluster of 3+2 with MachineHealthChecks Available", start)
+		whenDone(fmt.Sprintf("in memory: the manager restarted, %d clusters served again", count), restarted)
 
 		for _, controlPlane := range []bool{false, true} {
-			faulty := machines(ctx, c, controlPlane)[0]
+			faulty := machines(ctx, *healed, controlPlane)[0]
+			By("stopping the kubelet of " + faulty.Name)
 			injected := time.Now()
 			dm := &infrav1.DockyardMachine{}
-			Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: faulty.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
+			Expect(plane.Client().Get(ctx, client.ObjectKey{Namespace: healed.namespace, Name: faulty.Spec.InfrastructureRef.Name}, dm)).To(Succeed())
 			patch := client.MergeFrom(dm.DeepCopy())
 			dm.Annotations = map[string]string{infrav1.StopAnnotation: "kubelet"}
 			Expect(plane.Client().Patch(ctx, dm, patch)).To(Succeed())
@@ -157,12 +119,30 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 				err := plane.Client().Get(ctx, client.ObjectKeyFromObject(&faulty), got)
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s with its kubelet stopped is still there: %v", faulty.Name, conditionsOf(got))
 			}).WithContext(ctx).WithTimeout(clusterTimeout).WithPolling(poll).Should(Succeed())
-			waitMachinesRunning(ctx, c, 3, 2)
+			waitMachinesRunning(ctx, *healed, 3, workers)
 			whenDone(fmt.Sprintf("in memory: kubelet stopped in %s, replaced and the cluster whole again", faulty.Name), injected)
 		}
-		deleteOn(ctx, plane, c)
+
+		deleted := time.Now()
+		deleteOn(ctx, plane, cs...)
+		whenDone(fmt.Sprintf("in memory: %d clusters deleted", count), deleted)
+		for i, endpoint := range endpoints {
+			conn, err := net.DialTimeout("tcp", endpoint, 2*time.Second)
+			if err == nil {
+				_ = conn.Close()
+			}
+			Expect(err).To(HaveOccurred(), "a deleted in-memory cluster's API server still listens on %s", endpoint)
+			Eventually(func() bool {
+				return apierrors.IsNotFound(plane.Client().Get(ctx, inMemoryRecord(cs[i]), &corev1.Secret{}))
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(BeTrue(), "the record of %s outlived its cluster", cs[i].name)
+		}
 	})
 })
+
+// inMemoryRecord is where an in-memory cluster is kept: a Secret of its namespace.
+func inMemoryRecord(c clusterSpec) client.ObjectKey {
+	return client.ObjectKey{Namespace: c.namespace, Name: c.name + "-in-memory-state"}
+}
 
 // remediatingHealthCheck is a MachineHealthCheck of a cluster's machines matching labels that
 // remediates a machine whose Node has been Ready Unknown for 10 s.
