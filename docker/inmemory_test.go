@@ -238,13 +238,18 @@ func kubeadmNode(ctx context.Context, t *testing.T, m *Manager, key ClusterKey, 
 type records struct {
 	mu   sync.Mutex
 	data map[string][]byte
+	// ownerless groups have no owner to keep their records: Save writes nothing.
+	ownerless map[string]bool
 }
 
-func (r *records) Save(_ context.Context, group string, state []byte) error {
+func (r *records) Save(_ context.Context, group string, state []byte) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ownerless[group] {
+		return false, nil
+	}
 	r.data[group] = state
-	return nil
+	return true, nil
 }
 
 func (r *records) Load(_ context.Context, group string) ([]byte, error) {
@@ -281,6 +286,20 @@ func TestInMemoryClustersOutliveTheEngine(t *testing.T) {
 	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
 	md := kubeadmNode(ctx, t, m, key, network, "mem-md-1", RoleWorker, bootstrapdata.Join(endpoint))
 	run(ctx, t, md, nodecmd.StopService(nodecmd.Kubelet))
+
+	// A record the store does not write (no owner found for it): the cluster stays, however
+	// often the engine syncs.
+	store.ownerless = map[string]bool{key.String(): true}
+	for range 2 {
+		if err := first.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := m.FindNode(ctx, key, "mem-cp-1"); err != nil || n == nil {
+		t.Fatalf("a cluster whose record was not written was let go: %+v, %v", n, err)
+	}
+	store.ownerless = nil
+
 	if err := first.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +363,7 @@ func TestInMemoryClustersOutliveTheEngine(t *testing.T) {
 	}
 
 	// The record back (the cluster moved here): the running engine takes it in.
-	if err := store.Save(ctx, key.String(), record); err != nil {
+	if _, err := store.Save(ctx, key.String(), record); err != nil {
 		t.Fatal(err)
 	}
 	if err := again.Sync(ctx); err != nil {

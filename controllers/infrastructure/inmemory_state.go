@@ -2,12 +2,14 @@ package infrastructure
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/pkg/errors"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,10 +28,11 @@ const (
 	inMemoryStateSuffix = "-in-memory-state"
 )
 
-// InMemoryStates keeps each in-memory cluster in a Secret of its namespace, owned by its
-// DockyardCluster: the garbage collector removes it with the cluster, and clusterctl move
-// carries it to the management cluster the cluster moves to, whose manager takes it in. It is
-// the in-memory engine's StateStore (runtimes.InMemory.State); a group is a DockyardCluster's "namespace/name".
+// InMemoryStates keeps each in-memory cluster in a Secret of its namespace,
+// <cluster>-in-memory-state, owned by its DockyardCluster: the garbage collector removes it with
+// the cluster, and clusterctl move carries it to the management cluster the cluster moves to,
+// whose manager takes it in. It is the in-memory engine's StateStore (runtimes.InMemory.State);
+// a group is a Cluster's "namespace/name" (the node layer's cluster label).
 type InMemoryStates struct {
 	// Client writes the Secrets; Reader reads them (the manager's cache holds only the Secrets
 	// it marked) and the DockyardClusters.
@@ -48,41 +51,76 @@ func secretKey(group string) (client.ObjectKey, error) {
 	return client.ObjectKey{Namespace: namespace, Name: name + inMemoryStateSuffix}, nil
 }
 
-// Save writes a cluster's record, owned by its DockyardCluster; nothing while the
-// DockyardCluster is missing or being deleted.
-func (s *InMemoryStates) Save(ctx context.Context, group string, state []byte) error {
+// Save writes a cluster's record: most often its data only, in one call, the record's type
+// tested in the same patch (a Secret of another type under its name is never written over);
+// the first time, a record owned by the cluster's DockyardCluster. Nothing is written, and saved
+// is false, while the Cluster or its DockyardCluster is missing or being deleted.
+func (s *InMemoryStates) Save(ctx context.Context, group string, state []byte) (saved bool, err error) {
 	key, err := secretKey(group)
+	if err != nil {
+		return false, err
+	}
+	err = s.patch(ctx, key, state)
+	if !apierrors.IsNotFound(err) {
+		return err == nil, errors.Wrapf(err, "saving in-memory cluster %s", group)
+	}
+	owner, err := s.owner(ctx, key.Namespace, strings.TrimSuffix(key.Name, inMemoryStateSuffix))
+	if owner == nil || err != nil {
+		return false, err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels:          map[string]string{inMemoryStateLabel: "", clusterv1.ClusterNameLabel: strings.TrimSuffix(key.Name, inMemoryStateSuffix)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "DockyardCluster", Name: owner.Name, UID: owner.UID}},
+		},
+		Type: InMemoryStateType,
+		Data: map[string][]byte{inMemoryStateKey: state},
+	}
+	if err := s.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
+		err = s.patch(ctx, key, state)
+		return err == nil, errors.Wrapf(err, "saving in-memory cluster %s", group)
+	} else if err != nil {
+		return false, errors.Wrapf(err, "saving in-memory cluster %s", group)
+	}
+	return true, nil
+}
+
+// patch replaces a record's data, testing its type in the same JSON patch.
+func (s *InMemoryStates) patch(ctx context.Context, key client.ObjectKey, state []byte) error {
+	ops, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/type", "value": string(InMemoryStateType)},
+		{"op": "add", "path": "/data/" + inMemoryStateKey, "value": state},
+	})
 	if err != nil {
 		return err
 	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	return s.Client.Patch(ctx, secret, client.RawPatch(types.JSONPatchType, ops))
+}
+
+// owner is the DockyardCluster of a Cluster, read, not cached; nil while either is missing or
+// being deleted.
+func (s *InMemoryStates) owner(ctx context.Context, namespace, clusterName string) (*infrav1.DockyardCluster, error) {
+	cluster := &clusterv1.Cluster{}
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: clusterName}, cluster); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, errors.Wrapf(err, "reading Cluster %s/%s", namespace, clusterName)
+	}
+	ref := cluster.Spec.InfrastructureRef
+	if !cluster.DeletionTimestamp.IsZero() || ref.Kind != "DockyardCluster" || ref.Name == "" {
+		return nil, nil
+	}
 	dc := &infrav1.DockyardCluster{}
-	// Read, not cached: the last save runs as the manager stops, its cache with it.
-	err = s.Reader.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: strings.TrimSuffix(key.Name, inMemoryStateSuffix)}, dc)
-	if apierrors.IsNotFound(err) || (err == nil && !dc.DeletionTimestamp.IsZero()) {
-		return nil
+	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, dc); apierrors.IsNotFound(err) {
+		return nil, nil
 	} else if err != nil {
-		return errors.Wrapf(err, "reading the DockyardCluster of in-memory cluster %s", group)
+		return nil, errors.Wrapf(err, "reading DockyardCluster %s/%s", namespace, ref.Name)
 	}
-	secret := &corev1.Secret{}
-	err = s.Reader.Get(ctx, key, secret)
-	if apierrors.IsNotFound(err) {
-		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-				Labels:          map[string]string{inMemoryStateLabel: "", clusterv1.ClusterNameLabel: dc.Labels[clusterv1.ClusterNameLabel]},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "DockyardCluster", Name: dc.Name, UID: dc.UID}},
-			},
-			Type: InMemoryStateType,
-			Data: map[string][]byte{inMemoryStateKey: state},
-		}
-		return errors.Wrapf(s.Client.Create(ctx, secret), "saving in-memory cluster %s", group)
-	} else if err != nil {
-		return errors.Wrapf(err, "reading the record of in-memory cluster %s", group)
+	if !dc.DeletionTimestamp.IsZero() {
+		return nil, nil
 	}
-	if secret.Type != InMemoryStateType {
-		return errors.Errorf("Secret %s is not of type %s: in-memory cluster %s is not saved over it", key, InMemoryStateType, group)
-	}
-	secret.Data = map[string][]byte{inMemoryStateKey: state}
-	return errors.Wrapf(s.Client.Update(ctx, secret), "saving in-memory cluster %s", group)
+	return dc, nil
 }
 
 // Load reads a cluster's record; nil when it has none.

@@ -17,24 +17,30 @@ import (
 )
 
 // An in-memory cluster's record is a Secret of its namespace, of the records' own type, owned
-// by its DockyardCluster (so the garbage collector and clusterctl move follow the cluster):
-// saved, read, listed and deleted; nothing is saved for a cluster that is gone, and a Secret of
-// another type under a record's name is neither written over nor deleted.
+// by its DockyardCluster (so the garbage collector and clusterctl move follow the cluster), named
+// after its Cluster, whose DockyardCluster may be named otherwise (a ClusterClass's): saved,
+// read, listed and deleted; nothing is saved for a cluster that is gone, and a Secret of another
+// type under a record's name is neither written over nor deleted.
 func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
 	ctx := context.Background()
-	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mem", UID: "dc-uid",
+	// A ClusterClass's Cluster: its DockyardCluster has a name of its own.
+	cluster := func(name, dc string) *clusterv1.Cluster {
+		return &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "DockyardCluster", Name: dc}}}
+	}
+	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mem-x7k2p", UID: "dc-uid",
 		Labels: map[string]string{clusterv1.ClusterNameLabel: "mem"}}}
 	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other" + inMemoryStateSuffix}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"password": []byte("kept")}}
 	otherDC := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other", UID: "other-uid"}}
-	c := fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(dc, otherDC, theirs).Build()
+	c := fakeclient.NewClientBuilder().WithScheme(scheme.New()).
+		WithObjects(cluster("mem", "mem-x7k2p"), dc, cluster("other", "other"), otherDC, theirs, cluster("no-infra", "missing")).Build()
 	s := &InMemoryStates{Client: c, Reader: c}
 
-	if err := s.Save(ctx, "team-a/mem", []byte("one")); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Save(ctx, "team-a/mem", []byte("two")); err != nil {
-		t.Fatal(err)
+	for _, state := range []string{"one", "two"} {
+		if saved, err := s.Save(ctx, "team-a/mem", []byte(state)); err != nil || !saved {
+			t.Fatalf("saving %q: saved %v, %v", state, saved, err)
+		}
 	}
 	secret := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "mem-in-memory-state"}, secret); err != nil {
@@ -52,20 +58,23 @@ func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
 		t.Errorf("Groups = %v, %v", groups, err)
 	}
 
-	if err := s.Save(ctx, "team-a/gone", []byte("x")); err != nil {
-		t.Errorf("saving a cluster whose DockyardCluster is gone: %v", err)
+	for _, gone := range []string{"team-a/gone", "team-a/no-infra"} {
+		if saved, err := s.Save(ctx, gone, []byte("x")); err != nil || saved {
+			t.Errorf("saving %s, whose Cluster or DockyardCluster is gone: saved %v, %v", gone, saved, err)
+		}
+		if got, _ := s.Load(ctx, gone); got != nil {
+			t.Errorf("a record was made for %s: %q", gone, got)
+		}
 	}
-	if got, _ := s.Load(ctx, "team-a/gone"); got != nil {
-		t.Errorf("a record was made for a cluster that is gone: %q", got)
-	}
-	if err := s.Save(ctx, "team-a/other", []byte("x")); err == nil {
+	if saved, err := s.Save(ctx, "team-a/other", []byte("x")); err == nil || saved {
 		t.Error("a Secret of another type was written over")
 	}
 	if err := s.Delete(ctx, "team-a/other"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(theirs), &corev1.Secret{}); err != nil {
-		t.Errorf("a Secret of another type under a record's name: %v", err)
+	kept := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(theirs), kept); err != nil || string(kept.Data["password"]) != "kept" || kept.Data["state"] != nil {
+		t.Errorf("a Secret of another type under a record's name: %v, %v", kept.Data, err)
 	}
 
 	if err := s.Delete(ctx, "team-a/mem"); err != nil {

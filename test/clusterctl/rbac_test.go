@@ -172,8 +172,9 @@ func verifyManagerSecretChanges(ctx context.Context, t *testing.T, c, manager cl
 	if err := manager.Create(ctx, record); err != nil {
 		t.Fatalf("the manager making an in-memory cluster's record: %v", err)
 	}
-	record.Data["state"] = []byte("two")
-	if err := manager.Update(ctx, record); err != nil {
+	written := record.DeepCopy()
+	written.Data["state"] = []byte("two")
+	if err := manager.Patch(ctx, written, client.MergeFrom(record)); err != nil {
 		t.Errorf("the manager writing an in-memory cluster's record: %v", err)
 	}
 	if err := manager.Delete(ctx, record); err != nil {

@@ -21,9 +21,9 @@ import (
 // (the value of the engine's group label: a cluster), so that the engine of a manager started
 // again, or of the manager a cluster moved to, serves the cluster as it was.
 type StateStore interface {
-	// Save writes a group's record, made or replaced; a group whose owner is gone is not an
-	// error and writes nothing.
-	Save(ctx context.Context, group string, state []byte) error
+	// Save writes a group's record, made or replaced, and says so; a group whose owner is gone
+	// (or going) is not an error: nothing is written, and saved is false.
+	Save(ctx context.Context, group string, state []byte) (saved bool, err error)
 	// Load reads a group's record; nil and no error when there is none.
 	Load(ctx context.Context, group string) ([]byte, error)
 	// Groups names the groups that have a record.
@@ -137,8 +137,14 @@ func (e *Engine) save(ctx context.Context, group string) error {
 	if err != nil {
 		return err
 	}
-	if err := e.persist.store.Save(ctx, group, data); err != nil {
+	written, err := e.persist.store.Save(ctx, group, data)
+	if err != nil {
 		return errors.Wrapf(err, "saving in-memory cluster %s", group)
+	}
+	if !written {
+		// Not saved, so never let go for want of a record: its owner is going, and so are its
+		// containers.
+		return nil
 	}
 	e.stateMu.Lock()
 	e.persist.saved[group] = savedAt{changes: changes, version: version}
