@@ -252,7 +252,9 @@ func (e *Engine) forget(group string) {
 	for _, name := range gone {
 		_ = e.RemoveFront(context.Background(), name)
 	}
-	e.forgetGroup(e.persist.label, group)
+	for _, name := range e.forgetGroup(e.persist.label, group) {
+		e.Nodes.forget(name)
+	}
 	e.stateMu.Lock()
 	delete(e.persist.saved, group)
 	delete(e.persist.changes, group)

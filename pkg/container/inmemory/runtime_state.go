@@ -128,13 +128,16 @@ func (r *Runtime) restoreGroup(st GroupState) error {
 	return nil
 }
 
-// forgetGroup drops what carries label=value, as if it never was: no event, no hook.
-func (r *Runtime) forgetGroup(label, value string) {
+// forgetGroup drops what carries label=value, as if it never was (no event, no hook), and
+// names the containers it dropped.
+func (r *Runtime) forgetGroup(label, value string) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var names []string
 	for _, c := range r.labelled(map[string]string{label: value}) {
 		r.unindex(c)
 		delete(r.containers, c.Spec.Name)
+		names = append(names, c.Spec.Name)
 	}
 	for name, n := range r.networks {
 		if n.Labels[label] == value {
@@ -148,6 +151,7 @@ func (r *Runtime) forgetGroup(label, value string) {
 			delete(r.volumes, name)
 		}
 	}
+	return names
 }
 
 func (p *pool) state() *PoolState {
