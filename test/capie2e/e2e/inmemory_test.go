@@ -68,8 +68,11 @@ var _ = Describe("ClusterClass changes, in-memory clusters", inMemory, func() {
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "in-memory",
 			ModifyControlPlaneFields:                             map[string]any{"spec.kubeadmConfigSpec.verbosity": int64(4)},
 			ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]any{"spec.template.spec.verbosity": int64(4)},
-			// A field of Dockyard's machine template no ClusterClass patch sets.
-			ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]any{"spec.template.spec.bootstrapTimeout": "6m"},
+			// A field of Dockyard's machine template no ClusterClass patch sets (the
+			// bootstrapTimeout variable's patch sets that one).
+			ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]any{
+				"spec.template.spec.preLoadImages": []any{"localhost/dockyard/haproxy:latest"},
+			},
 		}
 	})
 })
