@@ -324,7 +324,7 @@ test-e2e-kubernetes: images component-images netpol-image release-manifests ## N
 E2E_SCALE_CLUSTERS ?= 10
 
 .PHONY: test-e2e-inmemory
-test-e2e-inmemory: images component-images release-manifests ## In-memory clusters: Cluster API's ScaleSpec on the in-memory flavor (E2E_SCALE_CLUSTERS ClusterClass clusters of 1+1, whose nodes exist in the manager's memory: made at KUBERNETES_VERSION_UPGRADE_FROM, upgraded, deleted), and its ClusterClass changes and rollout specs, on a management cluster of containers where Dockyard runs as Pods.
+test-e2e-inmemory: images component-images release-manifests ## In-memory clusters: Cluster API's ScaleSpec on the in-memory flavor (E2E_SCALE_CLUSTERS ClusterClass clusters of 1+1, whose nodes exist in the manager's memory: made at KUBERNETES_VERSION_UPGRADE_FROM, upgraded, deleted) on a management cluster of containers where Dockyard runs as Pods.
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)-inmemory" CAPI_E2E_ENV='DOCKYARD_E2E_SCALE_CLUSTERS=$(E2E_SCALE_CLUSTERS)' \
 		CAPI_E2E_FLAGS="-ginkgo.label-filter=inmemory $(CAPI_E2E_FLAGS)"
 

@@ -57,31 +57,3 @@ var _ = Describe("Scale, in-memory clusters", inMemory, func() {
 		}
 	})
 })
-
-// Cluster API's ClusterClass specs on in-memory clusters, as Cluster API runs them on its own
-// in-memory backend: the managed topology rolled out upon changes to the ClusterClass, and its
-// in-place and rollout changes.
-var _ = Describe("ClusterClass changes, in-memory clusters", inMemory, func() {
-	capispecs.ClusterClassChangesSpec(ctx, func() capispecs.ClusterClassChangesSpecInput {
-		return capispecs.ClusterClassChangesSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
-			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "in-memory",
-			ModifyControlPlaneFields:                             map[string]any{"spec.kubeadmConfigSpec.verbosity": int64(4)},
-			ModifyMachineDeploymentBootstrapConfigTemplateFields: map[string]any{"spec.template.spec.verbosity": int64(4)},
-			// A field of Dockyard's machine template no ClusterClass patch sets (the
-			// bootstrapTimeout variable's patch sets that one).
-			ModifyMachineDeploymentInfrastructureMachineTemplateFields: map[string]any{
-				"spec.template.spec.preLoadImages": []any{"localhost/dockyard/haproxy:latest"},
-			},
-		}
-	})
-})
-
-var _ = Describe("ClusterClass rollout, in-memory clusters", inMemory, func() {
-	capispecs.ClusterClassRolloutSpec(ctx, func() capispecs.ClusterClassRolloutSpecInput {
-		return capispecs.ClusterClassRolloutSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
-			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: "in-memory",
-		}
-	})
-})
