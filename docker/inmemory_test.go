@@ -238,15 +238,20 @@ func kubeadmNode(ctx context.Context, t *testing.T, m *Manager, key ClusterKey, 
 type records struct {
 	mu   sync.Mutex
 	data map[string][]byte
-	// ownerless groups have no owner to keep their records: Save writes nothing.
+	// ownerless groups have no owner to keep their records: Save writes nothing. anew lists
+	// the saves that made a record afresh.
 	ownerless map[string]bool
+	anew      []string
 }
 
-func (r *records) Save(_ context.Context, group string, state []byte) (bool, error) {
+func (r *records) Save(_ context.Context, group string, state []byte, anew bool) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ownerless[group] {
 		return false, nil
+	}
+	if anew {
+		r.anew = append(r.anew, group)
 	}
 	r.data[group] = state
 	return true, nil
@@ -363,7 +368,7 @@ func TestInMemoryClustersOutliveTheEngine(t *testing.T) {
 	}
 
 	// The record back (the cluster moved here): the running engine takes it in.
-	if _, err := store.Save(ctx, key.String(), record); err != nil {
+	if _, err := store.Save(ctx, key.String(), record, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := again.Sync(ctx); err != nil {
@@ -374,6 +379,24 @@ func TestInMemoryClustersOutliveTheEngine(t *testing.T) {
 	}
 	if fresh, err := bootstrapdata.Client(endpoint, certificates); err != nil || fresh.List(ctx, &nodes) != nil {
 		t.Errorf("the cluster whose record came does not serve at %s", endpoint)
+	}
+
+	// Deleted, and made again under its name before a sync: its next save makes the record
+	// anew (for the new cluster's owner), and the engine keeps the new cluster.
+	if err := m2.DeleteCluster(ctx, key, network); err != nil {
+		t.Fatal(err)
+	}
+	store.anew = nil
+	_, m3, _, network3, endpoint3, certificates3 := inMemoryClusterOn(ctx, t, again)
+	kubeadmNode(ctx, t, m3, key, network3, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint3, certificates3))
+	if err := again.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(store.anew, []string{key.String()}) {
+		t.Errorf("the cluster made again was saved anew %v times, want once: %v", len(store.anew), store.anew)
+	}
+	if n, err := m3.FindNode(ctx, key, "mem-cp-1"); err != nil || n == nil {
+		t.Errorf("the cluster made again under its name was let go: %+v, %v", n, err)
 	}
 
 	// Deleted through the node layer, the cluster's record goes with it.

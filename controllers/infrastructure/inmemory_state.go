@@ -52,50 +52,58 @@ func secretKey(group string) (client.ObjectKey, error) {
 }
 
 // Save writes a cluster's record: most often its data only, in one call, the record's type
-// tested in the same patch (a Secret of another type under its name is never written over);
-// the first time, a record owned by the cluster's DockyardCluster. Nothing is written, and saved
-// is false, while the Cluster or its DockyardCluster is missing or being deleted.
-func (s *InMemoryStates) Save(ctx context.Context, group string, state []byte) (saved bool, err error) {
+// tested in the same patch (a Secret of another type under its name is never written over).
+// The first time, or anew (a cluster made again under the name of one that ended, whose record
+// may still be there), the record is owned by the cluster's current DockyardCluster. Nothing
+// is written, and saved is false, while the Cluster or its DockyardCluster is missing or being
+// deleted.
+func (s *InMemoryStates) Save(ctx context.Context, group string, state []byte, anew bool) (saved bool, err error) {
 	key, err := secretKey(group)
 	if err != nil {
 		return false, err
 	}
-	err = s.patch(ctx, key, state)
-	if !apierrors.IsNotFound(err) {
-		return err == nil, errors.Wrapf(err, "saving in-memory cluster %s", group)
+	if !anew {
+		err = s.patch(ctx, key, state, nil)
+		if !apierrors.IsNotFound(err) {
+			return err == nil, errors.Wrapf(err, "saving in-memory cluster %s", group)
+		}
 	}
-	owner, err := s.owner(ctx, key.Namespace, strings.TrimSuffix(key.Name, inMemoryStateSuffix))
+	clusterName := strings.TrimSuffix(key.Name, inMemoryStateSuffix)
+	owner, err := s.owner(ctx, key.Namespace, clusterName)
 	if owner == nil || err != nil {
 		return false, err
 	}
+	owners := []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "DockyardCluster", Name: owner.Name, UID: owner.UID}}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels:          map[string]string{inMemoryStateLabel: "", clusterv1.ClusterNameLabel: strings.TrimSuffix(key.Name, inMemoryStateSuffix)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "DockyardCluster", Name: owner.Name, UID: owner.UID}},
-		},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, OwnerReferences: owners,
+			Labels: map[string]string{inMemoryStateLabel: "", clusterv1.ClusterNameLabel: clusterName}},
 		Type: InMemoryStateType,
 		Data: map[string][]byte{inMemoryStateKey: state},
 	}
-	if err := s.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
-		err = s.patch(ctx, key, state)
-		return err == nil, errors.Wrapf(err, "saving in-memory cluster %s", group)
-	} else if err != nil {
-		return false, errors.Wrapf(err, "saving in-memory cluster %s", group)
+	err = s.Client.Create(ctx, secret)
+	if apierrors.IsAlreadyExists(err) {
+		// A record of the name is there: this cluster's from before, or one that ended.
+		err = s.patch(ctx, key, state, owners)
 	}
-	return true, nil
+	return err == nil, errors.Wrapf(err, "saving in-memory cluster %s", group)
 }
 
-// patch replaces a record's data, testing its type in the same JSON patch.
-func (s *InMemoryStates) patch(ctx context.Context, key client.ObjectKey, state []byte) error {
-	ops, err := json.Marshal([]map[string]any{
+// patch replaces a record's data, and its owners when given, testing its type in the same JSON
+// patch.
+func (s *InMemoryStates) patch(ctx context.Context, key client.ObjectKey, state []byte, owners []metav1.OwnerReference) error {
+	ops := []map[string]any{
 		{"op": "test", "path": "/type", "value": string(InMemoryStateType)},
 		{"op": "add", "path": "/data/" + inMemoryStateKey, "value": state},
-	})
+	}
+	if owners != nil {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/ownerReferences", "value": owners})
+	}
+	body, err := json.Marshal(ops)
 	if err != nil {
 		return err
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	return s.Client.Patch(ctx, secret, client.RawPatch(types.JSONPatchType, ops))
+	return s.Client.Patch(ctx, secret, client.RawPatch(types.JSONPatchType, body))
 }
 
 // owner is the DockyardCluster of a Cluster, read, not cached; nil while either is missing or

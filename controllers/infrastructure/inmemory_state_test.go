@@ -38,7 +38,7 @@ func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
 	s := &InMemoryStates{Client: c, Reader: c}
 
 	for _, state := range []string{"one", "two"} {
-		if saved, err := s.Save(ctx, "team-a/mem", []byte(state)); err != nil || !saved {
+		if saved, err := s.Save(ctx, "team-a/mem", []byte(state), state == "one"); err != nil || !saved {
 			t.Fatalf("saving %q: saved %v, %v", state, saved, err)
 		}
 	}
@@ -54,19 +54,36 @@ func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
 	if got, err := s.Load(ctx, "team-a/mem"); err != nil || string(got) != "two" {
 		t.Errorf("Load = %q, %v; want the last save", got, err)
 	}
+
+	// The cluster made again under its name before its old record went: saved anew, the
+	// record is the new DockyardCluster's (the old one's garbage collection leaves it alone).
+	if err := c.Delete(ctx, dc); err != nil {
+		t.Fatal(err)
+	}
+	again := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mem-x7k2p", UID: "dc-uid-2"}}
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if saved, err := s.Save(ctx, "team-a/mem", []byte("three"), true); err != nil || !saved {
+		t.Fatalf("saving anew: saved %v, %v", saved, err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil || len(secret.OwnerReferences) != 1 ||
+		secret.OwnerReferences[0].UID != "dc-uid-2" || string(secret.Data["state"]) != "three" {
+		t.Errorf("the record saved anew: owners %+v, data %q, %v", secret.OwnerReferences, secret.Data["state"], err)
+	}
 	if groups, err := s.Groups(ctx); err != nil || !slices.Equal(groups, []string{"team-a/mem"}) {
 		t.Errorf("Groups = %v, %v", groups, err)
 	}
 
 	for _, gone := range []string{"team-a/gone", "team-a/no-infra"} {
-		if saved, err := s.Save(ctx, gone, []byte("x")); err != nil || saved {
+		if saved, err := s.Save(ctx, gone, []byte("x"), false); err != nil || saved {
 			t.Errorf("saving %s, whose Cluster or DockyardCluster is gone: saved %v, %v", gone, saved, err)
 		}
 		if got, _ := s.Load(ctx, gone); got != nil {
 			t.Errorf("a record was made for %s: %q", gone, got)
 		}
 	}
-	if saved, err := s.Save(ctx, "team-a/other", []byte("x")); err == nil || saved {
+	if saved, err := s.Save(ctx, "team-a/other", []byte("x"), true); err == nil || saved {
 		t.Error("a Secret of another type was written over")
 	}
 	if err := s.Delete(ctx, "team-a/other"); err != nil {

@@ -82,7 +82,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	}
 	if opts.State != nil && opts.GroupLabel != "" {
 		e.persist = &persistence{store: opts.State, label: opts.GroupLabel, interval: cmp.Or(opts.SyncInterval, DefaultSyncInterval),
-			changes: map[string]uint64{}, saved: map[string]savedAt{}, stop: make(chan struct{})}
+			changes: map[string]uint64{}, saved: map[string]savedAt{}, over: map[string]bool{}, stop: make(chan struct{})}
 		rt.OnChange = e.touch
 		ctx, cancel := context.WithTimeout(context.Background(), 3*e.persist.interval)
 		if err := e.Sync(ctx); err != nil && e.onSyncError != nil {
@@ -191,13 +191,30 @@ func (e *Engine) InspectFront(_ context.Context, name string) (*container.Front,
 
 // RemoveFront stops a front and the cluster it served; one that is not there is not an error.
 func (e *Engine) RemoveFront(_ context.Context, name string) error {
+	f := e.dropFront(name)
+	if f == nil {
+		return nil
+	}
+	// The cluster behind it ends: its record is of an ended cluster from now on.
+	e.ended(f.spec.Labels)
+	return e.stopFront(f)
+}
+
+// dropFront takes a front out of the engine; nil when there is none of that name.
+func (e *Engine) dropFront(name string) *front {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	f, ok := e.fronts[name]
 	delete(e.fronts, name)
-	e.mu.Unlock()
 	if !ok {
 		return nil
 	}
+	return f
+}
+
+// stopFront stops a front's listener and the cluster it served.
+func (e *Engine) stopFront(f *front) error {
+	name := f.spec.Name
 	_ = f.listener.Close()
 	_ = f.served.Close()
 	if f.cluster != nil {
@@ -232,8 +249,11 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	for _, name := range names {
-		if err := e.RemoveFront(context.Background(), name); err != nil {
-			return err
+		// The clusters do not end with the engine: their records stay as saved.
+		if f := e.dropFront(name); f != nil {
+			if err := e.stopFront(f); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -21,9 +21,12 @@ import (
 // (the value of the engine's group label: a cluster), so that the engine of a manager started
 // again, or of the manager a cluster moved to, serves the cluster as it was.
 type StateStore interface {
-	// Save writes a group's record, made or replaced, and says so; a group whose owner is gone
-	// (or going) is not an error: nothing is written, and saved is false.
-	Save(ctx context.Context, group string, state []byte) (saved bool, err error)
+	// Save writes a group's record and says so; a group whose owner is gone (or going) is not
+	// an error: nothing is written, and saved is false. With anew, the group is not the one the
+	// engine last saved under its name (it was made, or made again after one of that name
+	// ended), so a record there may be another owner's: it is made afresh, for the group's
+	// current owner.
+	Save(ctx context.Context, group string, state []byte, anew bool) (saved bool, err error)
 	// Load reads a group's record; nil and no error when there is none.
 	Load(ctx context.Context, group string) ([]byte, error)
 	// Groups names the groups that have a record.
@@ -56,9 +59,11 @@ type persistence struct {
 	label    string
 	interval time.Duration
 	// changes counts the changes of each group; saved is the count and the cluster's
-	// resourceVersion at the last save.
+	// resourceVersion at the last save; over are the groups whose cluster ended (its front
+	// removed) and whose records are an ended cluster's until deleted or made anew.
 	changes map[string]uint64
 	saved   map[string]savedAt
+	over    map[string]bool
 	stop    chan struct{}
 }
 
@@ -75,6 +80,20 @@ func (e *Engine) touch(labels map[string]string) {
 	if group := labels[e.persist.label]; group != "" {
 		e.stateMu.Lock()
 		e.persist.changes[group]++
+		e.stateMu.Unlock()
+	}
+}
+
+// ended marks the group of what carries labels as ended (its front removed): its record is
+// deleted at the next sync, or made anew if a group of that name is there again by then.
+func (e *Engine) ended(labels map[string]string) {
+	if e.persist == nil {
+		return
+	}
+	if group := labels[e.persist.label]; group != "" {
+		e.stateMu.Lock()
+		e.persist.over[group] = true
+		delete(e.persist.saved, group)
 		e.stateMu.Unlock()
 	}
 }
@@ -102,18 +121,32 @@ func (e *Engine) Sync(ctx context.Context) error {
 		}
 		errs = append(errs, e.save(ctx, group))
 	}
-	for _, group := range e.savedGroups() {
-		if !slices.Contains(held, group) {
-			// Everything of the group was removed: so is its record.
-			errs = append(errs, e.persist.store.Delete(ctx, group))
-			e.stateMu.Lock()
-			delete(e.persist.saved, group)
-			delete(e.persist.changes, group)
-			e.stateMu.Unlock()
+	e.stateMu.Lock()
+	var gone []string
+	for group := range e.persist.saved {
+		gone = append(gone, group)
+	}
+	for group := range e.persist.over {
+		gone = append(gone, group)
+	}
+	e.stateMu.Unlock()
+	for _, group := range gone {
+		if slices.Contains(held, group) {
+			continue
 		}
+		// Everything of the group was removed: so is its record.
+		if err := e.persist.store.Delete(ctx, group); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		e.stateMu.Lock()
+		delete(e.persist.saved, group)
+		delete(e.persist.over, group)
+		delete(e.persist.changes, group)
+		e.stateMu.Unlock()
 	}
 	for _, group := range stored {
-		if !slices.Contains(held, group) && !e.wasSaved(group) {
+		if !slices.Contains(held, group) && !e.wasSaved(group) && !e.isOver(group) {
 			errs = append(errs, e.Restore(ctx, group))
 		}
 	}
@@ -137,7 +170,7 @@ func (e *Engine) save(ctx context.Context, group string) error {
 	if err != nil {
 		return err
 	}
-	written, err := e.persist.store.Save(ctx, group, data)
+	written, err := e.persist.store.Save(ctx, group, data, !saved)
 	if err != nil {
 		return errors.Wrapf(err, "saving in-memory cluster %s", group)
 	}
@@ -148,6 +181,7 @@ func (e *Engine) save(ctx context.Context, group string) error {
 	}
 	e.stateMu.Lock()
 	e.persist.saved[group] = savedAt{changes: changes, version: version}
+	delete(e.persist.over, group)
 	e.stateMu.Unlock()
 	return nil
 }
@@ -250,7 +284,10 @@ func (e *Engine) forget(group string) {
 	}
 	e.mu.Unlock()
 	for _, name := range gone {
-		_ = e.RemoveFront(context.Background(), name)
+		// Not ended: the cluster goes on elsewhere (or was never this engine's to end).
+		if f := e.dropFront(name); f != nil {
+			_ = e.stopFront(f)
+		}
 	}
 	for _, name := range e.forgetGroup(e.persist.label, group) {
 		e.Nodes.forget(name)
@@ -303,14 +340,10 @@ func (e *Engine) wasSaved(group string) bool {
 	return ok
 }
 
-func (e *Engine) savedGroups() []string {
+func (e *Engine) isOver(group string) bool {
 	e.stateMu.Lock()
 	defer e.stateMu.Unlock()
-	out := make([]string, 0, len(e.persist.saved))
-	for g := range e.persist.saved {
-		out = append(out, g)
-	}
-	return out
+	return e.persist.over[group]
 }
 
 func versionOf(c *workloadapi.Cluster) string {
