@@ -242,20 +242,24 @@ func (e *Engine) Restore(ctx context.Context, group string) error {
 		}
 	}
 	fronts := make([]*front, 0, len(st.Fronts))
+	undo := func() {
+		for _, f := range fronts {
+			_ = f.listener.Close()
+		}
+		if cluster != nil {
+			_ = cluster.Close()
+		}
+	}
 	for _, fs := range st.Fronts {
 		l, err := net.Listen("tcp", net.JoinHostPort(e.address, strconv.Itoa(fs.Port)))
 		if err != nil {
-			for _, f := range fronts {
-				_ = f.listener.Close()
-			}
+			undo()
 			return errors.Wrapf(err, "in-memory cluster %s: its endpoint's port %d", group, fs.Port)
 		}
 		fronts = append(fronts, &front{spec: fs.Spec, listener: l, served: workloadapi.NewListener(l.Addr()), cluster: cluster})
 	}
 	if err := e.restoreGroup(st.Group); err != nil {
-		for _, f := range fronts {
-			_ = f.listener.Close()
-		}
+		undo()
 		return errors.Wrapf(err, "in-memory cluster %s", group)
 	}
 	e.mu.Lock()
