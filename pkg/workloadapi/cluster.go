@@ -22,6 +22,9 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// controlPlaneRole labels and taints kubeadm's control plane nodes.
+const controlPlaneRole = "node-role.kubernetes.io/control-plane"
+
 // controlPlaneComponents are the static Pods kubeadm runs on a control plane node, named
 // COMPONENT-NODE in kube-system, which KubeadmControlPlane checks.
 var controlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
@@ -175,8 +178,8 @@ func (c *Cluster) Join(_ context.Context, n Node) error {
 	}
 	var taints []corev1.Taint
 	if n.ControlPlane {
-		labels["node-role.kubernetes.io/control-plane"] = ""
-		taints = []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}
+		labels[controlPlaneRole] = ""
+		taints = []corev1.Taint{{Key: controlPlaneRole, Effect: corev1.TaintEffectNoSchedule}}
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	node := &corev1.Node{TypeMeta: typeMeta("v1", "Node"), ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
@@ -229,7 +232,7 @@ func (c *Cluster) Reset(_ context.Context, name string) error {
 			return err
 		}
 	}
-	return c.remove(schema.GroupResource{Resource: "nodes"}, "", name)
+	return c.remove(nodesResource, "", name)
 }
 
 func (c *Cluster) remove(gr schema.GroupResource, namespace, name string) error {

@@ -24,11 +24,8 @@ var unreachable = corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.
 // unreachable, as the node lifecycle controller does once the grace period passed; started, the
 // Node is Ready again and the taint goes. A node not in the cluster is not an error.
 func (c *Cluster) SetKubelet(_ context.Context, node string, running bool) error {
-	gr := schema.GroupResource{Resource: "nodes"}
-	obj, err := c.Store.Get(gr, "", node)
-	if apierrors.IsNotFound(err) {
-		return nil
-	} else if err != nil {
+	obj, err := c.node(node)
+	if obj == nil || err != nil {
 		return err
 	}
 	n := &corev1.Node{}
@@ -53,8 +50,26 @@ func (c *Cluster) SetKubelet(_ context.Context, node string, running bool) error
 	if err != nil {
 		return errors.Wrapf(err, "writing Node %s", node)
 	}
-	_, err = c.Store.Update(gr, &unstructured.Unstructured{Object: content})
+	_, err = c.Store.Update(nodesResource, &unstructured.Unstructured{Object: content})
 	return err
+}
+
+// nodesResource is where the Store keeps Nodes.
+var nodesResource = schema.GroupResource{Resource: "nodes"}
+
+// node returns a Node of the cluster; nil, and no error, when there is none of that name.
+func (c *Cluster) node(name string) (*unstructured.Unstructured, error) {
+	obj, err := c.Store.Get(nodesResource, "", name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return obj, err
+}
+
+// isControlPlane says whether a Node is a control plane node (kubeadm's role label).
+func isControlPlane(node *unstructured.Unstructured) bool {
+	_, ok := node.GetLabels()[controlPlaneRole]
+	return ok
 }
 
 // SetComponent stops (running false) or starts again a control plane component of a node
@@ -66,15 +81,9 @@ func (c *Cluster) SetComponent(_ context.Context, node, component string, runnin
 	if !slices.Contains(controlPlaneComponents, component) {
 		return errors.Errorf("%s is no control plane component (%v)", component, controlPlaneComponents)
 	}
-	nodes := schema.GroupResource{Resource: "nodes"}
-	obj, err := c.Store.Get(nodes, "", node)
-	if apierrors.IsNotFound(err) {
-		return nil
-	} else if err != nil {
+	obj, err := c.node(node)
+	if obj == nil || err != nil || !isControlPlane(obj) {
 		return err
-	}
-	if _, controlPlane := obj.GetLabels()["node-role.kubernetes.io/control-plane"]; !controlPlane {
-		return nil
 	}
 	c.mu.Lock()
 	if running {
@@ -109,12 +118,12 @@ func (c *Cluster) SetNetworkDelay(node string, d time.Duration) {
 // those whose API server runs, as a load balancer does, and wraps the connection in that node's
 // network delay; ok is false when no API server runs.
 func (c *Cluster) Route(conn net.Conn) (routed net.Conn, ok bool) {
-	nodes, _ := c.Store.List(schema.GroupResource{Resource: "nodes"}, "", Selector{})
+	nodes, _ := c.Store.List(nodesResource, "", Selector{})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var serving []string
 	for _, n := range nodes {
-		if _, controlPlane := n.GetLabels()["node-role.kubernetes.io/control-plane"]; controlPlane && !c.stopped[n.GetName()+"/kube-apiserver"] {
+		if isControlPlane(n) && !c.stopped[n.GetName()+"/kube-apiserver"] {
 			serving = append(serving, n.GetName())
 		}
 	}
