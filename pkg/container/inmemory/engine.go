@@ -233,7 +233,7 @@ func (e *Engine) Close() error {
 		default:
 			close(e.persist.stop)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*e.persist.interval)
-			for _, group := range e.groups() {
+			for group := range e.groups() {
 				if err := e.save(ctx, group); err != nil && e.onSyncError != nil {
 					e.onSyncError(err)
 				}

@@ -114,7 +114,7 @@ func (e *Engine) Sync(ctx context.Context) error {
 		return errors.Wrap(err, "listing the in-memory clusters' records")
 	}
 	held := e.groups()
-	for _, group := range held {
+	for group := range held {
 		if !slices.Contains(stored, group) && e.wasSaved(group) {
 			e.forget(group)
 			continue
@@ -131,7 +131,7 @@ func (e *Engine) Sync(ctx context.Context) error {
 	}
 	e.stateMu.Unlock()
 	for _, group := range gone {
-		if slices.Contains(held, group) {
+		if held[group] {
 			continue
 		}
 		// Everything of the group was removed: so is its record.
@@ -146,8 +146,8 @@ func (e *Engine) Sync(ctx context.Context) error {
 		e.stateMu.Unlock()
 	}
 	for _, group := range stored {
-		if !slices.Contains(held, group) && !e.wasSaved(group) && !e.isOver(group) {
-			errs = append(errs, e.Restore(ctx, group))
+		if !held[group] && !e.wasSaved(group) && !e.isOver(group) {
+			errs = append(errs, e.restore(ctx, group))
 		}
 	}
 	return kerrors.NewAggregate(errs)
@@ -160,8 +160,8 @@ func (e *Engine) save(ctx context.Context, group string) error {
 	last, saved := e.persist.saved[group]
 	e.stateMu.Unlock()
 	version := ""
-	if f := e.frontOf(group); f != nil && f.cluster != nil {
-		version = f.cluster.Store.ResourceVersion()
+	if f := e.frontOf(group); f != nil {
+		version = versionOf(f.cluster)
 	}
 	if saved && last.changes == changes && last.version == version {
 		return nil
@@ -216,13 +216,10 @@ func (e *Engine) groupRecord(group string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Restore takes in a group from its record: its containers, networks and volumes, its front
-// listening on the port it had, and its cluster serving there. A group the engine holds
-// already, or one without a record, is not an error.
-func (e *Engine) Restore(ctx context.Context, group string) error {
-	if e.persist == nil || slices.Contains(e.groups(), group) {
-		return nil
-	}
+// restore takes in a group the engine does not hold from its record: its containers, networks
+// and volumes, its front listening on the port it had, and its cluster serving there. A group
+// without a record is not an error; one whose names are taken fails, changing nothing.
+func (e *Engine) restore(ctx context.Context, group string) error {
 	data, err := e.persist.store.Load(ctx, group)
 	if err != nil || data == nil {
 		return errors.Wrapf(err, "reading in-memory cluster %s", group)
@@ -302,28 +299,17 @@ func (e *Engine) forget(group string) {
 	e.stateMu.Unlock()
 }
 
-// groups names the groups the engine holds something of.
-func (e *Engine) groups() []string {
-	var out []string
-	add := func(labels map[string]string) {
-		if g := labels[e.persist.label]; g != "" && !slices.Contains(out, g) {
-			out = append(out, g)
+// groups are the groups the engine holds something of.
+func (e *Engine) groups() map[string]bool {
+	held := e.labelValues(e.persist.label)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.fronts {
+		if g := f.spec.Labels[e.persist.label]; g != "" {
+			held[g] = true
 		}
 	}
-	cs, _ := e.ListContainers(context.Background(), map[string]string{e.persist.label: ""})
-	for _, c := range cs {
-		add(c.Labels)
-	}
-	ns, _ := e.ListNetworks(context.Background(), map[string]string{e.persist.label: ""})
-	for _, n := range ns {
-		add(n.Labels)
-	}
-	e.mu.Lock()
-	for _, f := range e.fronts {
-		add(f.spec.Labels)
-	}
-	e.mu.Unlock()
-	return out
+	return held
 }
 
 func (e *Engine) frontOf(group string) *front {

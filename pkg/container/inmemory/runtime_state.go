@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/pkg/errors"
 
@@ -126,6 +127,31 @@ func (r *Runtime) restoreGroup(st GroupState) error {
 		r.reindex(c)
 	}
 	return nil
+}
+
+// labelValues are the values of a label on the containers, networks and volumes, read from
+// the index: no container is copied.
+func (r *Runtime) labelValues(label string) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	values := map[string]bool{}
+	prefix := "label:" + label + "="
+	for key, names := range r.index {
+		if v, ok := strings.CutPrefix(key, prefix); ok && v != "" && len(names) > 0 {
+			values[v] = true
+		}
+	}
+	for _, n := range r.networks {
+		if v := n.Labels[label]; v != "" {
+			values[v] = true
+		}
+	}
+	for _, v := range r.volumes {
+		if l := v.Labels[label]; l != "" {
+			values[l] = true
+		}
+	}
+	return values
 }
 
 // forgetGroup drops what carries label=value, as if it never was (no event, no hook), and
