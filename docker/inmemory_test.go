@@ -33,13 +33,9 @@ func TestNodesOnTheInMemoryEngineRunKubeadm(t *testing.T) {
 	ctx := context.Background()
 	e, m, key, network, endpoint, certificates := inMemoryCluster(ctx, t)
 	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
-	if st, err := cp.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
-		t.Fatalf("control plane bootstrap: %+v (%v)", st, err)
-	}
+	expectBootstrapped(ctx, t, cp)
 	md := kubeadmNode(ctx, t, m, key, network, "mem-md-1", RoleWorker, bootstrapdata.Join(endpoint))
-	if st, err := md.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
-		t.Fatalf("worker bootstrap: %+v (%v)", st, err)
-	}
+	expectBootstrapped(ctx, t, md)
 
 	cl, err := bootstrapdata.Client(endpoint, certificates)
 	if err != nil {
@@ -131,18 +127,10 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 	ctx := context.Background()
 	_, m, key, network, endpoint, certificates := inMemoryCluster(ctx, t)
 	cp := kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
-	if st, err := cp.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
-		t.Fatalf("control plane bootstrap: %+v (%v)", st, err)
-	}
+	expectBootstrapped(ctx, t, cp)
 	cl, err := bootstrapdata.Client(endpoint, certificates)
 	if err != nil {
 		t.Fatal(err)
-	}
-	run := func(cmd []string) {
-		t.Helper()
-		if out, err := cp.Run(ctx, nil, cmd...); err != nil {
-			t.Fatalf("%q: %v (%s)", cmd, err, out)
-		}
 	}
 	ready := func() (corev1.ConditionStatus, bool) {
 		t.Helper()
@@ -161,27 +149,27 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 		}
 		return "", tainted
 	}
-	run(nodecmd.StopService(nodecmd.Kubelet))
+	run(ctx, t, cp, nodecmd.StopService(nodecmd.Kubelet))
 	if status, tainted := ready(); status != corev1.ConditionUnknown || !tainted {
 		t.Errorf("kubelet stopped: Ready %q, unreachable taint %v; want Unknown and tainted", status, tainted)
 	}
-	run(nodecmd.StopService(nodecmd.Kubelet)) // stopping a stopped kubelet succeeds
-	run(nodecmd.StartService(nodecmd.Kubelet))
+	run(ctx, t, cp, nodecmd.StopService(nodecmd.Kubelet)) // stopping a stopped kubelet succeeds
+	run(ctx, t, cp, nodecmd.StartService(nodecmd.Kubelet))
 	if status, tainted := ready(); status != corev1.ConditionTrue || tainted {
 		t.Errorf("kubelet started again: Ready %q, unreachable taint %v; want True and no taint", status, tainted)
 	}
 
 	etcdPod := client.ObjectKey{Namespace: "kube-system", Name: "etcd-" + cp.Hostname}
-	run(nodecmd.StopService(nodecmd.Etcd))
+	run(ctx, t, cp, nodecmd.StopService(nodecmd.Etcd))
 	if err := cl.Get(ctx, etcdPod, &corev1.Pod{}); !apierrors.IsNotFound(err) {
 		t.Errorf("etcd stopped: its Pod %v, want NotFound", err)
 	}
-	run(nodecmd.StartService(nodecmd.Etcd))
+	run(ctx, t, cp, nodecmd.StartService(nodecmd.Etcd))
 	if err := cl.Get(ctx, etcdPod, &corev1.Pod{}); err != nil {
 		t.Errorf("etcd started again: its Pod %v", err)
 	}
 
-	run(nodecmd.StopService(nodecmd.KubeAPIServer))
+	run(ctx, t, cp, nodecmd.StopService(nodecmd.KubeAPIServer))
 	if fresh, err := bootstrapdata.Client(endpoint, certificates); err == nil {
 		// client-go retries a GET whose connection closes; one try is enough here.
 		short, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -190,7 +178,7 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 			t.Errorf("the only API server stopped: the endpoint %s still serves", endpoint)
 		}
 	}
-	run(nodecmd.StartService(nodecmd.KubeAPIServer))
+	run(ctx, t, cp, nodecmd.StartService(nodecmd.KubeAPIServer))
 	fresh, err := bootstrapdata.Client(endpoint, certificates)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +189,7 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 
 	// A network delay on the control plane node delays its API server's answers (a lower
 	// bound: each answer waits at least the delay), until it is taken away.
-	run(nodecmd.SetNetworkDelay(300 * time.Millisecond))
+	run(ctx, t, cp, nodecmd.SetNetworkDelay(300 * time.Millisecond))
 	slow, err := bootstrapdata.Client(endpoint, certificates)
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +201,7 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 	if took := time.Since(began); took < 300*time.Millisecond {
 		t.Errorf("a request through a node with a 300ms network delay took %s", took)
 	}
-	run(nodecmd.SetNetworkDelay(0))
+	run(ctx, t, cp, nodecmd.SetNetworkDelay(0))
 }
 
 // kubeadmNode adds a node and starts the bootstrap of a cloud-config on it.
@@ -411,6 +399,15 @@ func TestInMemoryClustersOutliveTheEngine(t *testing.T) {
 	}
 }
 
+// expectBootstrapped fails the test unless a node's bootstrap succeeded.
+func expectBootstrapped(ctx context.Context, t *testing.T, n *Node) {
+	t.Helper()
+	if st, err := n.BootstrapStatus(ctx, time.Minute); err != nil || st.Phase != bootstrap.Succeeded {
+		t.Fatalf("node %s's bootstrap: %+v (%v)", n.Name, st, err)
+	}
+}
+
+// run runs a command in a node, failing the test when it fails.
 func run(ctx context.Context, t *testing.T, n *Node, cmd []string) {
 	t.Helper()
 	if out, err := n.Run(ctx, nil, cmd...); err != nil {
