@@ -27,14 +27,14 @@ import (
 // tried again.
 func (r *DockyardMachineReconciler) reconcileFaults(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
 	dm, node := s.dm, s.node
-	want, err := stoppedServices(dm.Annotations[infrav1.StopAnnotation])
-	if err != nil {
-		// The webhook refuses it; an annotation written with it off changes nothing.
-		r.Recorder.Eventf(dm, corev1.EventTypeWarning, "InvalidFault", "%v", err)
+	faults, errs := infrav1.FaultsOf(dm.Annotations)
+	if len(errs) > 0 {
+		// The webhook refuses them; annotations written with it off change nothing.
+		r.Recorder.Eventf(dm, corev1.EventTypeWarning, "InvalidFault", "%v", errs.ToAggregate())
 		return ctrl.Result{}, true, nil
 	}
 	for _, service := range infrav1.StoppableServices {
-		stop, stopped := slices.Contains(want, service), slices.Contains(dm.Status.Stopped, service)
+		stop, stopped := slices.Contains(faults.Stop, service), slices.Contains(dm.Status.Stopped, service)
 		if stop == stopped {
 			continue
 		}
@@ -57,18 +57,13 @@ func (r *DockyardMachineReconciler) reconcileFaults(ctx context.Context, s *mach
 	if len(dm.Status.Stopped) == 0 {
 		dm.Status.Stopped = nil
 	}
-	return r.reconcileNetworkDelay(ctx, s)
+	return r.reconcileNetworkDelay(ctx, s, faults.NetworkDelay)
 }
 
 // reconcileNetworkDelay sets the node's network delay the annotation asks for, or takes it away,
 // when it differs from status.networkDelay.
-func (r *DockyardMachineReconciler) reconcileNetworkDelay(ctx context.Context, s *machineScope) (ctrl.Result, bool, error) {
+func (r *DockyardMachineReconciler) reconcileNetworkDelay(ctx context.Context, s *machineScope, want time.Duration) (ctrl.Result, bool, error) {
 	dm, node := s.dm, s.node
-	want, err := durationAnnotation(dm.Annotations, infrav1.NetworkDelayAnnotation)
-	if err != nil {
-		r.Recorder.Eventf(dm, corev1.EventTypeWarning, "InvalidFault", "%v", err)
-		return ctrl.Result{}, true, nil
-	}
 	var set time.Duration
 	if dm.Status.NetworkDelay != nil {
 		set = dm.Status.NetworkDelay.Duration
@@ -93,41 +88,12 @@ func (r *DockyardMachineReconciler) reconcileNetworkDelay(ctx context.Context, s
 	return ctrl.Result{}, true, nil
 }
 
-// stoppedServices reads the stop annotation: services among infrav1.StoppableServices,
-// comma-separated.
-func stoppedServices(annotation string) ([]string, error) {
-	var services []string
-	for _, s := range strings.Split(annotation, ",") {
-		s = strings.TrimSpace(s)
-		if s == "" || slices.Contains(services, s) {
-			continue
-		}
-		if !slices.Contains(infrav1.StoppableServices, s) {
-			return nil, errors.Errorf("annotation %s names %q, which is none of %s", infrav1.StopAnnotation, s, strings.Join(infrav1.StoppableServices, ", "))
-		}
-		services = append(services, s)
-	}
-	return services, nil
-}
-
-// durationAnnotation reads an annotation holding a duration: zero when there is none.
-func durationAnnotation(annotations map[string]string, key string) (time.Duration, error) {
-	v, ok := annotations[key]
-	if !ok {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(strings.TrimSpace(v))
-	if err != nil || d < 0 {
-		return 0, errors.Errorf("annotation %s is %q, not a duration such as 45s", key, v)
-	}
-	return d, nil
-}
-
 // holdBoot reports whether the boot-delay annotation still holds the bootstrap of a node that
 // started at started, with the condition saying until when and the time left.
 func holdBoot(dm *infrav1.DockyardMachine, node string, started time.Time) (time.Duration, bool) {
-	delay, err := durationAnnotation(dm.Annotations, infrav1.BootDelayAnnotation)
-	if err != nil || delay == 0 || started.IsZero() {
+	faults, _ := infrav1.FaultsOf(dm.Annotations) // a delay that is no duration holds nothing
+	delay := faults.BootDelay
+	if delay == 0 || started.IsZero() {
 		return 0, false
 	}
 	until := started.Add(delay)

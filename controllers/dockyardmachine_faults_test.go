@@ -15,14 +15,17 @@ func TestStopAnnotation(t *testing.T) {
 	if !slices.Equal(infrav1.StoppableServices, nodecmd.Services) {
 		t.Errorf("the API's stoppable services %v differ from the node commands' %v", infrav1.StoppableServices, nodecmd.Services)
 	}
-	got, err := stoppedServices(" kubelet,etcd ,, kubelet")
-	if err != nil || !slices.Equal(got, []string{"kubelet", "etcd"}) {
-		t.Errorf("stoppedServices = %v, %v; want kubelet and etcd", got, err)
+	got, errs := infrav1.FaultsOf(map[string]string{infrav1.StopAnnotation: " kubelet,etcd ,, kubelet"})
+	if len(errs) > 0 || !slices.Equal(got.Stop, []string{"kubelet", "etcd"}) {
+		t.Errorf("FaultsOf = %v, %v; want kubelet and etcd", got.Stop, errs)
 	}
-	if _, err := stoppedServices("kubelet,containerd"); err == nil || !strings.Contains(err.Error(), `"containerd"`) {
-		t.Errorf("an unknown service: %v", err)
+	if _, errs := infrav1.FaultsOf(map[string]string{infrav1.StopAnnotation: "kubelet,containerd"}); errs.ToAggregate() == nil || !strings.Contains(errs.ToAggregate().Error(), `"containerd"`) {
+		t.Errorf("an unknown service: %v", errs)
 	}
-	if _, err := durationAnnotation(map[string]string{infrav1.BootDelayAnnotation: "-1s"}, infrav1.BootDelayAnnotation); err == nil {
+	if _, errs := infrav1.FaultsOf(map[string]string{infrav1.BootDelayAnnotation: "-1s"}); len(errs) == 0 {
 		t.Error("a negative boot delay was taken")
+	}
+	if _, errs := infrav1.FaultsOf(map[string]string{infrav1.NetworkDelayAnnotation: "11s"}); len(errs) == 0 {
+		t.Error("a network delay over 10s was taken")
 	}
 }

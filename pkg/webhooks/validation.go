@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
-	"slices"
 	"strings"
 	"time"
 
@@ -474,30 +473,10 @@ type Registries interface {
 	CheckRegistryNamespace(ctx context.Context, name, namespace string) error
 }
 
-// maxNetworkDelay is the longest network delay a machine's annotation may ask for.
-const maxNetworkDelay = 10 * time.Second
-
-// validateFaultAnnotations checks the faults a DockyardMachine's annotations inject: the stop
-// annotation names only services Dockyard can stop, the boot delay is a duration.
+// validateFaultAnnotations checks the faults a DockyardMachine's annotations inject
+// (infrav1.FaultsOf): the stop annotation names only services Dockyard can stop, the delays are
+// durations.
 func validateFaultAnnotations(annotations map[string]string) field.ErrorList {
-	var allErrs field.ErrorList
-	path := field.NewPath("metadata", "annotations")
-	if v, ok := annotations[infrav1.StopAnnotation]; ok {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" && !slices.Contains(infrav1.StoppableServices, s) {
-				allErrs = append(allErrs, field.NotSupported(path.Key(infrav1.StopAnnotation), s, infrav1.StoppableServices))
-			}
-		}
-	}
-	if v, ok := annotations[infrav1.BootDelayAnnotation]; ok {
-		if d, err := time.ParseDuration(strings.TrimSpace(v)); err != nil || d < 0 {
-			allErrs = append(allErrs, field.Invalid(path.Key(infrav1.BootDelayAnnotation), v, "a duration such as 45s"))
-		}
-	}
-	if v, ok := annotations[infrav1.NetworkDelayAnnotation]; ok {
-		if d, err := time.ParseDuration(strings.TrimSpace(v)); err != nil || d < 0 || d > maxNetworkDelay {
-			allErrs = append(allErrs, field.Invalid(path.Key(infrav1.NetworkDelayAnnotation), v, "a duration of at most 10s, such as 200ms"))
-		}
-	}
-	return allErrs
+	_, errs := infrav1.FaultsOf(annotations)
+	return errs
 }
