@@ -166,17 +166,9 @@ func decodePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error
 	if err != nil || cert == nil {
 		return nil, nil, errors.New("no PEM certificate")
 	}
-	block, _ := pem.Decode(keyPEM)
-	if block == nil {
-		return nil, nil, errors.New("no PEM key")
-	}
-	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	key, err := certs.DecodePrivateKeyPEM(keyPEM)
 	if err != nil {
 		return nil, nil, errors.Wrap(err, "decoding a CA's key")
 	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, nil, errors.New("a CA's key cannot sign")
-	}
-	return cert, signer, nil
+	return cert, key, nil
 }
