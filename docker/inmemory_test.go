@@ -189,7 +189,7 @@ func TestFaultsOfInMemoryNodes(t *testing.T) {
 
 	// A network delay on the control plane node delays its API server's answers (a lower
 	// bound: each answer waits at least the delay), until it is taken away.
-	run(ctx, t, cp, nodecmd.SetNetworkDelay(300 * time.Millisecond))
+	run(ctx, t, cp, nodecmd.SetNetworkDelay(300*time.Millisecond))
 	slow, err := bootstrapdata.Client(endpoint, certificates)
 	if err != nil {
 		t.Fatal(err)
