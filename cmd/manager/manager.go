@@ -322,7 +322,7 @@ func run(o options) error {
 	engines := infrastructure.New(host, infrastructure.Options{
 		Secrets: infraSecrets, Uncached: mgr.GetAPIReader(), Management: mgr.GetConfig(), Policy: hostPolicy, Events: engineEvents,
 		InMemory: runtimes.InMemory{Address: o.inMemoryAddress, Host: o.inMemoryHost,
-			State: &infrastructure.InMemoryStates{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.watchNamespace},
+			State: &infrastructure.InMemoryStates{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: o.watchNamespace, Policy: hostPolicy},
 			OnSyncError: func(err error) {
 				ctrl.Log.WithName("in-memory").Error(err, "Keeping in-memory clusters' state")
 			}},

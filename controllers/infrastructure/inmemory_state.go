@@ -3,6 +3,7 @@ package infrastructure
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/pkg/errors"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 )
 
 const (
@@ -40,6 +42,8 @@ type InMemoryStates struct {
 	Reader client.Reader
 	// Namespace limits them to the namespace the manager reconciles; empty: every namespace.
 	Namespace string
+	// Policy, when set, says which namespaces may run clusters in memory; nil: every one.
+	Policy *policy.Policy
 }
 
 // secretKey is where a group's record is.
@@ -131,7 +135,10 @@ func (s *InMemoryStates) owner(ctx context.Context, namespace, clusterName strin
 	return dc, nil
 }
 
-// Load reads a cluster's record; nil when it has none.
+// Load reads a cluster's record; nil when it has none, or none the manager may take in: a
+// record is taken in only for a DockyardCluster of an in-memory cluster that owns it, in a
+// namespace the policy lets run clusters in memory (a Secret a team writes itself serves
+// nothing).
 func (s *InMemoryStates) Load(ctx context.Context, group string) ([]byte, error) {
 	key, err := secretKey(group)
 	if err != nil {
@@ -145,6 +152,14 @@ func (s *InMemoryStates) Load(ctx context.Context, group string) ([]byte, error)
 	}
 	if secret.Type != InMemoryStateType {
 		return nil, nil
+	}
+	if s.Policy != nil && s.Policy.CheckInMemory(key.Namespace) != nil {
+		return nil, nil
+	}
+	owner, err := s.owner(ctx, key.Namespace, strings.TrimSuffix(key.Name, inMemoryStateSuffix))
+	if owner == nil || err != nil || owner.Spec.Infrastructure.InMemory == nil ||
+		!slices.ContainsFunc(secret.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == owner.UID }) {
+		return nil, err
 	}
 	return secret.Data[inMemoryStateKey], nil
 }

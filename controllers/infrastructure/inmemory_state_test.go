@@ -13,6 +13,7 @@ import (
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/dockyard-dev/dockyard/api/v1alpha1"
+	"github.com/dockyard-dev/dockyard/pkg/policy"
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
@@ -28,8 +29,9 @@ func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
 		return &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
 			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: "DockyardCluster", Name: dc}}}
 	}
+	inMemory := infrav1.DockyardClusterSpec{Infrastructure: infrav1.InfrastructureSpec{InMemory: &infrav1.InMemoryInfrastructure{}}}
 	dc := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mem-x7k2p", UID: "dc-uid",
-		Labels: map[string]string{clusterv1.ClusterNameLabel: "mem"}}}
+		Labels: map[string]string{clusterv1.ClusterNameLabel: "mem"}}, Spec: inMemory}
 	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other" + inMemoryStateSuffix}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{"password": []byte("kept")}}
 	otherDC := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other", UID: "other-uid"}}
@@ -60,7 +62,7 @@ func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
 	if err := c.Delete(ctx, dc); err != nil {
 		t.Fatal(err)
 	}
-	again := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mem-x7k2p", UID: "dc-uid-2"}}
+	again := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "mem-x7k2p", UID: "dc-uid-2"}, Spec: inMemory}
 	if err := c.Create(ctx, again); err != nil {
 		t.Fatal(err)
 	}
@@ -92,6 +94,38 @@ func TestInMemoryStatesAreSecretsOfTheirClusters(t *testing.T) {
 	kept := &corev1.Secret{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(theirs), kept); err != nil || string(kept.Data["password"]) != "kept" || kept.Data["state"] != nil {
 		t.Errorf("a Secret of another type under a record's name: %v, %v", kept.Data, err)
+	}
+
+	if got, err := s.Load(ctx, "team-a/mem"); err != nil || string(got) != "three" {
+		t.Errorf("Load after the save anew = %q, %v", got, err)
+	}
+
+	// Taken in only for its owner, an in-memory cluster, where the policy allows clusters in
+	// memory: a record a team writes for a cluster that is none of those serves nothing.
+	forged := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "real" + inMemoryStateSuffix}, Type: InMemoryStateType,
+		Data: map[string][]byte{"state": []byte("forged")}}
+	onHost := &infrav1.DockyardCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "real", UID: "real-uid"}}
+	for _, o := range []client.Object{forged, cluster("real", "real"), onHost} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Load(ctx, "team-a/real"); err != nil || got != nil {
+		t.Errorf("a record its cluster does not own was taken in: %q, %v", got, err)
+	}
+	forged.OwnerReferences = []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "DockyardCluster", Name: "real", UID: "real-uid"}}
+	if err := c.Update(ctx, forged); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Load(ctx, "team-a/real"); err != nil || got != nil {
+		t.Errorf("a record of a cluster on the host's engine was taken in: %q, %v", got, err)
+	}
+	refusing, err := policy.New(policy.Config{InMemoryNamespaces: []string{"team-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := (&InMemoryStates{Client: c, Reader: c, Policy: refusing}).Load(ctx, "team-a/mem"); err != nil || got != nil {
+		t.Errorf("a record in a namespace the policy keeps out of memory was taken in: %q, %v", got, err)
 	}
 
 	if err := s.Delete(ctx, "team-a/mem"); err != nil {
