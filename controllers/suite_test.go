@@ -99,9 +99,9 @@ func setupForTest(ctx context.Context, mgr ctrl.Manager, engine container.Runtim
 	if err != nil {
 		return err
 	}
-	qps, burst := float32(100), 200
+	qps, burst := float32(1000), 2000
 	if shipped {
-		qps, burst = DefaultKubeAPIQPS, DefaultKubeAPIBurst
+		qps, burst = DefaultClusterCacheClientQPS, DefaultClusterCacheClientBurst
 	}
 	cc, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient: secretClient,

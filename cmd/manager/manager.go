@@ -67,6 +67,8 @@ type options struct {
 	clusterConcurrency             int
 	machineConcurrency             int
 	clusterCacheConcurrency        int
+	clusterCacheClientQPS          float32
+	clusterCacheClientBurst        int
 	loadBalancerImage              string
 	nodeImageRepository            string
 	nodePrivileged                 string
@@ -124,11 +126,15 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 		"Maximum burst of queries to the management cluster's API server.")
 	fs.DurationVar(&o.syncPeriod, "sync-period", 10*time.Minute,
 		"How often every watched object is reconciled even without changes.")
-	fs.IntVar(&o.clusterConcurrency, "dockyardcluster-concurrency", 10,
+	fs.Float32Var(&o.clusterCacheClientQPS, "clustercache-client-qps", controllers.DefaultClusterCacheClientQPS,
+		"Maximum queries per second to each workload cluster's API server.")
+	fs.IntVar(&o.clusterCacheClientBurst, "clustercache-client-burst", controllers.DefaultClusterCacheClientBurst,
+		"Maximum burst of queries to each workload cluster's API server.")
+	fs.IntVar(&o.clusterConcurrency, "dockyardcluster-concurrency", controllers.DefaultClusterConcurrency,
 		"DockyardClusters reconciled at the same time; as many clusters' Service load balancers and DockyardMachineTemplates.")
-	fs.IntVar(&o.machineConcurrency, "dockyardmachine-concurrency", 10,
+	fs.IntVar(&o.machineConcurrency, "dockyardmachine-concurrency", controllers.DefaultMachineConcurrency,
 		"DockyardMachines reconciled at the same time; as many DockyardMachinePools.")
-	fs.IntVar(&o.clusterCacheConcurrency, "clustercache-concurrency", 10,
+	fs.IntVar(&o.clusterCacheConcurrency, "clustercache-concurrency", controllers.DefaultClusterCacheConcurrency,
 		"Workload cluster connections set up at the same time.")
 	fs.StringVar(&o.loadBalancerImage, "load-balancer-image", docker.DefaultLoadBalancerImage,
 		"haproxy image of clusters whose spec.loadBalancer.image is empty.")
@@ -459,7 +465,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o options, engines 
 	clusterCache, err := clustercache.SetupWithManager(ctx, mgr, clustercache.Options{
 		SecretClient:     secretCachingClient,
 		Cache:            setup.ClusterCacheCacheOptions(),
-		Client:           setup.ClusterCacheClientOptions(controllerName, controllers.DefaultKubeAPIQPS, controllers.DefaultKubeAPIBurst),
+		Client:           setup.ClusterCacheClientOptions(controllerName, o.clusterCacheClientQPS, o.clusterCacheClientBurst),
 		WatchFilterValue: o.watchFilterValue,
 	}, controller.Options{MaxConcurrentReconciles: o.clusterCacheConcurrency})
 	if err != nil {
