@@ -362,6 +362,19 @@ func Exec(t *testing.T, s Subject) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 3, %q, %q", code, stdout.String(), stderr.String(), "out\n", "err\n")
 	}
 
+	// A command that fails without reading its stdin (ctr import on a full disk) is reported by
+	// its exit code and stderr, at once: not as a broken stream after the write times out.
+	unread, cancelUnread := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelUnread()
+	stdout.Reset()
+	stderr.Reset()
+	code, err = rt.Exec(unread, name, container.ExecOptions{
+		Cmd: cmdStreams, Stdin: bytes.NewReader(make([]byte, 32<<20)), Stdout: &stdout, Stderr: &stderr,
+	})
+	if err != nil || code != 3 || stderr.String() != "err\n" {
+		t.Errorf("a command exiting 3 without reading 32 MiB of stdin: exit %d, stderr %q, error %v; want 3, %q, none", code, stderr.String(), err, "err\n")
+	}
+
 	var both bytes.Buffer
 	if _, err := rt.Exec(ctx, name, container.ExecOptions{Cmd: cmdStreams, Stdout: &both, Stderr: &both}); err != nil {
 		t.Fatal(err)

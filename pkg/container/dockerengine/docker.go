@@ -463,17 +463,17 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 	stop := context.AfterFunc(ctx, func() { attached.Close() })
 	defer stop()
 
-	stdinErr := make(chan error, 1)
+	stdinDone := make(chan error, 1)
 	if opts.Stdin != nil {
 		go func() {
 			_, err := io.Copy(attached.Conn, opts.Stdin)
 			if cerr := attached.CloseWrite(); err == nil {
 				err = cerr
 			}
-			stdinErr <- err
+			stdinDone <- err
 		}()
 	} else {
-		stdinErr <- nil
+		stdinDone <- nil
 	}
 	stdout, stderr := opts.Stdout, opts.Stderr
 	if stdout == nil {
@@ -488,12 +488,26 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 		}
 		return -1, errors.Wrapf(err, "reading exec output from container %s", name)
 	}
-	if err := <-stdinErr; err != nil {
-		return -1, errors.Wrapf(err, "streaming stdin to container %s", name)
+	// The output ends when the command does. A command that ended without reading all of its
+	// stdin (a failure often: ctr import on a full disk) leaves the copy blocked on a write the
+	// engine no longer reads, for minutes: closing the connection ends it, and the command's
+	// exit code and stderr say what happened, not the broken stream.
+	attached.Close()
+	stdinErr := <-stdinDone
+	code, err := r.execExitCode(ctx, name, created.ID)
+	if err == nil && stdinErr != nil && code == 0 {
+		// It said it succeeded but may not have had all its input: the stream's error is all
+		// there is to tell.
+		return -1, errors.Wrapf(stdinErr, "streaming stdin to container %s", name)
 	}
-	// The output stream ends a moment before the engine records the exit code.
+	return code, err
+}
+
+// execExitCode waits for the engine to record an exec's exit code: the output stream ends a
+// moment before it does.
+func (r *Runtime) execExitCode(ctx context.Context, name, id string) (int, error) {
 	for {
-		res, err := r.client.ExecInspect(ctx, created.ID, client.ExecInspectOptions{})
+		res, err := r.client.ExecInspect(ctx, id, client.ExecInspectOptions{})
 		if err != nil {
 			return -1, wrap(err, "inspecting exec in container %s", name)
 		}
