@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"context"
 	"flag"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -160,7 +161,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.containerRuntimeEndpoint, "container-runtime-endpoint", "",
 		"The engine's address, e.g. unix:///run/podman/podman.sock. Empty: Docker's DOCKER_HOST or its local socket, Podman's rootful socket, or Dockyard's containerd socket (see docs/runtimes.md).")
 	fs.StringVar(&o.inMemoryAddress, "in-memory-address", defaultInMemoryAddress(),
-		"Address the API servers of in-memory clusters (spec.infrastructure.inMemory) listen on, one port each: one Cluster API's controllers reach. Default: the Pod's IP ("+podIPEnv+"), else 127.0.0.1.")
+		"Address the API servers of in-memory clusters (spec.infrastructure.inMemory) listen on, one port each: one Cluster API's controllers reach. Default: the Pod's IP ("+podIPEnv+"), else 127.0.0.1. 0.0.0.0 (config/manager's) listens on every address, the Pod's loopback included, which kubectl port-forward reaches; --in-memory-host must then be set.")
 	fs.StringVar(&o.inMemoryHost, "in-memory-host", "",
 		"Name or address in-memory clusters' endpoints carry, which resolves to --in-memory-address where Cluster API's controllers run: a headless Service of the manager Pod keeps the endpoints when the Pod is replaced and names the manager a cluster moves to (config/manager). Empty: --in-memory-address.")
 	flags.AddManagerOptions(fs, &o.managerOptions)
@@ -360,6 +361,9 @@ func (o *options) validate() error {
 	}
 	if o.reconcileTimeout <= 0 {
 		return errors.Errorf("--reconcile-timeout=%s: must be greater than zero", o.reconcileTimeout)
+	}
+	if ip := net.ParseIP(o.inMemoryAddress); ip != nil && ip.IsUnspecified() && o.inMemoryHost == "" {
+		return errors.Errorf("--in-memory-address=%s listens on every address: --in-memory-host must name the one in-memory clusters' endpoints carry", o.inMemoryAddress)
 	}
 	if o.watchNamespace == `""` {
 		o.watchNamespace = ""

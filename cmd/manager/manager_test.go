@@ -145,3 +145,31 @@ func TestTheFlagsReferenceIsComplete(t *testing.T) {
 		}
 	}
 }
+
+// Listening on every address, the manager needs the name in-memory endpoints carry: 0.0.0.0 is
+// no address a client can dial.
+func TestInMemoryAddressOfEveryInterfaceNeedsAHost(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr bool
+	}{
+		{args: []string{"--in-memory-address=0.0.0.0"}, wantErr: true},
+		{args: []string{"--in-memory-address=::"}, wantErr: true},
+		{args: []string{"--in-memory-address=0.0.0.0", "--in-memory-host=dockyard-in-memory.dockyard-system.svc"}},
+		{args: []string{"--in-memory-address=10.244.0.7"}},
+	} {
+		var o options
+		fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+		o.addFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		err := o.validate()
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q: error %v, want one: %t", tc.args, err, tc.wantErr)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--in-memory-host") {
+			t.Errorf("%q: the error %q does not name --in-memory-host", tc.args, err)
+		}
+	}
+}
