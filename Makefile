@@ -435,6 +435,23 @@ bench-reconcilers: envtest-assets ## BenchmarkProvisionMachines, BENCH_RECONCILE
 	awk -f hack/bench-median.awk "$$out.txt" | tee -a "$$out.txt"; \
 	echo "written to $$out.txt (the manager's log: $$out.log)"; exit $$status
 
+# The in-memory engine at rest: BENCH_INMEMORY_CLUSTERS clusters of 1+9 (10, 100 or 1000) booted
+# through the node layer on one engine, then measured idle (docker/inmemory_bench_test.go).
+BENCH_INMEMORY_CLUSTERS ?= 1000
+BENCH_INMEMORY_RUNS ?= 3
+
+.PHONY: bench-inmemory
+bench-inmemory: ## BenchmarkIdleInMemoryClusters, BENCH_INMEMORY_RUNS runs of BENCH_INMEMORY_CLUSTERS in-memory clusters of 1+9, each in a fresh process: heap, goroutines, idle CPU, records, save and restore per cluster; every run, the medians and a heap profile of the last run.
+	@mkdir -p "$(BENCH_DIR)"
+	@out="$(BENCH_DIR)/inmemory-$(BENCH_INMEMORY_CLUSTERS)-$$(date -u +%Y%m%dT%H%M%SZ)"; status=0; \
+	for run in $$(seq 1 $(BENCH_INMEMORY_RUNS)); do \
+		go test ./docker -run '^$$' -bench 'BenchmarkIdleInMemoryClusters/clusters=$(BENCH_INMEMORY_CLUSTERS)$$' -benchtime 1x -timeout 60m \
+			-args -bench-inmemory-heap-profile "$$out.heap" >>"$$out.log" 2>&1 || { status=$$?; break; }; \
+	done; \
+	grep -E '^(Benchmark|goos|goarch|cpu|ok|FAIL|--- FAIL|\s+\S+_test.go)' "$$out.log" | tee "$$out.txt" || true; \
+	awk -f hack/bench-median.awk "$$out.txt" | tee -a "$$out.txt"; \
+	echo "written to $$out.txt (the log: $$out.log; heap profile: $$out.heap)"; exit $$status
+
 .PHONY: bench-clusters
 bench-clusters: envtest-assets ## BENCH_RUNS 1+1 clusters one after another on the quick start's management cluster (made first); the last BENCH_SCALE_RUNS scaled 1 -> 3; each deletion timed (hack/bench-clusters.sh).
 	$(MAKE) --no-print-directory quickstart

@@ -19,14 +19,14 @@ import (
 // subnet, or one fixed address). host-local keeps its allocations under the network's
 // directory (ipam/), so they go with the network.
 
-// autoPool is where networks created without a subnet get one: away from Docker's 172.17-31
-// and 192.168 pools.
-var autoPool = netip.MustParsePrefix("10.210.0.0/16")
+// autoPool is where networks created without a subnet get one, in /24s: away from Docker's
+// 172.17-31 and 192.168 pools.
+var autoPool = container.SubnetPool{Base: netip.MustParsePrefix("10.210.0.0/16"), Bits: 24}
 
 // freeSubnet picks a /24 of autoPool used by no network of the runtime, no host address and no
-// host route.
+// host route (a default route excepted: it overlaps everything).
 func (r *Runtime) freeSubnet() (netip.Prefix, error) {
-	taken, err := hostPrefixes()
+	host, err := hostPrefixes()
 	if err != nil {
 		return netip.Prefix{}, err
 	}
@@ -34,28 +34,18 @@ func (r *Runtime) freeSubnet() (netip.Prefix, error) {
 	if err != nil {
 		return netip.Prefix{}, err
 	}
+	taken := make([]netip.Prefix, 0, len(host)+len(nets))
+	for _, p := range host {
+		if p.Bits() > 0 {
+			taken = append(taken, p)
+		}
+	}
 	for _, n := range nets {
 		if p, err := netip.ParsePrefix(n.Subnet); err == nil {
 			taken = append(taken, p)
 		}
 	}
-	base := autoPool.Addr().As4()
-	for i := range 256 {
-		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{base[0], base[1], byte(i), 0}), 24)
-		if !overlapsAny(cand, taken) {
-			return cand, nil
-		}
-	}
-	return netip.Prefix{}, errors.Errorf("no free /24 left in %s", autoPool)
-}
-
-func overlapsAny(p netip.Prefix, others []netip.Prefix) bool {
-	for _, o := range others {
-		if o.Bits() > 0 && p.Overlaps(o) { // a default route overlaps everything
-			return true
-		}
-	}
-	return false
+	return container.FreeSubnet([]container.SubnetPool{autoPool}, taken)
 }
 
 // hostPrefixes are the host's IPv4 interface networks and routes.

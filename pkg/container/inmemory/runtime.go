@@ -66,6 +66,9 @@ type Runtime struct {
 	// pools6 hand out the IPv6 addresses of dual-stack networks.
 	pools6  map[string]*pool
 	volumes map[string]*container.Volume
+	// networksByLabel and volumesByLabel find networks and volumes by label without a scan:
+	// saving each of a thousand clusters looked through every cluster's.
+	networksByLabel, volumesByLabel labelIndex
 	// images by name; nil for an image the engine was made with (New), whose content the
 	// fake makes up when it is saved.
 	images map[string]v1.Image
@@ -123,16 +126,18 @@ var _ container.Runtime = &Runtime{}
 // New returns an empty engine that has the given images.
 func New(images ...string) *Runtime {
 	r := &Runtime{
-		containers: map[string]*Container{},
-		index:      map[string]map[string]bool{},
-		networks:   map[string]*container.Network{},
-		pools:      map[string]*pool{},
-		pools6:     map[string]*pool{},
-		volumes:    map[string]*container.Volume{},
-		images:     map[string]v1.Image{},
-		Pullable:   map[string]bool{},
-		Calls:      map[string]int{},
-		host:       DefaultHost,
+		containers:      map[string]*Container{},
+		index:           map[string]map[string]bool{},
+		networks:        map[string]*container.Network{},
+		pools:           map[string]*pool{},
+		pools6:          map[string]*pool{},
+		volumes:         map[string]*container.Volume{},
+		networksByLabel: labelIndex{},
+		volumesByLabel:  labelIndex{},
+		images:          map[string]v1.Image{},
+		Pullable:        map[string]bool{},
+		Calls:           map[string]int{},
+		host:            DefaultHost,
 	}
 	for _, img := range images {
 		r.images[img] = nil
@@ -720,8 +725,10 @@ func (r *Runtime) ContainerLogs(_ context.Context, name string, tailLines int) (
 	return strings.Join(lines, "\n") + "\n", nil
 }
 
-// CreateNetwork records a network with the given subnet, or a made-up one (172.30.0.0/16,
-// 172.31.0.0/16, ...) like an engine choosing from its pools.
+// CreateNetwork records a network with the given subnet, or else the first free one of its
+// pools, like an engine choosing from its own: 172.30.0.0/16, 172.31.0.0/16, the other /16s of
+// Docker's default pools, then /20s of private address space (container.DockerSubnetPools),
+// none overlapping another network's subnet. It fails when none is left.
 func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -730,8 +737,11 @@ func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) e
 		return errors.Errorf("network with name %s already exists", spec.Name)
 	}
 	subnet, gateway, ipRange := spec.Subnet, spec.Gateway, spec.IPRange
+	var err error
 	if subnet == "" {
-		subnet = r.freeSubnet()
+		if subnet, err = r.freeSubnet(); err != nil {
+			return errors.Wrapf(err, "network %s", spec.Name)
+		}
 	}
 	prefix, err := netip.ParsePrefix(subnet)
 	if err != nil {
@@ -760,6 +770,7 @@ func (r *Runtime) CreateNetwork(_ context.Context, spec container.NetworkSpec) e
 		r.pools6[spec.Name] = p6
 	}
 	r.networks[spec.Name] = n
+	r.networksByLabel.add(spec.Name, n.Labels)
 	r.pools[spec.Name] = &pool{subnet: prefix.Masked(), range_: dynamic, gateway: gateway}
 	r.changed(spec.Labels)
 	return nil
@@ -787,19 +798,21 @@ func ipv6Pool(spec container.NetworkSpec, n int) (*pool, error) {
 	return p, nil
 }
 
-// freeSubnet is the first 172.N.0.0/16 (N from 30) no network uses.
-func (r *Runtime) freeSubnet() string {
-	used := map[string]bool{}
-	for _, n := range r.networks {
-		for _, s := range n.Subnets {
-			used[s] = true
-		}
+// freeSubnet is the first subnet of subnetPools that overlaps no network's.
+func (r *Runtime) freeSubnet() (string, error) {
+	taken := make([]netip.Prefix, 0, len(r.pools))
+	for _, p := range r.pools {
+		taken = append(taken, p.subnet)
 	}
-	for n := 30; ; n++ {
-		if s := fmt.Sprintf("172.%d.0.0/16", n); !used[s] {
-			return s
-		}
-	}
+	p, err := container.FreeSubnet(subnetPools(), taken)
+	return p.String(), err
+}
+
+// subnetPools are where the fake picks subnets: 172.30.0.0/16 and 172.31.0.0/16 first, as it
+// always has (records and tests of the node layer know them), then Docker's default pools and
+// the rest of private address space (container.DockerSubnetPools), skipping those two.
+func subnetPools() []container.SubnetPool {
+	return append([]container.SubnetPool{{Base: netip.MustParsePrefix("172.30.0.0/15"), Bits: 16}}, container.DockerSubnetPools()...)
 }
 
 // pool hands out the addresses of a network's range, skipping the gateway.
@@ -870,6 +883,7 @@ func (r *Runtime) RemoveNetwork(_ context.Context, name string) error {
 	if n, ok := r.networks[name]; ok {
 		r.emit(container.Event{Type: container.EventNetwork, Action: "destroy", Name: name})
 		r.changed(n.Labels)
+		r.networksByLabel.remove(name, n.Labels)
 	}
 	delete(r.networks, name)
 	delete(r.pools, name)
@@ -924,7 +938,11 @@ func (r *Runtime) CreateVolume(_ context.Context, spec container.VolumeSpec) err
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.count("CreateVolume")
+	if v, ok := r.volumes[spec.Name]; ok {
+		r.volumesByLabel.remove(spec.Name, v.Labels)
+	}
 	r.volumes[spec.Name] = &container.Volume{Name: spec.Name, Labels: spec.Labels}
+	r.volumesByLabel.add(spec.Name, spec.Labels)
 	r.changed(spec.Labels)
 	return nil
 }
@@ -957,6 +975,7 @@ func (r *Runtime) RemoveVolume(_ context.Context, name string) error {
 	}
 	if v, ok := r.volumes[name]; ok {
 		r.changed(v.Labels)
+		r.volumesByLabel.remove(name, v.Labels)
 	}
 	delete(r.volumes, name)
 	return nil

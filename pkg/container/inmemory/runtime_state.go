@@ -65,15 +65,11 @@ func (r *Runtime) groupState(label, value string) GroupState {
 		}
 		st.Containers = append(st.Containers, ContainerState{Spec: c.Spec, State: copyState(c.State), Files: maps.Clone(c.Files), Logs: slices.Clone(c.Logs), Data: data})
 	}
-	for name, n := range r.networks {
-		if n.Labels[label] == value {
-			st.Networks = append(st.Networks, NetworkState{Network: *n, IPv4: r.pools[name].state(), IPv6: r.pools6[name].state()})
-		}
+	for _, name := range r.networksByLabel.names(label, value) {
+		st.Networks = append(st.Networks, NetworkState{Network: *r.networks[name], IPv4: r.pools[name].state(), IPv6: r.pools6[name].state()})
 	}
-	for _, v := range r.volumes {
-		if v.Labels[label] == value {
-			st.Volumes = append(st.Volumes, *v)
-		}
+	for _, name := range r.volumesByLabel.names(label, value) {
+		st.Volumes = append(st.Volumes, *r.volumes[name])
 	}
 	return st
 }
@@ -95,6 +91,7 @@ func (r *Runtime) restoreGroup(st GroupState) error {
 	for _, n := range st.Networks {
 		network := n.Network
 		r.networks[network.Name] = &network
+		r.networksByLabel.add(network.Name, network.Labels)
 		var err error
 		if r.pools[network.Name], err = n.IPv4.pool(); err != nil {
 			return errors.Wrapf(err, "network %s", network.Name)
@@ -108,6 +105,7 @@ func (r *Runtime) restoreGroup(st GroupState) error {
 	for _, v := range st.Volumes {
 		volume := v
 		r.volumes[v.Name] = &volume
+		r.volumesByLabel.add(v.Name, v.Labels)
 	}
 	for _, cs := range st.Containers {
 		c := &Container{Spec: cs.Spec, State: cs.State, Files: cs.Files, Logs: cs.Logs, Data: cs.Data}
@@ -165,17 +163,15 @@ func (r *Runtime) forgetGroup(label, value string) []string {
 		delete(r.containers, c.Spec.Name)
 		names = append(names, c.Spec.Name)
 	}
-	for name, n := range r.networks {
-		if n.Labels[label] == value {
-			delete(r.networks, name)
-			delete(r.pools, name)
-			delete(r.pools6, name)
-		}
+	for _, name := range r.networksByLabel.names(label, value) {
+		r.networksByLabel.remove(name, r.networks[name].Labels)
+		delete(r.networks, name)
+		delete(r.pools, name)
+		delete(r.pools6, name)
 	}
-	for name, v := range r.volumes {
-		if v.Labels[label] == value {
-			delete(r.volumes, name)
-		}
+	for _, name := range r.volumesByLabel.names(label, value) {
+		r.volumesByLabel.remove(name, r.volumes[name].Labels)
+		delete(r.volumes, name)
 	}
 	return names
 }
@@ -209,4 +205,33 @@ func (st *PoolState) pool() (*pool, error) {
 		}
 	}
 	return p, nil
+}
+
+// labelIndex files names by each of their labels ("key=value"), so that what carries a label
+// is found without going through everything.
+type labelIndex map[string]map[string]bool
+
+func (x labelIndex) add(name string, labels map[string]string) {
+	for k, v := range labels {
+		key := k + "=" + v
+		if x[key] == nil {
+			x[key] = map[string]bool{}
+		}
+		x[key][name] = true
+	}
+}
+
+func (x labelIndex) remove(name string, labels map[string]string) {
+	for k, v := range labels {
+		key := k + "=" + v
+		delete(x[key], name)
+		if len(x[key]) == 0 {
+			delete(x, key)
+		}
+	}
+}
+
+// names are the names filed under label=value, sorted.
+func (x labelIndex) names(label, value string) []string {
+	return slices.Sorted(maps.Keys(x[label+"="+value]))
 }
