@@ -10,6 +10,8 @@
 // (E2E_ARTIFACTS), -e2e.use-existing-cluster (USE_EXISTING_CLUSTER=true: the cluster of the
 // current kubeconfig, providers installed unless present), -e2e.skip-resource-cleanup
 // (SKIP_RESOURCE_CLEANUP=true: keep the clusters and the management cluster).
+// DOCKYARD_E2E_PRIVILEGED=true|false says whether the engine starts privileged containers
+// instead of a probe; specs labelled "privileged" are left out where it does not.
 package e2e
 
 import (
@@ -18,8 +20,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,12 +29,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/pkg/errors"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/test/framework"
@@ -52,7 +56,7 @@ const repoRoot = "../../.."
 var (
 	configPath string
 	// privileged tells whether the engine starts privileged containers, which Cluster API's
-	// kubetest asks for (capie2e.PrivilegedContainersAllowed).
+	// kubetest asks for (enginePrivileged, before the specs are chosen).
 	privileged bool
 	// conformanceImages are the images of CONFORMANCE_DIR/images.txt (make conformance-images).
 	conformanceImages  []string
@@ -106,13 +110,101 @@ func TestE2E(t *testing.T) {
 	w, err := ginkgoextensions.EnableFileLogging(filepath.Join(artifactFolder, "ginkgo-log.txt"))
 	Expect(err).ToNot(HaveOccurred())
 	defer w.Close()
+	suiteConfig, reporterConfig := GinkgoConfiguration()
+	var why string
+	privileged, why, err = enginePrivileged(suiteConfig.DryRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Specs that need privileged containers are left out by the label filter where the engine
+	// refuses them, rather than skipped: Cluster API's AfterEach of a spec that never began panics.
+	if !privileged {
+		suiteConfig.LabelFilter = capie2e.WithoutLabel(suiteConfig.LabelFilter, "privileged")
+	}
+	if why != "" {
+		fmt.Printf("Specs labelled privileged: %s\nLabel filter: %q\n", why, suiteConfig.LabelFilter)
+	}
 	// Cluster API's framework writes every workload cluster's kubeconfig to a temporary file
 	// and leaves it: keep them in a directory of this run, removed at its end.
 	tmp, err := os.MkdirTemp("", "dockyard-capi-e2e-tmp-")
 	Expect(err).ToNot(HaveOccurred())
 	defer os.RemoveAll(tmp)
 	t.Setenv("TMPDIR", tmp)
-	RunSpecs(t, "Cluster API's shared end-to-end specs on Dockyard")
+	RunSpecs(t, "Cluster API's shared end-to-end specs on Dockyard", suiteConfig, reporterConfig)
+}
+
+// enginePrivileged tells whether the engine starts privileged containers and, where it does not
+// or was not asked, why: DOCKYARD_E2E_PRIVILEGED (true or false) when set; otherwise a probe
+// container on the engine (one process at a time), which a dry run and a run on an existing
+// cluster do not start.
+func enginePrivileged(dryRun bool) (bool, string, error) {
+	switch v := os.Getenv("DOCKYARD_E2E_PRIVILEGED"); v {
+	case "true":
+		return true, "", nil
+	case "false":
+		return false, "left out (DOCKYARD_E2E_PRIVILEGED=false)", nil
+	case "":
+	default:
+		return false, "", errors.Errorf("DOCKYARD_E2E_PRIVILEGED is %q: true, false, or unset to probe the engine", v)
+	}
+	if dryRun {
+		return true, "listed: a dry run does not probe the engine (DOCKYARD_E2E_PRIVILEGED=false leaves them out)", nil
+	}
+	if useExistingCluster {
+		return false, "left out: with USE_EXISTING_CLUSTER the engine is not probed (DOCKYARD_E2E_PRIVILEGED=true runs them)", nil
+	}
+	image, err := configVariable("DOCKYARD_LB_IMAGE")
+	if err != nil {
+		return false, "", err
+	}
+	unlock, err := lockFile(filepath.Join(artifactFolder, ".privilege-probe.lock"))
+	if err != nil {
+		return false, "", err
+	}
+	defer unlock()
+	ok, err := capie2e.PrivilegedContainersAllowed(ctx, runtimes.Config{}, image)
+	if err != nil || ok {
+		return ok, "", err
+	}
+	return false, "left out: " + noKubetest, nil
+}
+
+// configVariable is a variable of the e2e config as Cluster API's framework reads it: the
+// environment's value, else the config file's; for what the suite needs before it loads the
+// config.
+func configVariable(name string) (string, error) {
+	if v, ok := os.LookupEnv(name); ok {
+		return v, nil
+	}
+	raw, err := os.ReadFile(configPath)
+	if err != nil {
+		return "", errors.Wrap(err, "reading the e2e config")
+	}
+	cfg := struct {
+		Variables map[string]string `json:"variables"`
+	}{}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return "", errors.Wrapf(err, "decoding %s", configPath)
+	}
+	v, ok := cfg.Variables[name]
+	if !ok {
+		return "", errors.Errorf("%s sets no variable %s", configPath, name)
+	}
+	return v, nil
+}
+
+// lockFile holds an exclusive lock on path (made if missing) until unlock: parallel processes
+// of the suite probe the engine one at a time, with one probe container name.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, errors.Wrap(err, "opening the probe's lock")
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return nil, errors.Wrapf(err, "locking %s", path)
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // loadE2EConfig loads the suite's configuration. With DOCKYARD_PREVIOUS_RELEASE (the directory
@@ -180,8 +272,6 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		By("Making the engine network " + capie2e.ConformanceNetwork + ", where Cluster API's kubetest runs Kubernetes' conformance image")
 		_, err = capie2e.EnsureNetwork(ctx, runtimes.Config{}, capie2e.ConformanceNetwork)
 		Expect(err).ToNot(HaveOccurred())
-		privileged, err = capie2e.PrivilegedContainersAllowed(ctx, runtimes.Config{}, e2eConfig.MustGetVariable("DOCKYARD_LB_IMAGE"))
-		Expect(err).ToNot(HaveOccurred())
 
 		By("Creating the management cluster: Kubernetes in a Dockyard node container, the images preloaded")
 		images := e2eConfig.Images
@@ -242,12 +332,11 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 		}).WithTimeout(2*time.Minute).WithPolling(2*time.Second).Should(Succeed(), "the webhooks of %T do not answer", probe)
 	}
 
-	return []byte(strings.Join([]string{artifactFolder, configPath, clusterctlConfigPath, proxy.GetKubeconfigPath(), strconv.FormatBool(privileged)}, ","))
+	return []byte(strings.Join([]string{artifactFolder, configPath, clusterctlConfigPath, proxy.GetKubeconfigPath()}, ","))
 }, func(data []byte) {
 	parts := strings.Split(string(data), ",")
-	Expect(parts).To(HaveLen(5))
+	Expect(parts).To(HaveLen(4))
 	artifactFolder, configPath, clusterctlConfigPath = parts[0], parts[1], parts[2]
-	privileged = parts[4] == "true"
 	if e2eConfig == nil {
 		e2eConfig = loadE2EConfig()
 	}
