@@ -53,6 +53,12 @@ var flavors = []flavor{
 		about: "The kubernetes flavor with kcp-remediation's signal and MachineHealthCheck\n(KCPRemediationSpec on nodes as Pods)."},
 	{name: "in-memory", from: "cluster-template-topology.yaml", edit: inMemoryTopology,
 		about: "The topology flavor with the ClusterClass's inMemory variable true: the nodes in the\nmanager's memory (ScaleSpec on in-memory clusters, make test-e2e-inmemory)."},
+	{name: "in-memory-topology-taints", from: "cluster-template-topology.yaml", edit: inMemoryTopologyTaints,
+		about: "The in-memory flavor with topology-taints' two taints set in the Cluster's topology\n(ClusterClassRolloutSpec on in-memory clusters, make test-e2e-inmemory)."},
+	{name: "in-memory-md-remediation", from: "cluster-template-in-memory.yaml", edit: mdRemediation,
+		about: "The shipped in-memory flavor with md-remediation's label on its workers and its\nMachineHealthCheck (MachineDeploymentRemediationSpec on in-memory clusters, make test-e2e-inmemory)."},
+	{name: "in-memory-machine-pool", from: "cluster-template-in-memory.yaml", edit: inMemoryMachinePool,
+		about: "The shipped in-memory flavor whose workers are a MachinePool of WORKER_MACHINE_COUNT\ninstances on a DockyardMachinePool instead of its MachineDeployment, each instance made as\nthe MachineDeployment's workers were (make test-e2e-inmemory scales it from 0 and back)."},
 	{name: "clusterctl-upgrade-management", from: "cluster-template.yaml", edit: upgradeManagement,
 		about: "The self-hosted flavor whose nodes pull from the local registry\nDOCKYARD_RELEASE_REGISTRY, where the suite publishes the release the cluster is first\ninitialized with (ClusterctlUpgradeSpec's management cluster)."},
 }
@@ -383,5 +389,82 @@ func inMemoryTopology(t *template) error {
 		return err
 	}
 	variables.Content = append(variables.Content, v)
+	return nil
+}
+
+// inMemoryTopologyTaints is the in-memory flavor with topologyTaints' taints.
+func inMemoryTopologyTaints(t *template) error {
+	if err := inMemoryTopology(t); err != nil {
+		return err
+	}
+	return topologyTaints(t)
+}
+
+// machinePool is the MachinePool of inMemoryMachinePool, with its bootstrap configuration and
+// DockyardMachinePool, whose specs are filled in from the workers' templates.
+const machinePool = `apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachinePool
+metadata:
+  name: ${CLUSTER_NAME}-mp-0
+  namespace: ${NAMESPACE}
+spec:
+  clusterName: ${CLUSTER_NAME}
+  replicas: ${WORKER_MACHINE_COUNT}
+  template:
+    spec:
+      clusterName: ${CLUSTER_NAME}
+      version: ${KUBERNETES_VERSION}
+      bootstrap:
+        configRef: {apiGroup: bootstrap.cluster.x-k8s.io, kind: KubeadmConfig, name: "${CLUSTER_NAME}-mp-0"}
+      infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockyardMachinePool, name: "${CLUSTER_NAME}-mp-0"}
+---
+apiVersion: bootstrap.cluster.x-k8s.io/v1beta2
+kind: KubeadmConfig
+metadata:
+  name: ${CLUSTER_NAME}-mp-0
+  namespace: ${NAMESPACE}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: DockyardMachinePool
+metadata:
+  name: ${CLUSTER_NAME}-mp-0
+  namespace: ${NAMESPACE}
+`
+
+// inMemoryMachinePool replaces the MachineDeployment -md-0, its DockyardMachineTemplate and its
+// KubeadmConfigTemplate by a MachinePool -mp-0 whose KubeadmConfig is the KubeadmConfigTemplate's
+// spec and whose DockyardMachinePool's template is the DockyardMachineTemplate's: the pool's
+// instances are made as the MachineDeployment's workers were.
+func inMemoryMachinePool(t *template) error {
+	var errs []error
+	find := func(kind string) *yaml.Node {
+		o, err := t.object(kind, "-md-0")
+		errs = append(errs, err)
+		return o
+	}
+	md, machineTemplate, configTemplate := find("MachineDeployment"), find("DockyardMachineTemplate"), find("KubeadmConfigTemplate")
+	if err := kerrors.NewAggregate(errs); err != nil {
+		return err
+	}
+	machineSpec, configSpec := get(machineTemplate, "spec", "template", "spec"), get(configTemplate, "spec", "template", "spec")
+	if machineSpec == nil || configSpec == nil {
+		return errors.New("the workers' templates have no spec.template.spec")
+	}
+	pool := &template{}
+	if err := pool.add(machinePool); err != nil {
+		return err
+	}
+	objects := pool.objectsInOrder()
+	objects[1].Content = append(objects[1].Content, scalar("spec"), cloneNode(configSpec))
+	poolSpec := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{scalar("template"), cloneNode(machineSpec)}}
+	objects[2].Content = append(objects[2].Content, scalar("spec"), poolSpec)
+
+	kept := t.docs[:0]
+	for _, d := range t.docs {
+		if o := d.Content[0]; o != md && o != machineTemplate && o != configTemplate {
+			kept = append(kept, d)
+		}
+	}
+	t.docs = append(kept, pool.docs...)
 	return nil
 }
