@@ -414,3 +414,69 @@ func run(ctx context.Context, t *testing.T, n *Node, cmd []string) {
 		t.Fatalf("%q in %s: %v (%s)", cmd, n.Name, err, out)
 	}
 }
+
+// A cluster moved to a running manager is reconciled there before the engine's next sync takes
+// its record in, while the manager it came from still serves it until its own next sync. The
+// target's first calls for the cluster must neither make it anew nor serve it on another port
+// (its endpoint is fixed in its DockyardCluster): they wait, failing, until the record can be
+// taken in, and then find the cluster as it was, on its own port.
+func TestAClusterMovedToARunningEngineIsTakenInBeforeItIsMadeAnew(t *testing.T) {
+	ctx := context.Background()
+	source, target := &records{data: map[string][]byte{}}, &records{data: map[string][]byte{}}
+	persistent := func(store inmemory.StateStore) *inmemory.Engine {
+		e := inmemory.NewEngine(inmemory.EngineOptions{State: store, GroupLabel: clusterLabel, SyncInterval: time.Hour})
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	}
+	from, m, key, network, endpoint, certificates := inMemoryClusterOn(ctx, t, persistent(source))
+	kubeadmNode(ctx, t, m, key, network, "mem-cp-1", RoleControlPlane, bootstrapdata.Init(endpoint, certificates))
+	to := persistent(target)
+	if err := from.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// clusterctl move: the record is written on the target and deleted on the source, whose
+	// engine lets the cluster go only at its next sync.
+	record, _ := source.Load(ctx, key.String())
+	if _, err := target.Save(ctx, key.String(), record, true); err != nil {
+		t.Fatal(err)
+	}
+	_ = source.Delete(ctx, key.String())
+
+	// The target's reconcilers, before either engine synced.
+	m2 := NewManager(to, ManagerOptions{})
+	reconcile := func() (*LoadBalancer, error) {
+		if _, err := m2.EnsureNetwork(ctx, key, NetworkSpec{Name: network}); err != nil {
+			return nil, err
+		}
+		return m2.EnsureLoadBalancer(ctx, LoadBalancerSpec{Cluster: key, Port: APIServerPort})
+	}
+	if lb, err := reconcile(); err == nil {
+		t.Fatalf("the moved cluster was made again on the target while its port was still the source's: load balancer at port %d, endpoint %s", lb.Port, endpoint)
+	}
+
+	if err := from.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var lb *LoadBalancer
+	var err error
+	for range 2 { // the first may find what the take-in restored and call again
+		if lb, err = reconcile(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the moved cluster once its source let it go: %v", err)
+	}
+	if got := fmt.Sprintf("%s:%d", lb.Address(network), lb.Port); got != endpoint {
+		t.Errorf("the moved cluster's load balancer at %s, want its endpoint %s", got, endpoint)
+	}
+	cl, err := bootstrapdata.Client(endpoint, certificates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes corev1.NodeList
+	if err := cl.List(ctx, &nodes); err != nil || len(nodes.Items) != 1 {
+		t.Errorf("the moved cluster at %s: %d Nodes, %v; want its control plane's", endpoint, len(nodes.Items), err)
+	}
+}

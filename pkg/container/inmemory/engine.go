@@ -82,7 +82,7 @@ func NewEngine(opts EngineOptions) *Engine {
 	}
 	if opts.State != nil && opts.GroupLabel != "" {
 		e.persist = &persistence{store: opts.State, label: opts.GroupLabel, interval: cmp.Or(opts.SyncInterval, DefaultSyncInterval),
-			changes: map[string]uint64{}, saved: map[string]savedAt{}, over: map[string]bool{}, stop: make(chan struct{})}
+			changes: map[string]uint64{}, saved: map[string]savedAt{}, over: map[string]bool{}, settled: map[string]bool{}, stop: make(chan struct{})}
 		rt.OnChange = e.touch
 		ctx, cancel := context.WithTimeout(context.Background(), 3*e.persist.interval)
 		if err := e.Sync(ctx); err != nil && e.onSyncError != nil {
@@ -92,6 +92,31 @@ func NewEngine(opts EngineOptions) *Engine {
 		go e.syncLoop()
 	}
 	return e
+}
+
+// CreateContainer creates a container; the first thing made of a cluster moved here takes its
+// record in first (takeIn).
+func (e *Engine) CreateContainer(ctx context.Context, spec container.ContainerSpec) error {
+	if err := e.takeIn(ctx, spec.Labels); err != nil {
+		return errors.Wrapf(err, "creating container %s", spec.Name)
+	}
+	return e.Runtime.CreateContainer(ctx, spec)
+}
+
+// CreateNetwork creates a network, as CreateContainer.
+func (e *Engine) CreateNetwork(ctx context.Context, spec container.NetworkSpec) error {
+	if err := e.takeIn(ctx, spec.Labels); err != nil {
+		return errors.Wrapf(err, "creating network %s", spec.Name)
+	}
+	return e.Runtime.CreateNetwork(ctx, spec)
+}
+
+// CreateVolume creates a volume, as CreateContainer.
+func (e *Engine) CreateVolume(ctx context.Context, spec container.VolumeSpec) error {
+	if err := e.takeIn(ctx, spec.Labels); err != nil {
+		return errors.Wrapf(err, "creating volume %s", spec.Name)
+	}
+	return e.Runtime.CreateVolume(ctx, spec)
 }
 
 // Info describes the engine.
@@ -115,7 +140,10 @@ type front struct {
 }
 
 // EnsureFront makes a front listen, or returns the one of that name as it is.
-func (e *Engine) EnsureFront(_ context.Context, spec container.FrontSpec) (*container.Front, error) {
+func (e *Engine) EnsureFront(ctx context.Context, spec container.FrontSpec) (*container.Front, error) {
+	if err := e.takeIn(ctx, spec.Labels); err != nil {
+		return nil, errors.Wrapf(err, "front %s", spec.Name)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if f, ok := e.fronts[spec.Name]; ok {

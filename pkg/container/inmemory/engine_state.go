@@ -64,6 +64,9 @@ type persistence struct {
 	changes map[string]uint64
 	saved   map[string]savedAt
 	over    map[string]bool
+	// settled are the groups whose first create takeIn let through: held, taken in from their
+	// records, or new.
+	settled map[string]bool
 	stop    chan struct{}
 }
 
@@ -94,6 +97,7 @@ func (e *Engine) ended(labels map[string]string) {
 		e.stateMu.Lock()
 		e.persist.over[group] = true
 		delete(e.persist.saved, group)
+		delete(e.persist.settled, group)
 		e.stateMu.Unlock()
 	}
 }
@@ -296,7 +300,42 @@ func (e *Engine) forget(group string) {
 	e.stateMu.Lock()
 	delete(e.persist.saved, group)
 	delete(e.persist.changes, group)
+	delete(e.persist.settled, group)
 	e.stateMu.Unlock()
+}
+
+// takeIn runs before the engine makes anything of a group (what carries labels), the first
+// time: a group that has a record the engine does not hold is taken in from it at once, not at
+// the next sync. A cluster moved to a running manager is reconciled there before that sync,
+// while the manager it came from may still serve it; made anew instead, its front would listen
+// on another port than the endpoint its DockyardCluster keeps, and stand in the way of its
+// record for good. It fails while the record cannot be taken in (its port still taken), so the
+// caller tries again later; a group the engine holds, ended or has no record of is let through.
+func (e *Engine) takeIn(ctx context.Context, labels map[string]string) error {
+	if e.persist == nil {
+		return nil
+	}
+	group := labels[e.persist.label]
+	if group == "" {
+		return nil
+	}
+	e.stateMu.Lock()
+	settled := e.persist.settled[group]
+	e.stateMu.Unlock()
+	if settled {
+		return nil
+	}
+	e.syncMu.Lock()
+	defer e.syncMu.Unlock()
+	if !e.groups()[group] && !e.wasSaved(group) && !e.isOver(group) {
+		if err := e.restore(ctx, group); err != nil {
+			return errors.Wrap(err, "taking in the record of a cluster moved here")
+		}
+	}
+	e.stateMu.Lock()
+	e.persist.settled[group] = true
+	e.stateMu.Unlock()
+	return nil
 }
 
 // groups are the groups the engine holds something of.
