@@ -75,31 +75,13 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	if engine == nil {
 		connectEngine(ctx)
 	}
-	engineConfig := runtimes.FromEnv()
 	By("starting the management plane: etcd, kube-apiserver, kube-controller-manager, Cluster API and Dockyard")
 	// A failed run keeps its work directory for inspection; this run starts from nothing.
 	workDir := filepath.Join(artifacts, planeDirName(GinkgoParallelProcess()))
 	Expect(os.RemoveAll(workDir)).To(Succeed())
 	start := time.Now()
 	var err error
-	plane, err = framework.Start(ctx, framework.Options{
-		WorkDir: workDir,
-		DockyardArgs: []string{
-			"--node-image-repository=" + nodeImageRepo,
-			"--load-balancer-image=" + lbImage,
-			"--container-runtime=" + engineConfig.Name,
-			"--container-runtime-endpoint=" + engineConfig.Endpoint,
-			// The one network of the engine's that clusters may join: the user's shared network
-			// (sharednetwork_test.go); the rest of the policy is the default.
-			"--allowed-networks=" + sharedNetwork,
-			// Low, so two teams' spec reaches it with a handful of Services (tenants_test.go).
-			fmt.Sprintf("--max-service-load-balancers-per-cluster=%d", maxServiceLoadBalancers),
-			// In-memory clusters' API servers (inmemory_test.go) apart from the ports the engine
-			// publishes on 127.0.0.1 for the other specs' load balancers, which ask for 6443 too.
-			"--in-memory-address=" + inMemoryAddress,
-		},
-		Log: GinkgoWriter,
-	})
+	plane, err = framework.Start(ctx, planeOptions(workDir))
 	Expect(err).NotTo(HaveOccurred())
 	timings.add("management plane started", time.Since(start))
 }, NodeTimeout(20*time.Minute))
@@ -130,6 +112,30 @@ var _ = SynchronizedAfterSuite(func(ctx SpecContext) {
 	fmt.Fprintln(GinkgoWriter, report)
 	_ = os.WriteFile(filepath.Join(artifacts, "timings.md"), []byte(report), 0o644)
 }, NodeTimeout(5*time.Minute))
+
+// planeOptions are the options of the suite's management planes, whose work directory is
+// workDir: the plane of each process, and a plane some specs add (clusterctl move's target).
+func planeOptions(workDir string) framework.Options {
+	engineConfig := runtimes.FromEnv()
+	return framework.Options{
+		WorkDir: workDir,
+		DockyardArgs: []string{
+			"--node-image-repository=" + nodeImageRepo,
+			"--load-balancer-image=" + lbImage,
+			"--container-runtime=" + engineConfig.Name,
+			"--container-runtime-endpoint=" + engineConfig.Endpoint,
+			// The one network of the engine's that clusters may join: the user's shared network
+			// (sharednetwork_test.go); the rest of the policy is the default.
+			"--allowed-networks=" + sharedNetwork,
+			// Low, so two teams' spec reaches it with a handful of Services (tenants_test.go).
+			fmt.Sprintf("--max-service-load-balancers-per-cluster=%d", maxServiceLoadBalancers),
+			// In-memory clusters' API servers (inmemory_test.go) apart from the ports the engine
+			// publishes on 127.0.0.1 for the other specs' load balancers, which ask for 6443 too.
+			"--in-memory-address=" + inMemoryAddress,
+		},
+		Log: GinkgoWriter,
+	}
+}
 
 // connectEngine connects to the engine the environment names (DOCKYARD_CONTAINER_RUNTIME).
 func connectEngine(ctx context.Context) {

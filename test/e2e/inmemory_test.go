@@ -3,8 +3,11 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -44,12 +47,15 @@ func inMemoryClusters() int {
 //     see its Node Unknown and the MachineDeployment, then KubeadmControlPlane (three control
 //     plane machines, so etcd keeps its quorum), replace the machine, whose successor joins
 //     through the restored API server;
+//   - clusterctl move takes one of them, in a namespace of its own, to a second management
+//     plane: its record goes with it, and that plane's manager serves it on the same endpoint;
 //   - deleting them stops their API servers and removes their records.
 var _ = Describe("In-memory clusters", Label("inmemory"), func() {
-	It("come up with Cluster API's controllers, outlive a restart of the manager, are remediated when a fault stops a kubelet, and go when deleted", func(ctx SpecContext) {
+	It("come up with Cluster API's controllers, outlive a restart of the manager and clusterctl move, are remediated when a fault stops a kubelet, and go when deleted", func(ctx SpecContext) {
 		const workers = 2
 		ns := testNamespacePrefix + "-mem"
 		count := inMemoryClusters()
+		Expect(count).To(BeNumerically(">=", 2), "DOCKYARD_E2E_INMEMORY_CLUSTERS: one cluster is remediated, another moved")
 		cs := make([]clusterSpec, count)
 		for i := range cs {
 			cs[i] = clusterSpec{name: fmt.Sprintf("mem-%d", i), namespace: ns, controlPlane: 1, workers: workers, template: "cluster-template-in-memory.yaml"}
@@ -57,6 +63,9 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 		// The one remediated: three control plane machines.
 		healed := &cs[0]
 		healed.controlPlane = 3
+		// The one moved: clusterctl move takes a whole namespace.
+		moved := &cs[count-1]
+		moved.namespace = ns + "-move"
 		DeferCleanup(func(ctx SpecContext) {
 			for _, c := range cs {
 				cleanupCluster(ctx, c, c.name)
@@ -123,8 +132,11 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 			whenDone(fmt.Sprintf("in memory: kubelet stopped in %s, replaced and the cluster whole again", faulty.Name), injected)
 		}
 
+		moveInMemoryCluster(ctx, moved, workers, endpoints[count-1])
+
 		deleted := time.Now()
-		deleteOn(ctx, plane, cs...)
+		deleteOn(ctx, plane, cs[:count-1]...)
+		deleteWith(ctx, moved.client(), *moved)
 		whenDone(fmt.Sprintf("in memory: %d clusters deleted", count), deleted)
 		for i, endpoint := range endpoints {
 			conn, err := net.DialTimeout("tcp", endpoint, 2*time.Second)
@@ -133,7 +145,7 @@ var _ = Describe("In-memory clusters", Label("inmemory"), func() {
 			}
 			Expect(err).To(HaveOccurred(), "a deleted in-memory cluster's API server still listens on %s", endpoint)
 			Eventually(func() bool {
-				return apierrors.IsNotFound(plane.Client().Get(ctx, inMemoryRecord(cs[i]), &corev1.Secret{}))
+				return apierrors.IsNotFound(cs[i].client().Get(ctx, inMemoryRecord(cs[i]), &corev1.Secret{}))
 			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(poll).Should(BeTrue(), "the record of %s outlived its cluster", cs[i].name)
 		}
 	})
@@ -168,4 +180,50 @@ func conditionsOf(m *clusterv1.Machine) []string {
 		out = append(out, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason))
 	}
 	return out
+}
+
+// moveInMemoryCluster moves an in-memory cluster's namespace with clusterctl move to a second
+// management plane, started for it (stopped when the spec ends, its clusters deleted first),
+// and waits until that plane's controllers see the cluster whole: Available, its Machines
+// Running with their Nodes Ready, through the API server the second plane's manager now serves
+// on the cluster's unchanged endpoint; the first plane keeps nothing of it. c.mgmt becomes the
+// second plane's client.
+func moveInMemoryCluster(ctx context.Context, c *clusterSpec, workers int, endpoint string) {
+	By("moving " + c.name + " to a second management plane with clusterctl move")
+	began := time.Now()
+	dir := filepath.Join(artifacts, planeDirName(GinkgoParallelProcess())+"-move-target")
+	Expect(os.RemoveAll(dir)).To(Succeed())
+	opts := planeOptions(dir)
+	opts.ClusterctlInventory = true
+	target, err := framework.Start(ctx, opts)
+	Expect(err).NotTo(HaveOccurred(), "starting clusterctl move's target plane")
+	DeferCleanup(func(ctx SpecContext) {
+		if CurrentSpecReport().Failed() {
+			target.Dump(ctx, GinkgoWriter)
+			target.KeepWorkDir()
+		}
+		deleteWith(ctx, target.Client(), *c)
+		Expect(target.Stop(ctx)).To(Succeed())
+	})
+	Expect(plane.InstallClusterctlInventory(ctx)).To(Succeed())
+	whenDone("in memory: clusterctl move's target plane started", began)
+
+	moving := time.Now()
+	clusterctl(ctx, nil, "move", "--kubeconfig", plane.Kubeconfig(), "--to-kubeconfig", target.Kubeconfig(), "--namespace", c.namespace)
+	c.mgmt = target.Client()
+	waitClusterAvailable(ctx, *c, clusterTimeout)
+	waitMachinesRunning(ctx, *c, c.controlPlane, workers)
+	dc := &infrav1.DockyardCluster{}
+	Expect(target.Client().Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, dc)).To(Succeed())
+	Expect(net.JoinHostPort(dc.Spec.ControlPlaneEndpoint.Host, strconv.Itoa(int(dc.Spec.ControlPlaneEndpoint.Port)))).To(Equal(endpoint), "the moved cluster's endpoint")
+	Expect(target.Client().Get(ctx, inMemoryRecord(*c), &corev1.Secret{})).To(Succeed(), "the moved cluster's record on the target")
+	for _, obj := range []client.Object{&infrav1.DockyardCluster{}, &corev1.Secret{}} {
+		key := client.ObjectKey{Namespace: c.namespace, Name: c.name}
+		if _, ok := obj.(*corev1.Secret); ok {
+			key = inMemoryRecord(*c)
+		}
+		err := plane.Client().Get(ctx, key, obj)
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s left on the plane it was moved from: %v", obj, key, err)
+	}
+	whenDone("in memory: "+c.name+" moved by clusterctl move, Available and served by the target's manager", moving)
 }
