@@ -116,19 +116,42 @@ func (c *Cluster) Close() error {
 	return c.http.Close()
 }
 
-// forward connects port-forwards to etcd's Pods to their member's client port.
+// apiServerPort is where kubeadm binds a control plane node's API server.
+const apiServerPort = 6443
+
+// forward connects port-forwards to the static Pods something listens behind: etcd's to their
+// member's client port, and kube-apiserver's to the cluster's API server on kubeadm's port,
+// where KubeadmControlPlane reads the serving certificate's expiry.
 func (c *Cluster) forward(namespace, pod string, port int) (net.Conn, error) {
-	member, ok := strings.CutPrefix(pod, "etcd-")
-	if namespace != metav1.NamespaceSystem || !ok || port != 2379 {
+	var node string
+	var dial func() (net.Conn, error)
+	if namespace == metav1.NamespaceSystem {
+		if member, ok := strings.CutPrefix(pod, "etcd-"); ok && port == 2379 {
+			node, dial = member, func() (net.Conn, error) { return c.Etcd.Dial(member) }
+		} else if n, ok := strings.CutPrefix(pod, "kube-apiserver-"); ok && port == apiServerPort {
+			node, dial = n, c.dialAPIServer
+		}
+	}
+	if dial == nil {
 		return nil, errors.Errorf("nothing listens on port %d of Pod %s/%s", port, namespace, pod)
 	}
-	conn, err := c.Etcd.Dial(member)
+	conn, err := dial()
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.delayed(member, conn), nil
+	return c.delayed(node, conn), nil
+}
+
+// dialAPIServer connects to the cluster's API server in the process, over the TLS it serves.
+func (c *Cluster) dialAPIServer() (net.Conn, error) {
+	l := NewListener(nil)
+	go func() { _ = c.http.Serve(tls.NewListener(l, c.tls)) }()
+	// Served once handed over: the server goes on with the connection when its listener closes.
+	defer func() { _ = l.Close() }()
+	conn, err := l.Pipe()
+	return conn, errors.Wrap(err, "connecting to the cluster's API server")
 }
 
 // Node is a node as kubeadm joins it to the cluster.
