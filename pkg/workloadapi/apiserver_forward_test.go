@@ -3,13 +3,10 @@ package workloadapi
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg/proxy"
-	"sigs.k8s.io/cluster-api/util/kubeconfig"
 )
 
 // KubeadmControlPlane reads when each control plane machine's API server certificate expires
@@ -18,28 +15,10 @@ import (
 // with its serving certificate. Another port of that Pod answers nothing.
 func TestKubeadmControlPlaneReadsTheAPIServersCertificateThroughPortForward(t *testing.T) {
 	ctx := context.Background()
-	caCert, caKey := newCA(t)
-	etcdCA, etcdKey := newCA(t)
-	c, err := NewCluster(ClusterOptions{KubernetesVersion: "v1.34.4", CACert: caCert, CAKey: caKey, EtcdCACert: etcdCA, EtcdCAKey: etcdKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = c.Serve(l) }()
-	t.Cleanup(func() { _ = c.Close() })
+	sc := newServedCluster(t)
+	c, rc, caCert := sc.Cluster, sc.rest, sc.caCert
 	cp := Node{Name: "cp-0", ProviderID: "dockyard:////cp-0", KubernetesVersion: "v1.34.4", ControlPlane: true}
 	if err := c.Init(ctx, cp, "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\nkubernetesVersion: v1.34.4\n"); err != nil {
-		t.Fatal(err)
-	}
-	kc, err := kubeconfig.New("c", "https://"+l.Addr().String(), caCert, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
-	if err != nil {
 		t.Fatal(err)
 	}
 

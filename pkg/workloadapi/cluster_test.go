@@ -2,6 +2,8 @@ package workloadapi
 
 import (
 	"context"
+	"crypto"
+	"crypto/x509"
 	"net"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	kcp "sigs.k8s.io/cluster-api/controlplane/kubeadm/pkg"
@@ -24,11 +27,21 @@ import (
 // its kubeconfig: Nodes Ready with their provider IDs, a control plane node's static Pods and
 // etcd member, kubeadm's ConfigMaps, kube-proxy (which KubeadmControlPlane's own upgrade step
 // moves to a new version); kubeadm reset takes a node's part away.
-func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
-	ctx := context.Background()
-	caCert, caKey := newCA(t)
-	etcdCA, etcdKey := newCA(t)
-	c, err := NewCluster(ClusterOptions{KubernetesVersion: "v1.34.4", CACert: caCert, CAKey: caKey, EtcdCACert: etcdCA, EtcdCAKey: etcdKey})
+// servedCluster is a simulated cluster of v1.34.4 served on a loopback port (closed when the
+// test ends), the CAs it was made with, and the REST config of Cluster API's kubeconfig for it.
+type servedCluster struct {
+	*Cluster
+	rest           *rest.Config
+	caCert, etcdCA *x509.Certificate
+	caKey, etcdKey crypto.Signer
+}
+
+func newServedCluster(t *testing.T) servedCluster {
+	t.Helper()
+	sc := servedCluster{}
+	sc.caCert, sc.caKey = newCA(t)
+	sc.etcdCA, sc.etcdKey = newCA(t)
+	c, err := NewCluster(ClusterOptions{KubernetesVersion: "v1.34.4", CACert: sc.caCert, CAKey: sc.caKey, EtcdCACert: sc.etcdCA, EtcdCAKey: sc.etcdKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +51,21 @@ func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
 	}
 	go func() { _ = c.Serve(l) }()
 	t.Cleanup(func() { _ = c.Close() })
+	kc, err := kubeconfig.New("c", "https://"+l.Addr().String(), sc.caCert, sc.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.rest, err = clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig(); err != nil {
+		t.Fatal(err)
+	}
+	sc.Cluster = c
+	return sc
+}
+
+func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
+	ctx := context.Background()
+	sc := newServedCluster(t)
+	c, rc, etcdCA, etcdKey := sc.Cluster, sc.rest, sc.etcdCA, sc.etcdKey
 
 	cp := func(name string) Node {
 		return Node{Name: name, ProviderID: "dockyard:////" + name, KubernetesVersion: "v1.34.4", ControlPlane: true}
@@ -52,14 +80,6 @@ func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	kc, err := kubeconfig.New("c", "https://"+l.Addr().String(), caCert, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := clientcmd.NewDefaultClientConfig(*kc, nil).ClientConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cl, err := client.New(rc, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
