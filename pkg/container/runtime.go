@@ -65,8 +65,9 @@ type Runtime interface {
 	// Exec runs a command in a running container and returns its exit code; a non-zero exit
 	// code is not an error. Stdin, when set, is streamed to the command and closed at EOF, so
 	// secrets never appear in the command line. A command that exits non-zero before reading
-	// all of its stdin returns its exit code and stderr, not the broken stream; one that exits 0
-	// without reading it all is an error.
+	// all of its stdin returns its exit code, not the broken stream, with its stderr as far as
+	// the engine delivered it (Podman's service may cut it short); one that exits 0 without
+	// reading it all is an error.
 	Exec(ctx context.Context, name string, opts ExecOptions) (int, error)
 	// CopyToContainer extracts a tar stream into a directory of the container.
 	CopyToContainer(ctx context.Context, name, dir string, tarStream io.Reader) error

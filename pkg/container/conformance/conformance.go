@@ -42,6 +42,10 @@ type Subject struct {
 	// Balances says the engine balances traffic itself (Runtime.Balancer is not nil); Zoned
 	// says its hosts may have zones. Engines of one host do neither.
 	Balances, Zoned bool
+	// CutsUnreadStdinOutput says the engine may cut a command's output short when the command
+	// exits with its stdin unread (Podman's service resets the stream and writes its own
+	// error): Exec still owes the exit code, but not the command's whole stderr.
+	CutsUnreadStdinOutput bool
 }
 
 // Capabilities checks what an engine adds beyond one host: Balancer answers the same each time,

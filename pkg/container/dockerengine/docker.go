@@ -486,7 +486,18 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 		if ctx.Err() != nil {
 			return -1, errors.Wrapf(ctx.Err(), "exec in container %s", name)
 		}
-		return -1, errors.Wrapf(err, "reading exec output from container %s", name)
+		readErr := errors.Wrapf(err, "reading exec output from container %s", name)
+		if opts.Stdin == nil {
+			return -1, readErr
+		}
+		// Podman's service resets the stream when the command ends with its stdin unread: the
+		// command's own exit code, when it failed, still says what happened.
+		attached.Close()
+		<-stdinDone
+		if code, ended := r.endedExitCode(ctx, created.ID); ended && code != 0 {
+			return code, nil
+		}
+		return -1, readErr
 	}
 	// The output ends when the command does. A command that ended without reading all of its
 	// stdin (a failure often: ctr import on a full disk) leaves the copy blocked on a write the
@@ -520,6 +531,15 @@ func (r *Runtime) execExitCode(ctx context.Context, name, id string) (int, error
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// endedExitCode is the exit code of an exec that ended, waiting a moment for the engine to
+// record it; ended is false if it did not within that moment or the engine could not say.
+func (r *Runtime) endedExitCode(ctx context.Context, id string) (code int, ended bool) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	code, err := r.execExitCode(ctx, "", id)
+	return code, err == nil
 }
 
 // CopyToContainer extracts a tar stream into a directory of a container.

@@ -75,6 +75,7 @@ func subject(rt container.Runtime, labels map[string]string, prefix string) conf
 	return conformance.Subject{
 		Runtime: rt, Image: testImage(), Labels: labels, Prefix: prefix,
 		Entrypoint: []string{"sh", "-c"}, Cmd: []string{"exec sleep 600"},
+		CutsUnreadStdinOutput: true,
 	}
 }
 
