@@ -42,16 +42,23 @@ func controllerNamespaces() []string {
 	return []string{"dockyard-system", "capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system"}
 }
 
+// platformNamespace holds the management cluster's own Pods: its API server, etcd, controller
+// manager and scheduler. A Footprint reports them beside the controllers, as the whole's cost.
+const platformNamespace = "kube-system"
+
 // Footprint samples, while a spec runs, the memory (working set) and CPU of every container of
-// the management cluster's controllers from the kubelets' summary API, and notes their restarts.
+// the management cluster's controllers from the kubelets' summary API, and notes their restarts;
+// beside them, what the whole costs: the management cluster's own Pods (kube-system) and nodes,
+// and the host the spec runs on (its CPU and load, and the spec's own process).
 // StartFootprint starts it; Stop ends it and says what it saw. Its methods are not safe for
 // concurrent use.
 type Footprint struct {
-	input   FootprintInput
-	before  []corev1.Pod
-	stats   *footprintStats
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	input     FootprintInput
+	before    []corev1.Pod
+	stats     *footprintStats
+	hostStart hostReading
+	cancel    context.CancelFunc
+	stopped   chan struct{}
 }
 
 // StartFootprint lists the controllers' Pods (their restart counts are the baseline Stop
@@ -67,11 +74,14 @@ func StartFootprint(ctx context.Context, input FootprintInput) (*Footprint, erro
 	if input.Interval <= 0 {
 		input.Interval = DefaultFootprintInterval
 	}
-	before, err := controllerPods(ctx, input.ClientSet, input.Namespaces)
+	before, err := controllerPods(ctx, input.ClientSet, watchedNamespaces(input.Namespaces))
 	if err != nil {
 		return nil, err
 	}
-	f := &Footprint{input: input, before: before, stats: newFootprintStats(input.Namespaces, time.Now()), stopped: make(chan struct{})}
+	f := &Footprint{
+		input: input, before: before, stats: newFootprintStats(input.Namespaces, time.Now()),
+		hostStart: readHost(), stopped: make(chan struct{}),
+	}
 	f.sample(ctx)
 	sampling, cancel := context.WithCancel(ctx)
 	f.cancel = cancel
@@ -99,22 +109,31 @@ func (f *Footprint) Stop(ctx context.Context) (*FootprintReport, error) {
 	f.cancel()
 	<-f.stopped
 	f.sample(ctx)
-	after, err := controllerPods(ctx, f.input.ClientSet, f.input.Namespaces)
+	after, err := controllerPods(ctx, f.input.ClientSet, watchedNamespaces(f.input.Namespaces))
 	if err != nil {
 		return nil, err
 	}
 	r := f.stats.report(time.Now())
 	r.Interval = f.input.Interval
 	r.Restarts = restarts(f.before, after)
+	r.Host = hostFootprint(f.hostStart, readHost(), f.stats.peakLoad())
 	return r, nil
+}
+
+// watchedNamespaces are the namespaces whose Pods' restarts fail a spec: the controllers' and
+// the management cluster's own.
+func watchedNamespaces(controllers []string) []string {
+	return append(append([]string{}, controllers...), platformNamespace)
 }
 
 // sample reads every node's summary and adds the controllers' containers to the statistics.
 func (f *Footprint) sample(ctx context.Context) {
 	err := f.readSummaries(ctx)
+	load := readLoad()
 	f.stats.mu.Lock()
 	defer f.stats.mu.Unlock()
 	f.stats.samples++
+	f.stats.load1 = max(f.stats.load1, load)
 	if err != nil {
 		f.stats.failed++
 		f.stats.lastError = err.Error()
@@ -194,7 +213,11 @@ func restarts(before, after []corev1.Pod) []string {
 // a Footprint reads.
 type summary struct {
 	Node struct {
-		NodeName string `json:"nodeName"`
+		NodeName         string             `json:"nodeName"`
+		StartTime        metav1.Time        `json:"startTime"`
+		CPU              *cpuSummary        `json:"cpu"`
+		Memory           *memorySummary     `json:"memory"`
+		SystemContainers []containerSummary `json:"systemContainers"`
 	} `json:"node"`
 	Pods []struct {
 		PodRef struct {
@@ -238,13 +261,21 @@ type footprintStats struct {
 	samples    int
 	failed     int
 	lastError  string
+	load1      float64
 	containers map[string]*containerStats
+}
+
+func (s *footprintStats) peakLoad() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.load1
 }
 
 // containerStats are one container's samples: its peak and last working set, the first and
 // last readings of its CPU counter in its current run, and the sum of the kubelet's CPU rates.
 type containerStats struct {
 	namespace, pod, container string
+	platform                  bool
 	peak, last                uint64
 	started                   time.Time
 	firstAt, lastAt           time.Time
@@ -261,24 +292,39 @@ func newFootprintStats(namespaces []string, start time.Time) *footprintStats {
 	return &footprintStats{namespaces: set, start: start, containers: map[string]*containerStats{}}
 }
 
-// add takes in one node's summary: the containers of Pods in the watched namespaces.
+// add takes in one node's summary: the containers of Pods in the watched namespaces, those of
+// the management cluster's own Pods, the node as a whole and its system containers (the
+// kubelet, the container runtime).
 func (s *footprintStats) add(sum *summary) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range sum.Pods {
-		if !s.namespaces[p.PodRef.Namespace] {
+		platform := p.PodRef.Namespace == platformNamespace
+		if !platform && !s.namespaces[p.PodRef.Namespace] {
 			continue
 		}
 		for _, c := range p.Containers {
-			key := p.PodRef.Namespace + "/" + p.PodRef.Name + "/" + c.Name
-			cs := s.containers[key]
-			if cs == nil {
-				cs = &containerStats{namespace: p.PodRef.Namespace, pod: p.PodRef.Name, container: c.Name}
-				s.containers[key] = cs
-			}
-			cs.add(c)
+			s.container(p.PodRef.Namespace, p.PodRef.Name, c.Name, platform).add(c)
 		}
 	}
+	n := sum.Node
+	s.container("", n.NodeName, "(the node)", true).add(containerSummary{Name: "(the node)", StartTime: n.StartTime, CPU: n.CPU, Memory: n.Memory})
+	for _, c := range n.SystemContainers {
+		if c.Name == "pods" {
+			continue // the Pods, counted above
+		}
+		s.container("", n.NodeName, c.Name, true).add(c)
+	}
+}
+
+func (s *footprintStats) container(namespace, pod, name string, platform bool) *containerStats {
+	key := namespace + "/" + pod + "/" + name
+	cs := s.containers[key]
+	if cs == nil {
+		cs = &containerStats{namespace: namespace, pod: pod, container: name, platform: platform}
+		s.containers[key] = cs
+	}
+	return cs
 }
 
 func (cs *containerStats) add(c containerSummary) {
@@ -329,7 +375,14 @@ type FootprintReport struct {
 	LastError              string
 	// Containers of the controllers, by namespace, Pod and container name.
 	Containers []ContainerFootprint
-	// Restarts name the controllers that restarted during the spec; empty when none did.
+	// Platform is the management cluster's own: its kube-system containers, and each node as a
+	// whole (Namespace empty, Pod the node's name, Container "(the node)") with its system
+	// containers (the kubelet, the runtime).
+	Platform []ContainerFootprint
+	// Host is the machine the spec ran on, the management cluster's nodes included.
+	Host HostFootprint
+	// Restarts name the controllers (or the management cluster's own Pods) that restarted
+	// during the spec; empty when none did.
 	Restarts []string
 }
 
@@ -351,16 +404,26 @@ func (s *footprintStats) report(end time.Time) *FootprintReport {
 	r := &FootprintReport{Start: s.start, End: end, Samples: s.samples, FailedSamples: s.failed, LastError: s.lastError}
 	for _, cs := range s.containers {
 		cpu, ok := cs.meanMilliCPU()
-		r.Containers = append(r.Containers, ContainerFootprint{
+		c := ContainerFootprint{
 			Namespace: cs.namespace, Pod: cs.pod, Container: cs.container,
 			PeakWorkingSet: cs.peak, LastWorkingSet: cs.last, MeanMilliCPU: cpu, HasCPU: ok,
-		})
+		}
+		if cs.platform {
+			r.Platform = append(r.Platform, c)
+		} else {
+			r.Containers = append(r.Containers, c)
+		}
 	}
-	sort.Slice(r.Containers, func(i, j int) bool {
-		a, b := r.Containers[i], r.Containers[j]
+	sortContainers(r.Containers)
+	sortContainers(r.Platform)
+	return r
+}
+
+func sortContainers(cs []ContainerFootprint) {
+	sort.Slice(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
 		return a.Namespace+"/"+a.Pod+"/"+a.Container < b.Namespace+"/"+b.Pod+"/"+b.Container
 	})
-	return r
 }
 
 // String is the report as footprint.txt holds it: the sampling, a table of the containers
@@ -374,18 +437,17 @@ func (r *FootprintReport) String() string {
 		fmt.Fprintf(b, " (the last: %s)", r.LastError)
 	}
 	b.WriteString("\n\n")
-	w := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "namespace\tpod\tcontainer\tworking set, peak (MiB)\tlast (MiB)\tCPU, mean (millicores)")
-	for _, c := range r.Containers {
-		cpu := "n/a"
-		if c.HasCPU {
-			cpu = fmt.Sprintf("%.0f", c.MeanMilliCPU)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%.1f\t%s\n", c.Namespace, c.Pod, c.Container, mib(c.PeakWorkingSet), mib(c.LastWorkingSet), cpu)
-	}
-	_ = w.Flush()
+	writeContainers(b, r.Containers)
 	if len(r.Containers) == 0 {
 		b.WriteString("(no sample had a container of the controllers)\n")
+	}
+	if len(r.Platform) > 0 {
+		b.WriteString("\nThe management cluster's own Pods and nodes:\n")
+		writeContainers(b, r.Platform)
+	}
+	if h := r.Host; h.Cores > 0 {
+		fmt.Fprintf(b, "\nThe host: %d cores, busy %.0f millicores on average, load average (1 min) at most %.1f; the spec's own process %.0f millicores\n",
+			h.Cores, h.BusyMilliCPU, h.PeakLoad1, h.SelfMilliCPU)
 	}
 	if len(r.Restarts) == 0 {
 		b.WriteString("\nRestarts: none\n")
@@ -393,6 +455,23 @@ func (r *FootprintReport) String() string {
 		b.WriteString("\nRestarts:\n  " + strings.Join(r.Restarts, "\n  ") + "\n")
 	}
 	return b.String()
+}
+
+func writeContainers(b *strings.Builder, cs []ContainerFootprint) {
+	w := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "namespace\tpod\tcontainer\tworking set, peak (MiB)\tlast (MiB)\tCPU, mean (millicores)")
+	for _, c := range cs {
+		cpu := "n/a"
+		if c.HasCPU {
+			cpu = fmt.Sprintf("%.0f", c.MeanMilliCPU)
+		}
+		ns := c.Namespace
+		if ns == "" {
+			ns = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%.1f\t%.1f\t%s\n", ns, c.Pod, c.Container, mib(c.PeakWorkingSet), mib(c.LastWorkingSet), cpu)
+	}
+	_ = w.Flush()
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }

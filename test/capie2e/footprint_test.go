@@ -18,7 +18,8 @@ import (
 // Two summaries of a management node 15 s apart, as the kubelet serves them
 // (testdata/footprint: k8s.io/kubelet v0.34.4's stats.Summary marshalled): Dockyard's manager
 // and Cluster API's core controller in both, a kubeadm bootstrap controller whose first
-// reading has no CPU rate yet, and kube-system's API server, which is no controller.
+// reading has no CPU rate yet, and kube-system's API server, which is no controller but the
+// management cluster's own, as are the node and its kubelet.
 func TestFootprintSummarisesTheControllers(t *testing.T) {
 	s := newFootprintStats(controllerNamespaces(), time.Date(2026, 12, 7, 11, 0, 0, 0, time.UTC))
 	for _, name := range []string{"summary-0.json", "summary-1.json"} {
@@ -46,6 +47,17 @@ func TestFootprintSummarisesTheControllers(t *testing.T) {
 	if diff := cmp.Diff(want, r.Containers); diff != "" {
 		t.Errorf("containers (-want +got):\n%s", diff)
 	}
+	wantPlatform := []ContainerFootprint{
+		{Pod: "dockyard-capie2e-control-plane", Container: "(the node)",
+			PeakWorkingSet: 3 << 30, LastWorkingSet: 3 << 30, MeanMilliCPU: 1200, HasCPU: true},
+		{Pod: "dockyard-capie2e-control-plane", Container: "kubelet",
+			PeakWorkingSet: 60 << 20, LastWorkingSet: 60 << 20, MeanMilliCPU: 0, HasCPU: true},
+		{Namespace: "kube-system", Pod: "kube-apiserver-dockyard-capie2e-control-plane", Container: "kube-apiserver",
+			PeakWorkingSet: 900 << 20, LastWorkingSet: 900 << 20, MeanMilliCPU: 600, HasCPU: true},
+	}
+	if diff := cmp.Diff(wantPlatform, r.Platform); diff != "" {
+		t.Errorf("the management cluster's own (-want +got):\n%s", diff)
+	}
 
 	text := r.String()
 	for _, line := range []string{
@@ -60,8 +72,10 @@ func TestFootprintSummarisesTheControllers(t *testing.T) {
 			t.Errorf("footprint.txt lacks %q:\n%s", line, text)
 		}
 	}
-	if strings.Contains(text, "kube-apiserver") {
-		t.Errorf("footprint.txt lists a container that is no controller:\n%s", text)
+	controllers, platform, _ := strings.Cut(text, "The management cluster's own Pods and nodes:")
+	if strings.Contains(controllers, "kube-apiserver") || !strings.Contains(squeeze(platform), "kube-system  kube-apiserver-dockyard-capie2e-control-plane  kube-apiserver  900.0  900.0  600") ||
+		!strings.Contains(squeeze(platform), "-  dockyard-capie2e-control-plane  (the node)  3072.0  3072.0  1200") {
+		t.Errorf("footprint.txt does not list the API server and the node apart from the controllers:\n%s", text)
 	}
 
 	dir := filepath.Join(t.TempDir(), "scale")
@@ -140,5 +154,23 @@ func TestFootprintRestarts(t *testing.T) {
 func TestParseSummaryRefusesWhatIsNoSummary(t *testing.T) {
 	if _, err := parseSummary([]byte("<html>Bad Gateway</html>")); err == nil {
 		t.Error("parseSummary accepted HTML")
+	}
+}
+
+// The host's busy CPU is the non-idle clock ticks over the time between two readings; the
+// spec's process its own CPU time over the same; readings without counters give nothing.
+func TestHostFootprint(t *testing.T) {
+	start := time.Date(2026, 12, 7, 11, 0, 0, 0, time.UTC)
+	a := hostReading{at: start, busy: 1000, all: 5000, self: 2 * time.Second, ticksKnown: true}
+	b := hostReading{at: start.Add(10 * time.Second), busy: 2500, all: 7000, self: 7 * time.Second, ticksKnown: true}
+	h := hostFootprint(a, b, 12.5)
+	if h.Cores == 0 || h.BusyMilliCPU != 1500 || h.SelfMilliCPU != 500 || h.PeakLoad1 != 12.5 {
+		t.Errorf("hostFootprint = %+v, want 1500 busy, 500 self, load 12.5", h)
+	}
+	if h := hostFootprint(hostReading{at: start}, b, 1); h != (HostFootprint{}) {
+		t.Errorf("without a first reading of the counters: %+v, want nothing", h)
+	}
+	if r := readHost(); !r.ticksKnown || r.busy == 0 || r.busy > r.all {
+		t.Errorf("readHost on this Linux host = %+v", r)
 	}
 }

@@ -38,9 +38,10 @@ func envOrDefault(key, def string) string {
 
 // watchControllers has every spec of the container it is called in watched by a
 // capie2e.Footprint: the memory and CPU of the management cluster's controllers (Dockyard's
-// manager, Cluster API's core, kubeadm bootstrap and control plane) sampled every 15 s while
-// the spec runs, including its clean-up, written to <artifacts>/<name>/footprint.txt; and the
-// spec fails when one of them restarted during it. Call it in the container before the
+// manager, Cluster API's core, kubeadm bootstrap and control plane), of the management
+// cluster's own Pods and nodes, sampled every 15 s while the spec runs, including its
+// clean-up, and the host's CPU and load, written to <artifacts>/<name>/footprint.txt; and the
+// spec fails when one of those Pods restarted during it. Call it in the container before the
 // shared spec, so the sampling starts before the spec's own BeforeEach.
 func watchControllers(name string) {
 	BeforeEach(func() {
