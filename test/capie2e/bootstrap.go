@@ -40,6 +40,9 @@ type ClusterProviderInput struct {
 	// NetworkPolicyImage, when set, makes the management cluster enforce NetworkPolicies
 	// (mgmt.Options.NetworkPolicyImage); Images must hold it.
 	NetworkPolicyImage string
+	// APIServerEnv are environment variables of the management cluster's API server
+	// (mgmt.Options.APIServerEnv), e.g. GOGC for specs of thousands of in-memory Machines.
+	APIServerEnv map[string]string
 }
 
 // ClusterProvider makes and disposes of a management cluster in a node container on the local
@@ -96,6 +99,7 @@ func (p *ClusterProvider) Create(ctx context.Context) {
 	c, err := mgmt.Create(ctx, nodes, mgmt.Options{
 		Name: p.in.Name, NodeImage: p.in.NodeImage, KubernetesVersion: p.in.KubernetesVersion, Images: images,
 		AdmissionPlugins: []string{"OwnerReferencesPermissionEnforcement"}, Zones: p.in.Zones, NetworkPolicyImage: p.in.NetworkPolicyImage,
+		APIServerEnv: p.in.APIServerEnv,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(ginkgo.GinkgoWriter, format+"\n", args...)
 		},

@@ -57,8 +57,11 @@ type Footprint struct {
 	before    []corev1.Pod
 	stats     *footprintStats
 	hostStart hostReading
-	cancel    context.CancelFunc
-	stopped   chan struct{}
+	// requests are the API server's request counters when the sampling began; nil when they
+	// could not be read.
+	requests requestCounts
+	cancel   context.CancelFunc
+	stopped  chan struct{}
 }
 
 // StartFootprint lists the controllers' Pods (their restart counts are the baseline Stop
@@ -81,6 +84,9 @@ func StartFootprint(ctx context.Context, input FootprintInput) (*Footprint, erro
 	f := &Footprint{
 		input: input, before: before, stats: newFootprintStats(input.Namespaces, time.Now()),
 		hostStart: readHost(), stopped: make(chan struct{}),
+	}
+	if f.requests, err = readRequestCounts(ctx, input.ClientSet); err != nil {
+		ctrl.LoggerFrom(ctx).Info("The API server's request counters are not in the footprint", "err", err.Error())
 	}
 	f.sample(ctx)
 	sampling, cancel := context.WithCancel(ctx)
@@ -117,6 +123,12 @@ func (f *Footprint) Stop(ctx context.Context) (*FootprintReport, error) {
 	r.Interval = f.input.Interval
 	r.Restarts = restarts(f.before, after)
 	r.Host = hostFootprint(f.hostStart, readHost(), f.stats.peakLoad())
+	if f.requests != nil {
+		if now, err := readRequestCounts(ctx, f.input.ClientSet); err == nil {
+			served := requestFootprint(f.requests, now, 12)
+			r.Requests = &served
+		}
+	}
 	return r, nil
 }
 
@@ -381,6 +393,9 @@ type FootprintReport struct {
 	Platform []ContainerFootprint
 	// Host is the machine the spec ran on, the management cluster's nodes included.
 	Host HostFootprint
+	// Requests the management cluster's API server served; nil when its metrics could not be
+	// read.
+	Requests *RequestFootprint
 	// Restarts name the controllers (or the management cluster's own Pods) that restarted
 	// during the spec; empty when none did.
 	Restarts []string
@@ -448,6 +463,9 @@ func (r *FootprintReport) String() string {
 	if h := r.Host; h.Cores > 0 {
 		fmt.Fprintf(b, "\nThe host: %d cores, busy %.0f millicores on average, load average (1 min) at most %.1f; the spec's own process %.0f millicores\n",
 			h.Cores, h.BusyMilliCPU, h.PeakLoad1, h.SelfMilliCPU)
+	}
+	if r.Requests != nil {
+		b.WriteString("\n" + r.Requests.String())
 	}
 	if len(r.Restarts) == 0 {
 		b.WriteString("\nRestarts: none\n")

@@ -174,3 +174,26 @@ func TestHostFootprint(t *testing.T) {
 		t.Errorf("readHost on this Linux host = %+v", r)
 	}
 }
+
+// The API server's request counters, read before and after: what was served between, by kind,
+// the most first; a counter that went down (the API server restarted) counts nothing.
+func TestRequestFootprint(t *testing.T) {
+	before := parseRequestCounts(`# HELP apiserver_request_total Counter of apiserver requests
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="cluster.x-k8s.io",resource="machines",scope="resource",subresource="status",verb="PATCH",version="v1beta2"} 10
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="events",scope="namespace",subresource="",verb="POST",version="v1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/readyz",verb="GET",version=""} 100
+`)
+	after := parseRequestCounts(`apiserver_request_total{code="200",component="apiserver",dry_run="",group="cluster.x-k8s.io",resource="machines",scope="resource",subresource="status",verb="PATCH",version="v1beta2"} 40
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="cluster.x-k8s.io",resource="machines",scope="resource",subresource="status",verb="PATCH",version="v1beta2"} 2
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="events",scope="namespace",subresource="",verb="POST",version="v1"} 12
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/readyz",verb="GET",version=""} 3
+`)
+	got := requestFootprint(before, after, 1)
+	want := RequestFootprint{Total: 39, Top: []RequestCount{{Kind: "PATCH machines/status", Count: 32}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("requestFootprint (-want +got):\n%s", diff)
+	}
+	if s := got.String(); !strings.Contains(s, "served 39 requests") || !strings.Contains(s, "32  PATCH machines/status") {
+		t.Errorf("String() = %q", s)
+	}
+}

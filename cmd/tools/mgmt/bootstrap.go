@@ -3,7 +3,9 @@ package mgmt
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +102,15 @@ func controllerManagerArgs(opts Options) []bootstrapv1.Arg {
 	return args
 }
 
+// envVars are the variables of env as kubeadm's extraEnvs, sorted by name.
+func envVars(env map[string]string) []bootstrapv1.EnvVar {
+	out := make([]bootstrapv1.EnvVar, 0, len(env))
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, bootstrapv1.EnvVar{EnvVar: corev1.EnvVar{Name: name, Value: env[name]}})
+	}
+	return out
+}
+
 // initData renders the node's cloud-config the way Cluster API's kubeadm bootstrap provider
 // does for a cluster's first control plane machine: kubeadm's configuration through CABPK's
 // own types for the version, certificates from Cluster API's secret package. The node keeps
@@ -119,6 +130,9 @@ func initData(c *Cluster, opts Options) ([]byte, error) {
 		APIServer:            bootstrapv1.APIServer{CertSANs: []string{"localhost", "127.0.0.1", c.Node}},
 		ControllerManager:    bootstrapv1.ControllerManager{ExtraArgs: controllerManagerArgs(opts)},
 		Scheduler:            bootstrapv1.Scheduler{ExtraArgs: loadedHostLeases()},
+	}
+	if env := envVars(opts.APIServerEnv); len(env) > 0 {
+		clusterConfig.APIServer.ExtraEnvs = &env
 	}
 	if len(opts.AdmissionPlugins) > 0 {
 		// kubeadm's own default is NodeRestriction; the flag replaces it.

@@ -100,3 +100,26 @@ func TestManagementNodesPinTheirAddressOnTheirOwnNetwork(t *testing.T) {
 		}
 	}
 }
+
+// The API server's environment (GOGC for a management cluster of thousands of objects) reaches
+// its static Pod through kubeadm's extraEnvs, sorted by name; none by default.
+func TestManagementAPIServerEnvironment(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want []any
+	}{
+		{env: nil, want: nil},
+		{env: map[string]string{"GOMEMLIMIT": "8GiB", "GOGC": "400"}, want: []any{
+			map[string]any{"name": "GOGC", "value": "400"}, map[string]any{"name": "GOMEMLIMIT", "value": "8GiB"},
+		}},
+	} {
+		data, err := initData(&Cluster{Name: "mgmt", Node: "mgmt-control-plane"}, Options{KubernetesVersion: "v1.34.4", APIServerEnv: tc.env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		section, _ := kubeadmDocument(t, data, "ClusterConfiguration")["apiServer"].(map[string]any)
+		if got, _ := section["extraEnvs"].([]any); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("APIServerEnv %v: apiServer.extraEnvs %v, want %v", tc.env, got, tc.want)
+		}
+	}
+}

@@ -63,6 +63,10 @@ type Options struct {
 	// AdmissionPlugins the API server enables besides its defaults, e.g.
 	// OwnerReferencesPermissionEnforcement (as Cluster API's end-to-end suite has it on kind).
 	AdmissionPlugins []string
+	// APIServerEnv are environment variables of the API server's process, e.g. GOGC=400 and
+	// GOMEMLIMIT=8GiB: at thousands of objects its garbage collector is a third of its CPU
+	// (docs/performance.md).
+	APIServerEnv map[string]string
 	// Zones, when set, give the cluster one worker per zone, labelled topology.kubernetes.io/zone
 	// with it: an infrastructure cluster whose zones are failure domains (the workers are
 	// simulated hosts, the engine's containers).

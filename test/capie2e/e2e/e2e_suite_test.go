@@ -86,6 +86,18 @@ func init() {
 	flag.BoolVar(&skipCleanup, "e2e.skip-resource-cleanup", os.Getenv("SKIP_RESOURCE_CLEANUP") == "true", "keep the workload clusters and the management cluster")
 }
 
+// managementAPIServerEnv is the management cluster's API server's environment: with
+// DOCKYARD_E2E_APISERVER_GOGC set (make test-e2e-inmemory sets it), its garbage collector's
+// GOGC, and a soft memory limit of DOCKYARD_E2E_APISERVER_GOMEMLIMIT (8GiB) that makes it
+// collect more often before the host runs short.
+func managementAPIServerEnv() map[string]string {
+	gogc := os.Getenv("DOCKYARD_E2E_APISERVER_GOGC")
+	if gogc == "" {
+		return nil
+	}
+	return map[string]string{"GOGC": gogc, "GOMEMLIMIT": envOrDefault("DOCKYARD_E2E_APISERVER_GOMEMLIMIT", "8GiB")}
+}
+
 // infrastructureZones are the zones of DOCKYARD_E2E_ZONES (comma-separated): the management
 // cluster then has one worker per zone and is the infrastructure cluster of the kubernetes
 // flavor's clusters (make test-e2e-kubernetes sets it).
@@ -293,6 +305,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 			LogFolder:          filepath.Join(artifactFolder, "clusters", "bootstrap"),
 			Zones:              infrastructureZones(),
 			NetworkPolicyImage: networkPolicy,
+			APIServerEnv:       managementAPIServerEnv(),
 		})
 		bootstrapClusterProvider.Create(ctx)
 		kubeconfig = bootstrapClusterProvider.GetKubeconfigPath()
