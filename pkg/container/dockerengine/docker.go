@@ -493,9 +493,12 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 		// Podman's service resets the stream when the command ends with its stdin unread: the
 		// command's own exit code, when it failed, still says what happened.
 		attached.Close()
-		<-stdinDone
+		stdinErr := <-stdinDone
 		if code, ended := r.endedExitCode(ctx, created.ID); ended && code != 0 {
 			return code, nil
+		}
+		if stdinErr != nil {
+			return -1, errors.WithMessagef(readErr, "streaming stdin: %v", stdinErr)
 		}
 		return -1, readErr
 	}
