@@ -335,9 +335,13 @@ E2E_POOL_INSTANCES ?= 100
 # GOGC of the management cluster's API server (empty: Go's default, 100), with a soft memory
 # limit of 8 GiB (docs/performance.md).
 E2E_APISERVER_GOGC ?=
+# Cluster API core's --kube-api-qps and --kube-api-burst (empty: its own, 100 and 200).
+E2E_CAPI_KUBE_API_QPS ?=
+E2E_CAPI_KUBE_API_BURST ?=
 E2E_INMEMORY_ENV = DOCKYARD_E2E_SCALE_CLUSTERS=$(E2E_SCALE_CLUSTERS) DOCKYARD_E2E_SCALE_WORKERS=$(E2E_SCALE_WORKERS) \
 	DOCKYARD_E2E_SCALE_CONCURRENCY=$(E2E_SCALE_CONCURRENCY) DOCKYARD_E2E_POOL_INSTANCES=$(E2E_POOL_INSTANCES) \
-	DOCKYARD_E2E_APISERVER_GOGC=$(E2E_APISERVER_GOGC)
+	DOCKYARD_E2E_APISERVER_GOGC=$(E2E_APISERVER_GOGC) \
+	$(if $(E2E_CAPI_KUBE_API_QPS),CAPI_KUBE_API_QPS=$(E2E_CAPI_KUBE_API_QPS)) $(if $(E2E_CAPI_KUBE_API_BURST),CAPI_KUBE_API_BURST=$(E2E_CAPI_KUBE_API_BURST))
 E2E_INMEMORY_ARGS = CAPI_E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)-inmemory" \
 	CAPI_E2E_ENV='$(E2E_INMEMORY_ENV) $(CAPI_E2E_ENV)' CAPI_E2E_FLAGS="-ginkgo.label-filter=inmemory $(CAPI_E2E_FLAGS)"
 
@@ -350,10 +354,12 @@ test-e2e-inmemory-full: E2E_SCALE_CLUSTERS = 1000
 test-e2e-inmemory-full: E2E_SCALE_WORKERS = 9
 test-e2e-inmemory-full: E2E_SCALE_CONCURRENCY = 50
 test-e2e-inmemory-full: E2E_APISERVER_GOGC = 400
+test-e2e-inmemory-full: E2E_CAPI_KUBE_API_QPS = 300
+test-e2e-inmemory-full: E2E_CAPI_KUBE_API_BURST = 450
 test-e2e-inmemory-full: E2E_POOL_INSTANCES = 1000
 
 .PHONY: test-e2e-inmemory-full
-test-e2e-inmemory-full: images component-images release-manifests ## make test-e2e-inmemory at the size of 10,000 Machines: ScaleSpec's 1,000 clusters of 1+9, 50 at a time, made, upgraded and deleted, and a MachinePool of 1,000; the API server's GOGC at 400; footprint.txt states every controller's memory. For a larger host: on 2 cores the management cluster's API server holds the ScaleSpec to about 116 to 230 requests a second, five to ten hours (docs/performance.md).
+test-e2e-inmemory-full: images component-images release-manifests ## make test-e2e-inmemory at the size of 10,000 Machines: ScaleSpec's 1,000 clusters of 1+9, 50 at a time, made, upgraded and deleted, and a MachinePool of 1,000; the API server's GOGC at 400 and Cluster API core's client limits at 300/450; footprint.txt states every controller's memory. For a larger host: on 2 cores the management cluster's API server holds the ScaleSpec to about 116 to 230 requests a second, five to ten hours (docs/performance.md).
 	$(MAKE) --no-print-directory test-e2e-capi-run $(E2E_INMEMORY_ARGS)
 
 .PHONY: test-e2e-kubernetes-run
