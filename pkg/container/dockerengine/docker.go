@@ -482,34 +482,36 @@ func (r *Runtime) Exec(ctx context.Context, name string, opts container.ExecOpti
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	if _, err := stdcopy.StdCopy(stdout, stderr, attached.Reader); err != nil {
-		if ctx.Err() != nil {
-			return -1, errors.Wrapf(ctx.Err(), "exec in container %s", name)
-		}
-		readErr := errors.Wrapf(err, "reading exec output from container %s", name)
-		if opts.Stdin == nil {
-			return -1, readErr
-		}
-		// Podman's service resets the stream when the command ends with its stdin unread: the
-		// command's own exit code, when it failed, still says what happened.
-		attached.Close()
-		stdinErr := <-stdinDone
-		if code, ended := r.endedExitCode(ctx, created.ID); ended && code != 0 {
-			return code, nil
-		}
-		if stdinErr != nil {
-			return -1, errors.WithMessagef(readErr, "streaming stdin: %v", stdinErr)
-		}
-		return -1, readErr
+	_, copyErr := stdcopy.StdCopy(stdout, stderr, attached.Reader)
+	if copyErr != nil && ctx.Err() != nil {
+		return -1, errors.Wrapf(ctx.Err(), "exec in container %s", name)
+	}
+	if copyErr != nil && opts.Stdin == nil {
+		return -1, errors.Wrapf(copyErr, "reading exec output from container %s", name)
 	}
 	// The output ends when the command does. A command that ended without reading all of its
 	// stdin (a failure often: ctr import on a full disk) leaves the copy blocked on a write the
 	// engine no longer reads, for minutes: closing the connection ends it, and the command's
-	// exit code and stderr say what happened, not the broken stream.
+	// exit code and stderr say what happened, not the broken stream. Podman's service resets
+	// the stream instead; the exit code still says what happened, once the engine recorded it.
 	attached.Close()
 	stdinErr := <-stdinDone
-	code, err := r.execExitCode(ctx, name, created.ID)
-	if err == nil && stdinErr != nil && code == 0 {
+	codeCtx := ctx
+	if copyErr != nil {
+		// The stream broke: the command may still run; the engine is asked only a moment.
+		var cancel context.CancelFunc
+		codeCtx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+	}
+	code, err := r.execExitCode(codeCtx, name, created.ID)
+	switch {
+	case copyErr != nil && (err != nil || code == 0):
+		readErr := errors.Wrapf(copyErr, "reading exec output from container %s", name)
+		if stdinErr != nil {
+			return -1, errors.WithMessagef(readErr, "streaming stdin: %v", stdinErr)
+		}
+		return -1, readErr
+	case err == nil && stdinErr != nil && code == 0:
 		// It said it succeeded but may not have had all its input: the stream's error is all
 		// there is to tell.
 		return -1, errors.Wrapf(stdinErr, "streaming stdin to container %s", name)
@@ -534,15 +536,6 @@ func (r *Runtime) execExitCode(ctx context.Context, name, id string) (int, error
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// endedExitCode is the exit code of an exec that ended, waiting a moment for the engine to
-// record it; ended is false if it did not within that moment or the engine could not say.
-func (r *Runtime) endedExitCode(ctx context.Context, id string) (code int, ended bool) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	code, err := r.execExitCode(ctx, "", id)
-	return code, err == nil
 }
 
 // CopyToContainer extracts a tar stream into a directory of a container.
