@@ -23,10 +23,6 @@ import (
 	"github.com/dockyard-dev/dockyard/pkg/scheme"
 )
 
-// What kubeadm leaves in a cluster, as Cluster API reads it through the cluster's endpoint with
-// its kubeconfig: Nodes Ready with their provider IDs, a control plane node's static Pods and
-// etcd member, kubeadm's ConfigMaps, kube-proxy (which KubeadmControlPlane's own upgrade step
-// moves to a new version); kubeadm reset takes a node's part away.
 // servedCluster is a simulated cluster of v1.34.4 served on a loopback port (closed when the
 // test ends), the CAs it was made with, and the REST config of Cluster API's kubeconfig for it.
 type servedCluster struct {
@@ -62,6 +58,10 @@ func newServedCluster(t *testing.T) servedCluster {
 	return sc
 }
 
+// What kubeadm leaves in a cluster, as Cluster API reads it through the cluster's endpoint with
+// its kubeconfig: Nodes Ready with their provider IDs, a control plane node's static Pods and
+// etcd member, kubeadm's ConfigMaps, kube-proxy (which KubeadmControlPlane's own upgrade step
+// moves to a new version); kubeadm reset takes a node's part away.
 func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
 	ctx := context.Background()
 	sc := newServedCluster(t)
