@@ -23,15 +23,15 @@ import (
 )
 
 // Upgrade describes the provider versions Cluster API's ClusterctlUpgradeSpec moves between:
-// an earlier release of Dockyard, as make release wrote it, and this tree, listed as the
+// earlier releases of Dockyard, as make release wrote them, and this tree, listed as the
 // version its release would carry.
 type Upgrade struct {
 	// Provider is the provider's name in the suite's configuration ("dockyard").
 	Provider string
-	// PreviousDir is the earlier release's directory (make release RELEASE_DIR=…); its base
+	// Previous are the earlier releases' directories (make release RELEASE_DIR=…); each base
 	// name is its version, e.g. …/v0.1.0.
-	PreviousDir string
-	// Current is the version this tree is listed as, e.g. v0.2.0: newer than the previous one.
+	Previous []string
+	// Current is the version this tree is listed as, e.g. v0.2.0: newer than every previous one.
 	Current string
 	// MetadataDir receives the tree's metadata.yaml with Current's series added, as the
 	// release commit of Current would have it.
@@ -39,49 +39,80 @@ type Upgrade struct {
 }
 
 // WithUpgrade changes a suite's configuration for ClusterctlUpgradeSpec: the provider's version
-// built from this tree (the first listed) is renamed Current, and the release in PreviousDir is
+// built from this tree (the first listed) is renamed Current, and each release of Previous is
 // listed beside it with its components, metadata and flavors as released, so clusterctl's
-// repository holds both. The release is checked against its SHA256SUMS first. It returns the
-// previous release's version.
-func WithUpgrade(cfg *clusterctl.E2EConfig, u Upgrade) (string, error) {
-	previous := filepath.Base(u.PreviousDir)
-	prev, err := version.ParseSemantic(previous)
-	if err != nil {
-		return "", errors.Wrapf(err, "the previous release's directory %s is not named after its version", u.PreviousDir)
-	}
+// repository holds them all. Each release is checked against its SHA256SUMS first; on an error
+// the configuration is left as it was. It returns the previous releases' versions, in order.
+func WithUpgrade(cfg *clusterctl.E2EConfig, u Upgrade) ([]string, error) {
 	cur, err := version.ParseSemantic(u.Current)
 	if err != nil {
-		return "", errors.Wrapf(err, "the version this tree is released as, %q", u.Current)
+		return nil, errors.Wrapf(err, "the version this tree is released as, %q", u.Current)
 	}
-	if !prev.LessThan(cur) {
-		return "", errors.Errorf("the previous release %s is not older than %s", previous, u.Current)
-	}
-	if err := release.Verify(u.PreviousDir); err != nil {
-		return "", errors.Wrapf(err, "the previous release in %s", u.PreviousDir)
+	var versions []string
+	for _, dir := range u.Previous {
+		v, err := checkPrevious(dir, cur)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(versions, v) {
+			return nil, errors.Errorf("release %s is listed twice (%s)", v, dir)
+		}
+		versions = append(versions, v)
 	}
 	i := slices.IndexFunc(cfg.Providers, func(p clusterctl.ProviderConfig) bool { return p.Name == u.Provider })
 	if i < 0 || len(cfg.Providers[i].Versions) == 0 {
-		return "", errors.Errorf("the suite's configuration has no version of provider %s", u.Provider)
+		return nil, errors.Errorf("the suite's configuration has no version of provider %s", u.Provider)
 	}
 	p := &cfg.Providers[i]
 	tree := &p.Versions[0]
 	metadata := slices.IndexFunc(tree.Files, func(f clusterctl.Files) bool { return f.TargetName == release.MetadataFile })
 	if metadata < 0 {
-		return "", errors.Errorf("provider %s %s has no %s", u.Provider, tree.Name, release.MetadataFile)
+		return nil, errors.Errorf("provider %s %s has no %s", u.Provider, tree.Name, release.MetadataFile)
+	}
+	var listed []clusterctl.ProviderVersionSource
+	for k, dir := range u.Previous {
+		released, err := releasedVersion(dir, versions[k], tree.Contract)
+		if err != nil {
+			return nil, err
+		}
+		listed = append(listed, released)
 	}
 	written, err := withSeries(tree.Files[metadata].SourcePath, cur, u.MetadataDir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	tree.Name = u.Current
 	tree.Files[metadata].SourcePath = written
+	p.Versions = append(p.Versions, listed...)
+	return versions, nil
+}
 
-	released := clusterctl.ProviderVersionSource{
-		Name: previous, Value: filepath.Join(u.PreviousDir, release.ComponentsFile), Type: clusterctl.URLSource, Contract: tree.Contract,
-	}
-	flavors, err := filepath.Glob(filepath.Join(u.PreviousDir, "*.yaml"))
+// checkPrevious returns the version of the release in dir, which must be named after it, be
+// older than current and hold what its SHA256SUMS lists.
+func checkPrevious(dir string, current *version.Version) (string, error) {
+	previous := filepath.Base(dir)
+	prev, err := version.ParseSemantic(previous)
 	if err != nil {
-		return "", err
+		return "", errors.Wrapf(err, "the previous release's directory %s is not named after its version", dir)
+	}
+	if !prev.LessThan(current) {
+		return "", errors.Errorf("the previous release %s is not older than v%s", previous, current)
+	}
+	if err := release.Verify(dir); err != nil {
+		return "", errors.Wrapf(err, "the previous release in %s", dir)
+	}
+	return previous, nil
+}
+
+// releasedVersion is the release of version v in dir as the suite lists it: its components,
+// at contract, with its metadata and flavors.
+func releasedVersion(dir, v, contract string) (clusterctl.ProviderVersionSource, error) {
+	released := clusterctl.ProviderVersionSource{
+		Name: v, Value: filepath.Join(dir, release.ComponentsFile), Type: clusterctl.URLSource, Contract: contract,
+	}
+	flavors, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		return released, errors.Wrapf(err, "listing the files of release %s", v)
 	}
 	for _, f := range flavors {
 		if filepath.Base(f) == release.ComponentsFile {
@@ -89,8 +120,7 @@ func WithUpgrade(cfg *clusterctl.E2EConfig, u Upgrade) (string, error) {
 		}
 		released.Files = append(released.Files, clusterctl.Files{SourcePath: f, TargetName: filepath.Base(f)})
 	}
-	p.Versions = append(p.Versions, released)
-	return previous, nil
+	return released, nil
 }
 
 // withSeries writes the metadata file at path with v's release series added (at the contract of

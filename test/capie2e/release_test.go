@@ -72,37 +72,41 @@ func dockyardVersions(cfg *clusterctl.E2EConfig) []clusterctl.ProviderVersionSou
 	return nil
 }
 
-// The tree's version becomes the newer one, with its series added to its metadata; the previous
-// release is listed with its components, metadata and flavors, and nothing else of it.
+// The tree's version becomes the newer one, with its series added to its metadata; each
+// previous release (a pre-release of the tree's series among them) is listed with its
+// components, metadata and flavors, and nothing else of it.
 func TestWithUpgrade(t *testing.T) {
 	cfg := suiteConfig(t)
 	treeComponents := dockyardVersions(cfg)[0].Value
-	prev := writeRelease(t, "v0.1.0")
+	first, pre := writeRelease(t, "v0.1.0"), writeRelease(t, "v0.2.0-alpha.0")
 	metadataDir := t.TempDir()
-	got, err := WithUpgrade(cfg, Upgrade{Provider: "dockyard", PreviousDir: prev, Current: "v0.2.0", MetadataDir: metadataDir})
+	got, err := WithUpgrade(cfg, Upgrade{Provider: "dockyard", Previous: []string{first, pre}, Current: "v0.2.0", MetadataDir: metadataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != "v0.1.0" {
-		t.Errorf("previous release %q, want v0.1.0", got)
+	if want := []string{"v0.1.0", "v0.2.0-alpha.0"}; !slices.Equal(got, want) {
+		t.Errorf("previous releases %q, want %q", got, want)
 	}
 	versions := dockyardVersions(cfg)
-	if len(versions) != 2 || versions[0].Name != "v0.2.0" || versions[1].Name != "v0.1.0" {
-		t.Fatalf("dockyard's versions %+v, want v0.2.0 (the tree) and v0.1.0", versions)
+	if len(versions) != 3 || versions[0].Name != "v0.2.0" || versions[1].Name != "v0.1.0" || versions[2].Name != "v0.2.0-alpha.0" {
+		t.Fatalf("dockyard's versions %+v, want v0.2.0 (the tree), v0.1.0 and v0.2.0-alpha.0", versions)
 	}
-	if versions[0].Value != treeComponents || versions[1].Value != filepath.Join(prev, release.ComponentsFile) {
-		t.Errorf("components %s and %s", versions[0].Value, versions[1].Value)
+	if versions[0].Value != treeComponents || versions[1].Value != filepath.Join(first, release.ComponentsFile) ||
+		versions[2].Value != filepath.Join(pre, release.ComponentsFile) {
+		t.Errorf("components %s, %s and %s", versions[0].Value, versions[1].Value, versions[2].Value)
 	}
-	if versions[1].Contract != versions[0].Contract || versions[1].Type != clusterctl.URLSource {
-		t.Errorf("the previous release's contract %q and type %q, want the tree's %q and url", versions[1].Contract, versions[1].Type, versions[0].Contract)
-	}
-	var files []string
-	for _, f := range versions[1].Files {
-		files = append(files, f.TargetName)
-	}
-	slices.Sort(files)
-	if want := []string{"cluster-template.yaml", "clusterclass-dockyard-quick-start.yaml", release.MetadataFile}; !slices.Equal(files, want) {
-		t.Errorf("the previous release's files %v, want %v", files, want)
+	for _, v := range versions[1:] {
+		if v.Contract != versions[0].Contract || v.Type != clusterctl.URLSource {
+			t.Errorf("release %s's contract %q and type %q, want the tree's %q and url", v.Name, v.Contract, v.Type, versions[0].Contract)
+		}
+		var files []string
+		for _, f := range v.Files {
+			files = append(files, f.TargetName)
+		}
+		slices.Sort(files)
+		if want := []string{"cluster-template.yaml", "clusterclass-dockyard-quick-start.yaml", release.MetadataFile}; !slices.Equal(files, want) {
+			t.Errorf("release %s's files %v, want %v", v.Name, files, want)
+		}
 	}
 
 	i := slices.IndexFunc(versions[0].Files, func(f clusterctl.Files) bool { return f.TargetName == release.MetadataFile })
@@ -125,23 +129,31 @@ func TestWithUpgrade(t *testing.T) {
 
 func TestWithUpgradeRefuses(t *testing.T) {
 	for name, tc := range map[string]struct {
-		version, current, want string
-		tamper                 bool
+		versions []string
+		current  string
+		tamper   bool
+		want     string
 	}{
-		"a release not older":             {version: "v0.2.0", current: "v0.2.0", want: "is not older"},
-		"a directory not named a version": {version: "latest", current: "v0.2.0", want: "not named after its version"},
-		"a release not as its sums say":   {version: "v0.1.0", current: "v0.2.0", tamper: true, want: "does not have the sum"},
+		"a release not older":              {versions: []string{"v0.1.0", "v0.2.0"}, current: "v0.2.0", want: "v0.2.0 is not older than v0.2.0"},
+		"a later pre-release":              {versions: []string{"v0.2.0-alpha.0"}, current: "v0.2.0-alpha.0", want: "is not older"},
+		"a directory not named a version":  {versions: []string{"latest"}, current: "v0.2.0", want: "not named after its version"},
+		"a release not as its sums say":    {versions: []string{"v0.1.0"}, current: "v0.2.0", tamper: true, want: "does not have the sum"},
+		"a release listed twice":           {versions: []string{"v0.1.0", "v0.1.0"}, current: "v0.2.0", want: "listed twice"},
+		"a tree's version that is not one": {versions: []string{"v0.1.0"}, current: "next", want: `released as, "next"`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dir := writeRelease(t, tc.version)
-			if tc.tamper {
-				if err := os.WriteFile(filepath.Join(dir, "cluster-template.yaml"), []byte("changed"), 0o644); err != nil {
-					t.Fatal(err)
+			var dirs []string
+			for i, v := range tc.versions {
+				dirs = append(dirs, writeRelease(t, v))
+				if tc.tamper && i == len(tc.versions)-1 {
+					if err := os.WriteFile(filepath.Join(dirs[i], "cluster-template.yaml"), []byte("changed"), 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			cfg := suiteConfig(t)
 			before := dockyardVersions(cfg)[0].Name
-			_, err := WithUpgrade(cfg, Upgrade{Provider: "dockyard", PreviousDir: dir, Current: tc.current, MetadataDir: t.TempDir()})
+			_, err := WithUpgrade(cfg, Upgrade{Provider: "dockyard", Previous: dirs, Current: tc.current, MetadataDir: t.TempDir()})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error with %q", err, tc.want)
 			}
