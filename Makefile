@@ -296,25 +296,37 @@ upgrade-node-images: ## Node images of KUBERNETES_VERSION_UPGRADE_FROM and KUBER
 	$(MAKE) --no-print-directory node-image NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) \
 		KUBERNETES_VERSION=$(KUBERNETES_VERSION) NODE_IMAGE_ADDONS_OF=$(KUBERNETES_VERSION_UPGRADE_FROM)
 
-# The release Cluster API's clusterctl upgrade spec starts from: FIRST_RELEASE made of its tree by
-# make release, its images named for the local registry the spec publishes them into, on this
-# host port; the spec lists this tree as UPGRADE_RELEASE, and initializes with the clusterctl the
+# The releases Cluster API's clusterctl upgrade spec starts from, each made of its tree by make
+# release, its images named for the local registry the spec publishes them into, on its own host
+# port: FIRST_RELEASE, with a workload cluster of containers; and IN_MEMORY_RELEASE, the first
+# with the in-memory engine, with an in-memory workload cluster. No release of Dockyard has that
+# engine yet, so IN_MEMORY_RELEASE is a pre-release of UPGRADE_RELEASE's series made of
+# IN_MEMORY_RELEASE_SOURCE's tree, its metadata given that series as its release commit would.
+# The spec lists this tree as UPGRADE_RELEASE, and initializes with the clusterctl the
 # management plane builds.
 E2E_RELEASE_REGISTRY_PORT ?= 5011
+E2E_IN_MEMORY_RELEASE_REGISTRY_PORT ?= 5012
+IN_MEMORY_RELEASE ?= v0.2.0-alpha.0
+IN_MEMORY_RELEASE_SOURCE ?= f50a9de
 E2E_RELEASES_DIR ?= $(DOCKYARD_CACHE)/e2e-releases
 CAPI_E2E_UPGRADE_ENV = DOCKYARD_PREVIOUS_RELEASE="$(E2E_RELEASES_DIR)/$(FIRST_RELEASE)" DOCKYARD_UPGRADE_RELEASE=$(UPGRADE_RELEASE) \
 	DOCKYARD_RELEASE_REGISTRY_PORT=$(E2E_RELEASE_REGISTRY_PORT) \
+	DOCKYARD_IN_MEMORY_RELEASE="$(E2E_RELEASES_DIR)/$(IN_MEMORY_RELEASE)" DOCKYARD_IN_MEMORY_RELEASE_REGISTRY_PORT=$(E2E_IN_MEMORY_RELEASE_REGISTRY_PORT) \
 	DOCKYARD_INIT_CLUSTERCTL="$(E2E_RELEASES_DIR)/clusterctl"
 
 .PHONY: e2e-previous-release
-e2e-previous-release: registry-image mgmt-binaries ## FIRST_RELEASE for the clusterctl upgrade spec, into E2E_RELEASES_DIR (made again at each run).
+e2e-previous-release: registry-image mgmt-binaries ## FIRST_RELEASE and IN_MEMORY_RELEASE for the clusterctl upgrade spec, into E2E_RELEASES_DIR (made again at each run).
 	rm -rf "$(E2E_RELEASES_DIR)" && mkdir -p "$(E2E_RELEASES_DIR)"
 	$(MAKE) --no-print-directory release VERSION=$(FIRST_RELEASE) RELEASE_SOURCE=$(FIRST_RELEASE_SOURCE) \
 		RELEASE_DIR="$(E2E_RELEASES_DIR)/$(FIRST_RELEASE)" RELEASE_IMAGE_REPOSITORY=localhost:$(E2E_RELEASE_REGISTRY_PORT)/dockyard
+	git show $(IN_MEMORY_RELEASE_SOURCE):metadata.yaml | awk -v v="$(IN_MEMORY_RELEASE)" $(ADD_RELEASE_SERIES) > "$(E2E_RELEASES_DIR)/metadata-$(IN_MEMORY_RELEASE).yaml"
+	$(MAKE) --no-print-directory release VERSION=$(IN_MEMORY_RELEASE) RELEASE_SOURCE=$(IN_MEMORY_RELEASE_SOURCE) \
+		RELEASE_DIR="$(E2E_RELEASES_DIR)/$(IN_MEMORY_RELEASE)" RELEASE_IMAGE_REPOSITORY=localhost:$(E2E_IN_MEMORY_RELEASE_REGISTRY_PORT)/dockyard \
+		RELEASE_METADATA="$(E2E_RELEASES_DIR)/metadata-$(IN_MEMORY_RELEASE).yaml"
 	cp "$$(go run ./test/cmd/dockyard-mgmt build | awk '$$1 == "clusterctl" {print $$2}')" "$(E2E_RELEASES_DIR)/clusterctl"
 
 .PHONY: test-e2e-clusterctl-upgrade
-test-e2e-clusterctl-upgrade: images component-images release-manifests e2e-previous-release ## Cluster API's clusterctl upgrade spec alone (part of make test-e2e-full): FIRST_RELEASE, installed with a workload cluster, upgraded to this tree.
+test-e2e-clusterctl-upgrade: images component-images release-manifests e2e-previous-release ## Cluster API's clusterctl upgrade spec alone (part of make test-e2e-full): FIRST_RELEASE with a workload cluster of containers, and IN_MEMORY_RELEASE with an in-memory one, each installed and upgraded to this tree.
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='$(CAPI_E2E_UPGRADE_ENV)' CAPI_E2E_FLAGS='-ginkgo.focus="clusterctl upgrade" $(CAPI_E2E_FLAGS)'
 
 # The zones of the kubernetes flavor's infrastructure cluster: the management cluster of
@@ -533,6 +545,9 @@ FIRST_RELEASE ?= v0.1.0
 FIRST_RELEASE_SOURCE ?= 8c5ab79
 UPGRADE_RELEASE ?= v0.2.0
 RELEASES_DIR ?= $(DOCKYARD_CACHE)/releases
+# The awk program that adds the series of version v (major and minor) to a metadata.yaml, at the
+# contract of its newest series, as a release commit of v would.
+ADD_RELEASE_SERIES = '{print} END {split(substr(v, 2), p, "."); print "- major: " p[1] "\n  minor: " p[2] "\n  contract: " c} /contract:/ {c = $$2}'
 
 .PHONY: test-clusterctl-upgrade
 test-clusterctl-upgrade: release-manifests envtest-assets mgmt-binaries ## clusterctl init of Dockyard's first release (FIRST_RELEASE, made of FIRST_RELEASE_SOURCE's tree) and clusterctl upgrade apply to this tree's (released as UPGRADE_RELEASE), on an API server; both made by make release into RELEASES_DIR.
@@ -541,8 +556,7 @@ test-clusterctl-upgrade: release-manifests envtest-assets mgmt-binaries ## clust
 	@# The release commit of UPGRADE_RELEASE would add its series to metadata.yaml (at the newest
 	@# series' contract); this tree lists only the series of its VERSION, so clusterctl's latest
 	@# resolves to a release it holds.
-	awk -v v="$(UPGRADE_RELEASE)" '{print} END {split(substr(v, 2), p, "."); print "- major: " p[1] "\n  minor: " p[2] "\n  contract: " c} /contract:/ {c = $$2}' \
-		metadata.yaml > "$(RELEASES_DIR)/metadata-$(UPGRADE_RELEASE).yaml"
+	awk -v v="$(UPGRADE_RELEASE)" $(ADD_RELEASE_SERIES) metadata.yaml > "$(RELEASES_DIR)/metadata-$(UPGRADE_RELEASE).yaml"
 	$(MAKE) --no-print-directory release VERSION=$(UPGRADE_RELEASE) RELEASE_DIR="$(RELEASES_DIR)/$(UPGRADE_RELEASE)" \
 		RELEASE_METADATA="$(RELEASES_DIR)/metadata-$(UPGRADE_RELEASE).yaml"
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$(ENVTEST_ASSETS)}" DOCKYARD_CLUSTERCTL_CONFIG="$(CURDIR)/out/clusterctl.yaml" DOCKYARD_RELEASES="$(RELEASES_DIR)" \

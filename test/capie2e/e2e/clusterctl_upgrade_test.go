@@ -28,19 +28,67 @@ import (
 // release of its tag) and Cluster API's providers; it creates a workload cluster with that
 // release's default flavor; `clusterctl upgrade apply` moves Dockyard to this tree; the spec
 // then checks that no Machine rolled, that the objects settle, and scales the MachineDeployment
-// with the new manager. The release's components name its manager by digest, so its images are
-// published into a local registry standing in for a public one, which the management cluster's
-// nodes pull from. The old clusterctl is served to the framework, which downloads it, on the
-// loopback (DOCKYARD_INIT_CLUSTERCTL: the suite's clusterctl, of the same Cluster API version).
+// with the new manager.
 var _ = Describe("clusterctl upgrade from Dockyard's previous release", full, func() {
+	upgradeSpec(upgradeFrom{
+		releaseEnv: previousReleaseEnv, registryPortEnv: "DOCKYARD_RELEASE_REGISTRY_PORT", registry: "dockyard-e2e-release",
+		preWaitForWorkload: func(management docker.ClusterKey, namespace, name string) {
+			// v0.1.0's manager attaches no management node to the networks it makes when it
+			// runs in a cluster Dockyard made (it looked for its node's container by the node's
+			// name, not "<node>.<namespace>"), so Cluster API there could not reach the
+			// cluster's API server: the spec attaches them, as the manager of this tree does
+			// itself.
+			By(fmt.Sprintf("Attaching the nodes of %s to the network of %s/%s, which v0.1.0 does not", management, namespace, name))
+			Expect(capie2e.ConnectManagementNodes(ctx, runtimes.Config{}, management,
+				docker.ClusterKey{Namespace: namespace, Name: name}, 5*time.Minute)).To(Succeed())
+		},
+	})
+})
+
+// The same spec from the first release with the in-memory engine (DOCKYARD_IN_MEMORY_RELEASE),
+// the workload cluster made with that release's in-memory flavor, as Cluster API runs it on its
+// own in-memory backend: the cluster's nodes and API server live in the old manager's Pod, and
+// must be served again, unchanged, by the new manager that clusterctl upgrade puts in its
+// place (the cluster's record in its Secret), then grow a worker and lose it.
+var _ = Describe("clusterctl upgrade from Dockyard's first release with in-memory clusters, the workload cluster in memory", full, func() {
+	upgradeSpec(upgradeFrom{
+		releaseEnv: inMemoryReleaseEnv, registryPortEnv: "DOCKYARD_IN_MEMORY_RELEASE_REGISTRY_PORT", registry: "dockyard-e2e-release-in-memory",
+		workloadFlavor: "in-memory",
+	})
+})
+
+// upgradeFrom is one clusterctl upgrade spec: the release it starts from, and where its images
+// are published.
+type upgradeFrom struct {
+	// releaseEnv names the variable holding the release's directory.
+	releaseEnv string
+	// registryPortEnv names the variable holding the host port of the local registry the
+	// release's images are named for (make release RELEASE_IMAGE_REPOSITORY=localhost:<port>/…).
+	registryPortEnv string
+	// registry is the name of that registry's container.
+	registry string
+	// workloadFlavor is the release's flavor of the workload cluster; its default when empty.
+	workloadFlavor string
+	// preWaitForWorkload, when set, runs once the workload cluster is applied, before the spec
+	// waits for it, with the key of the management cluster that holds it.
+	preWaitForWorkload func(management docker.ClusterKey, namespace, name string)
+}
+
+// upgradeSpec runs Cluster API's ClusterctlUpgradeSpec from u's release. The release's
+// components name its manager by digest, so its images are published into a local registry
+// standing in for a public one, which the management cluster's nodes pull from. The old
+// clusterctl is served to the framework, which downloads it, on the loopback
+// (DOCKYARD_INIT_CLUSTERCTL: the suite's clusterctl, of the same Cluster API version).
+func upgradeSpec(u upgradeFrom) {
 	var clusterctlURL string
-	registry := capie2e.ReleaseRegistry{Name: "dockyard-e2e-release", HostPort: releaseRegistryPort()}
+	var management docker.ClusterKey
+	registry := capie2e.ReleaseRegistry{Name: u.registry, HostPort: envPort(u.registryPortEnv)}
 
 	BeforeEach(func() {
-		Expect(previousRelease).NotTo(BeEmpty(),
-			"no previous release to upgrade from: make test-e2e-full makes it and sets DOCKYARD_PREVIOUS_RELEASE")
+		Expect(previousReleases[u.releaseEnv]).NotTo(BeEmpty(),
+			"no release to upgrade from: make test-e2e-full makes it and sets %s", u.releaseEnv)
 		Expect(registry.HostPort).To(BeNumerically(">", 0),
-			"DOCKYARD_RELEASE_REGISTRY_PORT names the port of the registry the previous release's images are named for (make test-e2e-full sets it)")
+			"%s names the port of the registry the release's images are named for (make test-e2e-full sets it)", u.registryPortEnv)
 		bin := os.Getenv("DOCKYARD_INIT_CLUSTERCTL")
 		Expect(bin).To(BeAnExistingFile(), "DOCKYARD_INIT_CLUSTERCTL names the clusterctl binary to initialize with (make test-e2e-full sets it)")
 		server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,29 +109,27 @@ var _ = Describe("clusterctl upgrade from Dockyard's previous release", full, fu
 	})
 
 	capispecs.ClusterctlUpgradeSpec(ctx, func() capispecs.ClusterctlUpgradeSpecInput {
+		// The management flavor's DockyardCluster names the registry its nodes pull from.
 		Expect(os.Setenv("DOCKYARD_RELEASE_REGISTRY", registry.Name)).To(Succeed())
-		var management docker.ClusterKey
+		release := previousReleases[u.releaseEnv]
 		return capispecs.ClusterctlUpgradeSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
 			InitWithBinary:                  clusterctlURL,
 			InitWithKubernetesVersion:       e2eConfig.MustGetVariable("KUBERNETES_VERSION_MANAGEMENT"),
-			InitWithInfrastructureProviders: []string{"dockyard:" + previousRelease},
+			InitWithInfrastructureProviders: []string{"dockyard:" + release},
 			MgmtFlavor:                      "clusterctl-upgrade-management",
+			WorkloadFlavor:                  u.workloadFlavor,
 			PreWaitForCluster: func(proxy framework.ClusterProxy, namespace, name string) {
-				// First for the management cluster, in the bootstrap cluster; then for the workload
-				// cluster v0.1.0 makes. v0.1.0's manager attaches no management node to the networks
-				// it makes when it runs in a cluster Dockyard made (it looked for its node's
-				// container by the node's name, not "<node>.<namespace>"), so Cluster API there
-				// could not reach the cluster's API server: the spec attaches them, as the manager
-				// of this tree does itself.
+				// First for the management cluster, in the bootstrap cluster; then for the
+				// workload cluster the release makes.
 				if proxy.GetName() == bootstrapClusterProxy.GetName() {
 					management = docker.ClusterKey{Namespace: namespace, Name: name}
 					return
 				}
-				By(fmt.Sprintf("Attaching the nodes of %s to the network of %s/%s, which v0.1.0 does not", management, namespace, name))
-				Expect(capie2e.ConnectManagementNodes(ctx, runtimes.Config{}, management,
-					docker.ClusterKey{Namespace: namespace, Name: name}, 5*time.Minute)).To(Succeed())
+				if u.preWaitForWorkload != nil {
+					u.preWaitForWorkload(management, namespace, name)
+				}
 			},
 			PostNamespaceCreated: func(proxy framework.ClusterProxy, namespace string) {
 				// Called for the bootstrap cluster's namespace of the management cluster, then
@@ -91,8 +137,8 @@ var _ = Describe("clusterctl upgrade from Dockyard's previous release", full, fu
 				if proxy.GetName() != bootstrapClusterProxy.GetName() {
 					return
 				}
-				By(fmt.Sprintf("Publishing release %s into the local registry %s, serving namespace %s", previousRelease, registry.Host(), namespace))
-				pushed, err := registry.Serve(ctx, os.Getenv("DOCKYARD_PREVIOUS_RELEASE"), namespace)
+				By(fmt.Sprintf("Publishing release %s into the local registry %s, serving namespace %s", release, registry.Host(), namespace))
+				pushed, err := registry.Serve(ctx, os.Getenv(u.releaseEnv), namespace)
 				Expect(err).NotTo(HaveOccurred())
 				for _, p := range pushed {
 					fmt.Fprintf(GinkgoWriter, "pushed %s@%s\n", p.Ref, p.Digest)
@@ -100,13 +146,11 @@ var _ = Describe("clusterctl upgrade from Dockyard's previous release", full, fu
 			},
 		}
 	})
-})
+}
 
-// releaseRegistryPort is the host port of the registry the previous release is published into:
-// DOCKYARD_RELEASE_REGISTRY_PORT, which its images were named for (make release
-// RELEASE_IMAGE_REPOSITORY=localhost:<port>/dockyard).
-func releaseRegistryPort() int {
-	port, err := strconv.Atoi(os.Getenv("DOCKYARD_RELEASE_REGISTRY_PORT"))
+// envPort is the port the variable env holds, 0 when it holds none.
+func envPort(env string) int {
+	port, err := strconv.Atoi(os.Getenv(env))
 	if err != nil {
 		return 0
 	}

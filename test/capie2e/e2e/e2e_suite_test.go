@@ -63,9 +63,18 @@ var (
 	artifactFolder     string
 	useExistingCluster bool
 	skipCleanup        bool
-	// previousRelease is the version of the release DOCKYARD_PREVIOUS_RELEASE holds, the one
-	// the clusterctl upgrade spec starts from; empty without it.
-	previousRelease string
+	// previousReleases are the versions of the releases the clusterctl upgrade specs start
+	// from, by the variable that names the release's directory: DOCKYARD_PREVIOUS_RELEASE and
+	// DOCKYARD_IN_MEMORY_RELEASE; empty without them.
+	previousReleases map[string]string
+)
+
+// The variables naming the releases the clusterctl upgrade specs start from (make
+// e2e-previous-release writes them): Dockyard's first release, and the first with the
+// in-memory engine.
+const (
+	previousReleaseEnv = "DOCKYARD_PREVIOUS_RELEASE"
+	inMemoryReleaseEnv = "DOCKYARD_IN_MEMORY_RELEASE"
 )
 
 var (
@@ -219,23 +228,31 @@ func lockFile(path string) (unlock func(), err error) {
 	return func() { _ = f.Close() }, nil
 }
 
-// loadE2EConfig loads the suite's configuration. With DOCKYARD_PREVIOUS_RELEASE (the directory
-// of an earlier release, make release wrote it) and DOCKYARD_UPGRADE_RELEASE (the version this
-// tree is listed as), Dockyard's provider lists both, for the clusterctl upgrade spec: this tree
-// as the newer version, installed by every other spec as before.
+// loadE2EConfig loads the suite's configuration. With DOCKYARD_PREVIOUS_RELEASE or
+// DOCKYARD_IN_MEMORY_RELEASE (directories of earlier releases, make release wrote them) and
+// DOCKYARD_UPGRADE_RELEASE (the version this tree is listed as), Dockyard's provider lists them
+// all, for the clusterctl upgrade specs: this tree as the newest version, installed by every
+// other spec as before.
 func loadE2EConfig() *clusterctl.E2EConfig {
 	cfg := clusterctl.LoadE2EConfig(ctx, clusterctl.LoadE2EConfigInput{ConfigPath: configPath})
-	previousRelease = ""
-	dir := os.Getenv("DOCKYARD_PREVIOUS_RELEASE")
-	if dir == "" {
+	previousReleases = map[string]string{}
+	var envs, dirs []string
+	for _, env := range []string{previousReleaseEnv, inMemoryReleaseEnv} {
+		if dir := os.Getenv(env); dir != "" {
+			envs, dirs = append(envs, env), append(dirs, dir)
+		}
+	}
+	if len(dirs) == 0 {
 		return cfg
 	}
-	var err error
-	previousRelease, err = capie2e.WithUpgrade(cfg, capie2e.Upgrade{
-		Provider: "dockyard", PreviousDir: dir, Current: os.Getenv("DOCKYARD_UPGRADE_RELEASE"),
+	versions, err := capie2e.WithUpgrade(cfg, capie2e.Upgrade{
+		Provider: "dockyard", Previous: dirs, Current: os.Getenv("DOCKYARD_UPGRADE_RELEASE"),
 		MetadataDir: filepath.Join(artifactFolder, "upgrade-metadata"),
 	})
-	Expect(err).ToNot(HaveOccurred(), "listing the release of DOCKYARD_PREVIOUS_RELEASE beside this tree")
+	Expect(err).ToNot(HaveOccurred(), "listing the releases of %v beside this tree", envs)
+	for i, env := range envs {
+		previousReleases[env] = versions[i]
+	}
 	return cfg
 }
 
