@@ -280,7 +280,7 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images netpol-image release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release, make test-e2e-lifecycle and make fuzz.
+test-e2e-full: images component-images netpol-image release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and from IN_MEMORY_RELEASE (an in-memory workload cluster) and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release, make test-e2e-lifecycle and make fuzz.
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_UPGRADE_ENV) $(E2E_INMEMORY_ENV)' \
 		CAPI_E2E_FLAGS="-ginkgo.label-filter='!kubernetes' $(CAPI_E2E_FLAGS)"
 	$(MAKE) --no-print-directory test-kubernetes-engine
