@@ -30,9 +30,12 @@ const controlPlaneRole = "node-role.kubernetes.io/control-plane"
 var controlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
 
 // kubeadmImages are the etcd and CoreDNS image tags kubeadm deploys with a Kubernetes minor
-// version (its constants SupportedEtcdVersion and CoreDNSVersion), which Cluster API's upgrade
-// checks read back from the static Pods and the Deployment.
+// version (its constants SupportedEtcdVersion and CoreDNSVersion, as of each minor's newest
+// patch release), which Cluster API's upgrade checks read back from the static Pods and the
+// Deployment: 1.31 to 1.34, the minors a chained upgrade to 1.34 passes through.
 var kubeadmImages = map[string]struct{ etcd, coreDNS string }{
+	"1.31": {etcd: "3.5.24-0", coreDNS: "v1.11.3"},
+	"1.32": {etcd: "3.5.24-0", coreDNS: "v1.11.3"},
 	"1.33": {etcd: "3.5.24-0", coreDNS: "v1.12.0"},
 	"1.34": {etcd: "3.6.5-0", coreDNS: "v1.12.1"},
 }

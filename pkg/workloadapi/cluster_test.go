@@ -168,6 +168,9 @@ func TestKubeadmsLeavingsAsClusterAPIReadsThem(t *testing.T) {
 // upgrade checks read them back; an unknown minor gets the newest known.
 func TestKubeadmsImagesFollowTheKubernetesVersion(t *testing.T) {
 	for _, tc := range []struct{ version, etcd, coreDNS string }{
+		// The minors a chained upgrade to v1.34 passes through (kubeadm v1.31.14 and v1.32.13).
+		{"v1.31.14", "3.5.24-0", "v1.11.3"},
+		{"v1.32.13", "3.5.24-0", "v1.11.3"},
 		{"v1.33.13", "3.5.24-0", "v1.12.0"},
 		{"v1.34.4", "3.6.5-0", "v1.12.1"},
 		{"v1.99.0", "3.6.5-0", "v1.12.1"},
