@@ -71,3 +71,25 @@ func ClusterAPI(clusterAPIVersion string, commands ...string) (Build, error) {
 	}
 	return build, nil
 }
+
+// ClusterAPITestExtensionPackage is the main package of Cluster API's test extension: the
+// Runtime SDK server its end-to-end suite deploys (lifecycle hooks that block until told,
+// topology patches, upgrade plans, in-place updates), in the sigs.k8s.io/cluster-api/test module.
+const ClusterAPITestExtensionPackage = "sigs.k8s.io/cluster-api/test/extension"
+
+// ClusterAPITestExtension returns the build of Cluster API's test extension (binary
+// "test-extension") at a release such as v1.14.2, unmodified. Its module asks for
+// sigs.k8s.io/cluster-api and the api module at placeholders (its own go.mod replaces them with
+// its repository's directories), so the wrapper module pins both to the same release.
+func ClusterAPITestExtension(clusterAPIVersion string) (Build, error) {
+	build, err := ClusterAPI(clusterAPIVersion, ClusterAPICore)
+	if err != nil {
+		return Build{}, err
+	}
+	ldflags := build.Binaries[0].LDFlags
+	build.Name = "cluster-api-test-extension"
+	build.Require["sigs.k8s.io/cluster-api/test"] = clusterAPIVersion
+	build.Replace["sigs.k8s.io/cluster-api"] = clusterAPIVersion
+	build.Binaries = []Binary{{Name: "test-extension", Package: ClusterAPITestExtensionPackage, LDFlags: ldflags}}
+	return build, nil
+}

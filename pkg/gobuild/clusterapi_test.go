@@ -73,7 +73,7 @@ func TestClusterAPIErrors(t *testing.T) {
 
 // TestClusterAPIPinnedToGoMod: pinned to a go.mod, the build requires that go.mod's versions of
 // the modules it shares, so both compile one set of packages, and keeps its own requirement and
-// replace of Cluster API.
+// replace of Cluster API; a module the go.mod replaces with a directory is not required.
 func TestClusterAPIPinnedToGoMod(t *testing.T) {
 	gomod := filepath.Join(t.TempDir(), "go.mod")
 	if err := os.WriteFile(gomod, []byte(`module example.com/provider
@@ -81,12 +81,16 @@ func TestClusterAPIPinnedToGoMod(t *testing.T) {
 go 1.26
 
 require (
+	example.com/provider/local v0.0.0-00010101000000-000000000000
 	golang.org/x/net v0.58.0 // indirect
 	sigs.k8s.io/cluster-api v1.14.0
 	sigs.k8s.io/cluster-api/api v1.14.0
 )
 
 replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api v1.14.0
+
+// A module of the go.mod's own tree, at a version no proxy serves: not one to pin.
+replace example.com/provider/local => ../local
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +121,35 @@ replace sigs.k8s.io/cluster-api/api => sigs.k8s.io/cluster-api/api v1.14.0
 	}
 	if _, err := build.PinnedTo(gomod); err == nil {
 		t.Error("pinned to a go.mod that does not parse, want an error")
+	}
+}
+
+func TestClusterAPITestExtension(t *testing.T) {
+	build, err := ClusterAPITestExtension("v1.14.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if build.Name != "cluster-api-test-extension" || build.Version != "v1.14.2" {
+		t.Errorf("cache key %s-%s, want cluster-api-test-extension-v1.14.2", build.Name, build.Version)
+	}
+	for _, m := range []string{"sigs.k8s.io/cluster-api", "sigs.k8s.io/cluster-api/test"} {
+		if got := build.Require[m]; got != "v1.14.2" {
+			t.Errorf("requires %s %q, want v1.14.2", m, got)
+		}
+	}
+	// The test module's go.mod points both at placeholders its own replaces resolve.
+	for _, m := range []string{"sigs.k8s.io/cluster-api", "sigs.k8s.io/cluster-api/api"} {
+		if got := build.Replace[m]; got != "v1.14.2" {
+			t.Errorf("replaces %s with %q, want v1.14.2", m, got)
+		}
+	}
+	if len(build.Binaries) != 1 || build.Binaries[0].Name != "test-extension" || build.Binaries[0].Package != ClusterAPITestExtensionPackage {
+		t.Fatalf("binaries %+v, want the test extension alone", build.Binaries)
+	}
+	if flags := strings.Join(build.Binaries[0].LDFlags, " "); !strings.Contains(flags, "version.gitVersion=v1.14.2") {
+		t.Errorf("not stamped with the version: %s", flags)
+	}
+	if _, err := ClusterAPITestExtension("v1.10.0"); err == nil {
+		t.Error("v1.10.0, another module layout, was accepted")
 	}
 }

@@ -75,19 +75,30 @@ func requiredVersion(file string, gomod []byte, dep string) (string, error) {
 // itself. Built for Dockyard's go.mod, the wrapper module then selects Dockyard's versions of
 // the modules both use (client-go, controller-runtime, golang.org/x/net, ...): a package the
 // build compiles is the one Dockyard's tests, vet and lint compile, and Go's build cache holds it
-// once. A module only the build uses keeps the version the build's modules require.
+// once. A module only the build uses keeps the version the build's modules require, and so does
+// one the go.mod replaces with a directory (read as a main module's go.mod, replaces included).
 func (b Build) PinnedTo(path string) (Build, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Build{}, errors.Wrap(err, "reading the go.mod to pin the build's modules to")
 	}
-	f, err := modfile.ParseLax(path, data, nil)
+	f, err := modfile.Parse(path, data, nil)
 	if err != nil {
 		return Build{}, errors.Wrapf(err, "parsing %s", path)
 	}
+	// A module the go.mod replaces with a directory (its own tree) is required at a version
+	// no proxy serves: the build keeps the version its own modules require.
+	local := map[string]bool{}
+	for _, r := range f.Replace {
+		if r.New.Version == "" {
+			local[r.Old.Path] = true
+		}
+	}
 	versions := make(map[string]string, len(f.Require))
 	for _, r := range f.Require {
-		versions[r.Mod.Path] = r.Mod.Version
+		if !local[r.Mod.Path] {
+			versions[r.Mod.Path] = r.Mod.Version
+		}
 	}
 	return b.PinnedToModules(versions), nil
 }
