@@ -54,6 +54,12 @@ netpol-image: ## Build the network policy image localhost/dockyard/kube-router:$
 	hack/ensure-docker.sh
 	$(DOCKYARD_BUILD) netpol-image --cache "$(DOCKYARD_CACHE)" --version $(KUBE_ROUTER_VERSION) $(IMAGE_BUILD_FLAGS)
 
+.PHONY: capi-test-extension
+capi-test-extension: $(KUSTOMIZE) ## Build Cluster API's test extension (its Runtime SDK server, for the Runtime SDK upgrade spec) of the Cluster API test/capie2e requires, as localhost/dockyard/capi-test-extension:<version>, and its components into out/capi-test-extension (cached).
+	hack/ensure-docker.sh
+	KUSTOMIZE="$(KUSTOMIZE)" BUILD_IMAGE='$(DOCKYARD_BUILD) capi-test-extension-image --cache $(DOCKYARD_CACHE) $(IMAGE_BUILD_FLAGS)' \
+		hack/capi-test-extension.sh
+
 .PHONY: component-images
 component-images: ## Build the images clusterctl installs: Dockyard's manager:$(VERSION), Cluster API's controllers, cert-manager $(CERT_MANAGER_VERSION) (cached).
 	hack/ensure-docker.sh

@@ -131,6 +131,30 @@ func runNetworkPolicyImage(ctx context.Context, args []string) error {
 	return nil
 }
 
+// runTestExtensionImage builds Cluster API's test extension of a release as
+// localhost/dockyard/capi-test-extension:<version>.
+func runTestExtensionImage(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("capi-test-extension-image", flag.ExitOnError)
+	common := addImageFlags(fs)
+	version := fs.String("cluster-api-version", "", "Cluster API release whose test extension to build")
+	goMod := fs.String("go-mod", "test/capie2e/go.mod", "go.mod whose module versions the build takes where it names them")
+	_ = fs.Parse(args)
+	if *version == "" {
+		return errors.New("--cluster-api-version is required")
+	}
+	b, done, err := common.builder()
+	if err != nil {
+		return err
+	}
+	defer done()
+	ref, err := b.ClusterAPITestExtensionImage(ctx, *version, *goMod)
+	if err != nil {
+		return err
+	}
+	fmt.Println(ref)
+	return nil
+}
+
 // runCNIImage builds localhost/dockyard/flannel:<version>.
 func runCNIImage(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("cni-image", flag.ExitOnError)

@@ -30,6 +30,8 @@ commands:
               (kube-router's firewall; needs root)
   component-images  build the images of Dockyard's manager, Cluster API's controllers and
               cert-manager, named as their releases publish them
+  capi-test-extension-image  build Cluster API's test extension (its end-to-end suite's Runtime
+              SDK server) of --cluster-api-version as localhost/dockyard/capi-test-extension
   conformance build e2e.test, ginkgo and the images Kubernetes' conformance tests run, named
               under --prefix, with the KUBE_TEST_REPO_LIST file naming them, into --dir, and
               registry.k8s.io/conformance:<version> for Cluster API's conformance specs
@@ -67,6 +69,8 @@ func main() {
 		err = runNetworkPolicyImage(ctx, os.Args[2:])
 	case "component-images":
 		err = runComponentImages(ctx, os.Args[2:])
+	case "capi-test-extension-image":
+		err = runTestExtensionImage(ctx, os.Args[2:])
 	case "conformance":
 		err = runConformance(ctx, os.Args[2:])
 	case "release":
