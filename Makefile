@@ -280,7 +280,7 @@ test-e2e-capi: images component-images release-manifests ## Cluster API's shared
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
 .PHONY: test-e2e-full
-test-e2e-full: images component-images netpol-image release-manifests conformance-images upgrade-node-images e2e-previous-release ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and from IN_MEMORY_RELEASE (an in-memory workload cluster) and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release, make test-e2e-lifecycle and make fuzz.
+test-e2e-full: images component-images netpol-image release-manifests conformance-images upgrade-node-images e2e-previous-release capi-test-extension ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and from IN_MEMORY_RELEASE (an in-memory workload cluster) and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release, make test-e2e-lifecycle and make fuzz.
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_UPGRADE_ENV) $(E2E_INMEMORY_ENV)' \
 		CAPI_E2E_FLAGS="-ginkgo.label-filter='!kubernetes' $(CAPI_E2E_FLAGS)"
 	$(MAKE) --no-print-directory test-kubernetes-engine
@@ -358,7 +358,7 @@ E2E_INMEMORY_ARGS = CAPI_E2E_ARTIFACTS="$(CAPI_E2E_ARTIFACTS)-inmemory" \
 	CAPI_E2E_ENV='$(E2E_INMEMORY_ENV) $(CAPI_E2E_ENV)' CAPI_E2E_FLAGS="-ginkgo.label-filter=inmemory $(CAPI_E2E_FLAGS)"
 
 .PHONY: test-e2e-inmemory
-test-e2e-inmemory: images component-images release-manifests ## In-memory clusters (label inmemory; part of test-e2e-full) on a management cluster of containers where Dockyard runs as Pods: Cluster API's ScaleSpec of E2E_SCALE_CLUSTERS (10) ClusterClass clusters of 1+E2E_SCALE_WORKERS (1), E2E_SCALE_CONCURRENCY (5) at a time, made at KUBERNETES_VERSION_UPGRADE_FROM, upgraded, deleted; the other in-memory specs, a MachinePool of E2E_POOL_INSTANCES (100); the controllers' memory and CPU in <artifacts>-inmemory/<spec>/footprint.txt, a controller restart fails. The ScaleSpec of 10 took 4 min on 2 cores.
+test-e2e-inmemory: images component-images release-manifests capi-test-extension ## In-memory clusters (label inmemory; part of test-e2e-full) on a management cluster of containers where Dockyard runs as Pods: Cluster API's ScaleSpec of E2E_SCALE_CLUSTERS (10) ClusterClass clusters of 1+E2E_SCALE_WORKERS (1), E2E_SCALE_CONCURRENCY (5) at a time, made at KUBERNETES_VERSION_UPGRADE_FROM, upgraded, deleted; the other in-memory specs, a MachinePool of E2E_POOL_INSTANCES (100) and a chained upgrade with Cluster API's Runtime SDK lifecycle hooks (its test extension built by make capi-test-extension); the controllers' memory and CPU in <artifacts>-inmemory/<spec>/footprint.txt, a controller restart fails. The ScaleSpec of 10 took 4 min on 2 cores.
 	$(MAKE) --no-print-directory test-e2e-capi-run $(E2E_INMEMORY_ARGS)
 
 # 10,000 in-memory Machines: 1,000 clusters of 1+9, and a MachinePool of 1,000.
@@ -371,7 +371,7 @@ test-e2e-inmemory-full: E2E_CAPI_KUBE_API_BURST = 450
 test-e2e-inmemory-full: E2E_POOL_INSTANCES = 1000
 
 .PHONY: test-e2e-inmemory-full
-test-e2e-inmemory-full: images component-images release-manifests ## make test-e2e-inmemory at the size of 10,000 Machines: ScaleSpec's 1,000 clusters of 1+9, 50 at a time, made, upgraded and deleted, and a MachinePool of 1,000; the API server's GOGC at 400 and Cluster API core's client limits at 300/450; footprint.txt states every controller's memory. For a larger host: on 2 cores the management cluster's API server holds the ScaleSpec to about 116 to 230 requests a second, five to ten hours (docs/performance.md).
+test-e2e-inmemory-full: images component-images release-manifests capi-test-extension ## make test-e2e-inmemory at the size of 10,000 Machines: ScaleSpec's 1,000 clusters of 1+9, 50 at a time, made, upgraded and deleted, and a MachinePool of 1,000; the API server's GOGC at 400 and Cluster API core's client limits at 300/450; footprint.txt states every controller's memory. For a larger host: on 2 cores the management cluster's API server holds the ScaleSpec to about 116 to 230 requests a second, five to ten hours (docs/performance.md).
 	$(MAKE) --no-print-directory test-e2e-capi-run $(E2E_INMEMORY_ARGS)
 
 .PHONY: test-e2e-kubernetes-run

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	clusterctlcluster "sigs.k8s.io/cluster-api/cmd/clusterctl/client/cluster"
 	capispecs "sigs.k8s.io/cluster-api/test/e2e"
 	"sigs.k8s.io/cluster-api/test/framework"
 	"sigs.k8s.io/cluster-api/test/framework/clusterctl"
@@ -71,6 +73,58 @@ var _ = Describe("MachineDeployment remediation, in-memory clusters", inMemory, 
 		return capispecs.MachineDeploymentRemediationSpecInput{
 			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: inMemoryProxy(),
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("in-memory-md-remediation"),
+		}
+	})
+})
+
+// Cluster API's Runtime SDK upgrade spec on an in-memory cluster, its upgrade chained: made
+// three minors back (KUBERNETES_VERSION_CHAINED_UPGRADE_FROM), its ClusterClass listing the
+// versions between (DOCKYARD_CHAINED_UPGRADE_VERSIONS), its topology's version set to
+// KUBERNETES_VERSION_UPGRADE_TO at once; Cluster API's topology controller upgrades the control
+// plane one minor at a time and the workers when the version skew asks, and Cluster API's test
+// extension, deployed into the management cluster for the spec, blocks each lifecycle hook
+// until the spec has checked the step and lets it go. Cluster API runs chained upgrades on
+// containers only; the upgrade spec of its own in-memory backend moves one minor.
+var _ = Describe("Chained upgrade with Runtime SDK lifecycle hooks, in-memory clusters", inMemory, func() {
+	const extensionConfig = "k8s-chained-upgrade-with-runtimesdk"
+	extension := capie2e.TestExtension{Components: filepath.Join(repoRoot, "out", "capi-test-extension", "components.yaml")}
+
+	watchControllers("runtimesdk-chained-upgrade")
+	BeforeEach(func() {
+		By("Deploying Cluster API's test extension into the management cluster")
+		Expect(extension.Deploy(ctx, bootstrapClusterProxy, 5*time.Minute)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			if skipCleanup {
+				return
+			}
+			Expect(extension.Remove(ctx, bootstrapClusterProxy)).To(Succeed())
+		})
+	})
+
+	capispecs.ClusterUpgradeWithRuntimeSDKSpec(ctx, func() capispecs.ClusterUpgradeWithRuntimeSDKSpecInput {
+		from := e2eConfig.MustGetVariable(capispecs.KubernetesVersionChainedUpgradeFrom)
+		versions := strings.Split(e2eConfig.MustGetVariable("DOCKYARD_CHAINED_UPGRADE_VERSIONS"), ",")
+		Expect(versions).To(HaveLen(4), "DOCKYARD_CHAINED_UPGRADE_VERSIONS: the versions from %s to the upgrade's, one per minor", from)
+		Expect(versions[0]).To(Equal(from), "DOCKYARD_CHAINED_UPGRADE_VERSIONS starts at KUBERNETES_VERSION_CHAINED_UPGRADE_FROM")
+		Expect(versions[len(versions)-1]).To(Equal(e2eConfig.MustGetVariable(capispecs.KubernetesVersionUpgradeTo)),
+			"DOCKYARD_CHAINED_UPGRADE_VERSIONS ends at KUBERNETES_VERSION_UPGRADE_TO")
+		return capispecs.ClusterUpgradeWithRuntimeSDKSpecInput{
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: inMemoryProxy(),
+			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup, Flavor: ptr.To("in-memory"),
+			KubernetesVersionFrom: from, KubernetesVersions: versions,
+			ExtensionConfigName:       extensionConfig,
+			ExtensionServiceNamespace: capie2e.TestExtensionNamespace, ExtensionServiceName: capie2e.TestExtensionService,
+			PostUpgrade: func(proxy framework.ClusterProxy, namespace, clusterName string) {
+				// No controller keeps writing once the upgrade is over, as Cluster API checks
+				// after its own Runtime SDK upgrades.
+				const spec = "k8s-upgrade-with-runtimesdk"
+				framework.ValidateResourceVersionStable(ctx, framework.ValidateResourceVersionStableInput{
+					ClusterProxy: proxy, Namespace: namespace,
+					OwnerGraphFilterFunction: clusterctlcluster.FilterClusterObjectsWithNameFilter(clusterName),
+					WaitToBecomeStable:       e2eConfig.GetIntervals(spec, "wait-resource-versions-become-stable"),
+					WaitToRemainStable:       e2eConfig.GetIntervals(spec, "wait-resource-versions-remain-stable"),
+				})
+			},
 		}
 	})
 })
