@@ -373,10 +373,14 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	bootstrapClusterProxy = framework.NewClusterProxy("bootstrap", parts[3], initScheme(),
 		framework.WithMachineLogCollector(capie2e.LogCollector{}))
 	// The self-hosted spec's cluster hosts the providers: its nodes get their images, as
-	// Cluster API's suite preloads its images into CAPD's nodes.
+	// Cluster API's suite preloads its images into CAPD's nodes; not the images the
+	// management cluster takes only when the engine has them (tryLoad: Cluster API's test
+	// extension), which no spec runs there.
 	var images []string
 	for _, img := range e2eConfig.Images {
-		images = append(images, img.Name)
+		if img.LoadBehavior != clusterctl.TryLoadImage {
+			images = append(images, img.Name)
+		}
 	}
 	Expect(os.Setenv("DOCKYARD_PRELOAD_IMAGES", "["+strings.Join(images, ", ")+"]")).To(Succeed())
 	// The conformance flavors' nodes get the images Kubernetes' conformance tests run, as make
