@@ -93,6 +93,7 @@ func TestE2EConfigMatchesTheRepository(t *testing.T) {
 		tag := img.Name[strings.LastIndex(img.Name, ":")+1:]
 		switch {
 		case strings.Contains(img.Name, "/cluster-api/") && tag != capi,
+			strings.Contains(img.Name, "/capi-test-extension:") && tag != capi,
 			strings.Contains(img.Name, "cert-manager") && tag != certManager,
 			strings.Contains(img.Name, "dockyard/manager") && tag != dockyard:
 			t.Errorf("image %s: the repository builds another version", img.Name)
