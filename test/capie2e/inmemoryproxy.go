@@ -34,11 +34,13 @@ type InMemoryProxy struct {
 }
 
 // GetWorkloadCluster returns the proxy of a workload cluster whose connections go through
-// InMemoryProxy.DialContext.
+// InMemoryProxy.DialContext. It is an InMemoryProxy itself: a workload cluster that is a
+// management cluster in turn (Cluster API's clusterctl upgrade spec) reaches the in-memory
+// clusters its own manager Pod serves the same way.
 func (p InMemoryProxy) GetWorkloadCluster(ctx context.Context, namespace, name string, options ...framework.Option) framework.ClusterProxy {
-	return p.ClusterProxy.GetWorkloadCluster(ctx, namespace, name, append(options, framework.WithRESTConfigModifier(func(cfg *rest.Config) {
+	return InMemoryProxy{ClusterProxy: p.ClusterProxy.GetWorkloadCluster(ctx, namespace, name, append(options, framework.WithRESTConfigModifier(func(cfg *rest.Config) {
 		cfg.Dial = p.DialContext
-	}))...)
+	}))...)}
 }
 
 // DialContext connects to address (host:port) as rest.Config.Dial does. An address whose host

@@ -1,6 +1,7 @@
 package capie2e
 
 import (
+	"context"
 	"crypto"
 	"crypto/x509"
 	"io"
@@ -349,5 +350,36 @@ func mustCreate(t *testing.T, s *workloadapi.Store, resource string, obj runtime
 	o.SetGroupVersionKind(gvks[0])
 	if _, err := s.Create(schema.GroupResource{Resource: resource}, o); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// workloadOf is a management cluster's proxy that records what GetWorkloadCluster was asked.
+type workloadOf struct {
+	framework.ClusterProxy
+	workload framework.ClusterProxy
+	options  int
+}
+
+func (w *workloadOf) GetWorkloadCluster(_ context.Context, _, _ string, options ...framework.Option) framework.ClusterProxy {
+	w.options = len(options)
+	return w.workload
+}
+
+// A workload cluster's proxy is an InMemoryProxy too, so the in-memory clusters of a workload
+// cluster that manages clusters (the clusterctl upgrade spec's) are reached through its own
+// manager Pod; its connections go through the outer proxy's dial (one option more).
+func TestInMemoryProxyWorkloadsAreInMemoryProxies(t *testing.T) {
+	inner := &workloadOf{}
+	outer := &workloadOf{workload: inner}
+	got := InMemoryProxy{ClusterProxy: outer}.GetWorkloadCluster(t.Context(), "ns", "management", framework.WithMachineLogCollector(LogCollector{}))
+	p, ok := got.(InMemoryProxy)
+	if !ok {
+		t.Fatalf("the workload cluster's proxy is a %T, want an InMemoryProxy", got)
+	}
+	if p.ClusterProxy != framework.ClusterProxy(inner) {
+		t.Errorf("it wraps %v, want the management cluster's workload proxy", p.ClusterProxy)
+	}
+	if outer.options != 2 {
+		t.Errorf("%d options reached the management cluster's proxy, want the caller's and the dial's", outer.options)
 	}
 }

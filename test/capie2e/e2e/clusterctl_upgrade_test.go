@@ -54,6 +54,9 @@ var _ = Describe("clusterctl upgrade from Dockyard's first release with in-memor
 	upgradeSpec(upgradeFrom{
 		releaseEnv: inMemoryReleaseEnv, registryPortEnv: "DOCKYARD_IN_MEMORY_RELEASE_REGISTRY_PORT", registry: "dockyard-e2e-release-in-memory",
 		workloadFlavor: "in-memory",
+		// The workload cluster's API server is served in the management cluster's manager Pod:
+		// the framework reads its Pods and Nodes (when it dumps them) through a port-forward.
+		bootstrap: inMemoryProxy,
 	})
 })
 
@@ -72,6 +75,8 @@ type upgradeFrom struct {
 	// preWaitForWorkload, when set, runs once the workload cluster is applied, before the spec
 	// waits for it, with the key of the management cluster that holds it.
 	preWaitForWorkload func(management docker.ClusterKey, namespace, name string)
+	// bootstrap, when set, gives the proxy of the suite's management cluster the spec gets.
+	bootstrap func() framework.ClusterProxy
 }
 
 // upgradeSpec runs Cluster API's ClusterctlUpgradeSpec from u's release. The release's
@@ -112,8 +117,12 @@ func upgradeSpec(u upgradeFrom) {
 		// The management flavor's DockyardCluster names the registry its nodes pull from.
 		Expect(os.Setenv("DOCKYARD_RELEASE_REGISTRY", registry.Name)).To(Succeed())
 		release := previousReleases[u.releaseEnv]
+		bootstrap := bootstrapClusterProxy
+		if u.bootstrap != nil {
+			bootstrap = u.bootstrap()
+		}
 		return capispecs.ClusterctlUpgradeSpecInput{
-			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrapClusterProxy,
+			E2EConfig: e2eConfig, ClusterctlConfigPath: clusterctlConfigPath, BootstrapClusterProxy: bootstrap,
 			ArtifactFolder: artifactFolder, SkipCleanup: skipCleanup,
 			InitWithBinary:                  clusterctlURL,
 			InitWithKubernetesVersion:       e2eConfig.MustGetVariable("KUBERNETES_VERSION_MANAGEMENT"),
