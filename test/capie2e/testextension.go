@@ -3,13 +3,11 @@ package capie2e
 import (
 	"context"
 	"os"
-	"time"
 
 	"github.com/pkg/errors"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/util/wait"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
@@ -49,10 +47,12 @@ func (e TestExtension) objects() ([]byte, error) {
 	return out, errors.Wrapf(err, "the variables of %s", e.Components)
 }
 
-// Deploy applies the extension's components to the cluster of proxy and waits, up to timeout,
-// until its Deployment is available: its image must be on the cluster's nodes (the suite loads
-// it into the management cluster when the engine has it).
-func (e TestExtension) Deploy(ctx context.Context, proxy framework.ClusterProxy, timeout time.Duration) error {
+// Deploy applies the extension's components to the cluster of proxy and waits, within
+// intervals, until its Deployment is available (Cluster API's
+// framework.WaitForDeploymentsAvailable, which fails the spec with the Deployment printed). Its
+// image must be on the cluster's nodes: the suite loads it into the management cluster when the
+// engine has it (make capi-test-extension builds it).
+func (e TestExtension) Deploy(ctx context.Context, proxy framework.ClusterProxy, intervals ...any) error {
 	objs, err := e.objects()
 	if err != nil {
 		return err
@@ -60,24 +60,11 @@ func (e TestExtension) Deploy(ctx context.Context, proxy framework.ClusterProxy,
 	if err := proxy.CreateOrUpdate(ctx, objs); err != nil {
 		return errors.Wrap(err, "applying Cluster API's test extension")
 	}
-	key := client.ObjectKey{Namespace: TestExtensionNamespace, Name: testExtensionDeployment}
-	var last string
-	err = wait.PollUntilContextTimeout(ctx, 3*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		d := &appsv1.Deployment{}
-		if err := proxy.GetClient().Get(ctx, key, d); err != nil {
-			last = err.Error()
-			return false, nil //nolint:nilerr // not there yet: asked again
-		}
-		for _, c := range d.Status.Conditions {
-			if c.Type == appsv1.DeploymentAvailable {
-				last = string(c.Status) + ": " + c.Message
-				return c.Status == corev1.ConditionTrue, nil
-			}
-		}
-		last = "no Available condition yet"
-		return false, nil
-	})
-	return errors.Wrapf(err, "Cluster API's test extension (Deployment %s) is not available: %s (make capi-test-extension builds its image)", key, last)
+	framework.WaitForDeploymentsAvailable(ctx, framework.WaitForDeploymentsAvailableInput{
+		Getter:     proxy.GetClient(),
+		Deployment: &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: TestExtensionNamespace, Name: testExtensionDeployment}},
+	}, intervals...)
+	return nil
 }
 
 // Remove deletes what Deploy applied; what is gone already is not an error.

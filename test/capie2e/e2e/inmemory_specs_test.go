@@ -92,7 +92,7 @@ var _ = Describe("Chained upgrade with Runtime SDK lifecycle hooks, in-memory cl
 	watchControllers("runtimesdk-chained-upgrade")
 	BeforeEach(func() {
 		By("Deploying Cluster API's test extension into the management cluster")
-		Expect(extension.Deploy(ctx, bootstrapClusterProxy, 5*time.Minute)).To(Succeed())
+		Expect(extension.Deploy(ctx, bootstrapClusterProxy, e2eConfig.GetIntervals("k8s-upgrade-with-runtimesdk", "wait-controllers")...)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			if skipCleanup {
 				return
