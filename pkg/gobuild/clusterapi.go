@@ -37,25 +37,12 @@ var ClusterAPICommands = []string{
 // version the module proxy refuses, so the wrapper module pins it to the same release. The
 // binaries are stamped with the version, as Cluster API's release builds are.
 func ClusterAPI(clusterAPIVersion string, commands ...string) (Build, error) {
-	v, err := version.ParseSemantic(clusterAPIVersion)
+	build, ldflags, err := clusterAPIRelease(clusterAPIVersion)
 	if err != nil {
-		return Build{}, errors.Wrapf(err, "parsing Cluster API version %q", clusterAPIVersion)
-	}
-	if v.Major() != 1 || v.Minor() < 14 {
-		// The layout this build relies on (mains under core/, bootstrap/kubeadm/,
-		// controlplane/kubeadm/ and the separate api module) is the one of v1.14; older releases
-		// were not tried.
-		return Build{}, errors.Errorf("Cluster API version %s: only v1.14 and later are supported", clusterAPIVersion)
+		return Build{}, err
 	}
 	if len(commands) == 0 {
 		commands = ClusterAPICommands
-	}
-	ldflags := versionLDFlags("sigs.k8s.io/cluster-api/version", clusterAPIVersion, v)
-	build := Build{
-		Name:    "cluster-api",
-		Version: clusterAPIVersion,
-		Require: map[string]string{"sigs.k8s.io/cluster-api": clusterAPIVersion},
-		Replace: map[string]string{"sigs.k8s.io/cluster-api/api": clusterAPIVersion},
 	}
 	seen := map[string]bool{}
 	for _, c := range commands {
@@ -72,6 +59,28 @@ func ClusterAPI(clusterAPIVersion string, commands ...string) (Build, error) {
 	return build, nil
 }
 
+// clusterAPIRelease is the build of nothing yet at a Cluster API release: the module required,
+// the api module's placeholder pinned to the release, and the linker flags that stamp a binary
+// with the version, as Cluster API's release builds are.
+func clusterAPIRelease(clusterAPIVersion string) (Build, []string, error) {
+	v, err := version.ParseSemantic(clusterAPIVersion)
+	if err != nil {
+		return Build{}, nil, errors.Wrapf(err, "parsing Cluster API version %q", clusterAPIVersion)
+	}
+	if v.Major() != 1 || v.Minor() < 14 {
+		// The layout this build relies on (mains under core/, bootstrap/kubeadm/,
+		// controlplane/kubeadm/ and the separate api module) is the one of v1.14; older releases
+		// were not tried.
+		return Build{}, nil, errors.Errorf("Cluster API version %s: only v1.14 and later are supported", clusterAPIVersion)
+	}
+	return Build{
+		Name:    "cluster-api",
+		Version: clusterAPIVersion,
+		Require: map[string]string{"sigs.k8s.io/cluster-api": clusterAPIVersion},
+		Replace: map[string]string{"sigs.k8s.io/cluster-api/api": clusterAPIVersion},
+	}, versionLDFlags("sigs.k8s.io/cluster-api/version", clusterAPIVersion, v), nil
+}
+
 // ClusterAPITestExtensionPackage is the main package of Cluster API's test extension: the
 // Runtime SDK server its end-to-end suite deploys (lifecycle hooks that block until told,
 // topology patches, upgrade plans, in-place updates), in the sigs.k8s.io/cluster-api/test module.
@@ -82,11 +91,10 @@ const ClusterAPITestExtensionPackage = "sigs.k8s.io/cluster-api/test/extension"
 // sigs.k8s.io/cluster-api and the api module at placeholders (its own go.mod replaces them with
 // its repository's directories), so the wrapper module pins both to the same release.
 func ClusterAPITestExtension(clusterAPIVersion string) (Build, error) {
-	build, err := ClusterAPI(clusterAPIVersion, ClusterAPICore)
+	build, ldflags, err := clusterAPIRelease(clusterAPIVersion)
 	if err != nil {
 		return Build{}, err
 	}
-	ldflags := build.Binaries[0].LDFlags
 	build.Name = "cluster-api-test-extension"
 	build.Require["sigs.k8s.io/cluster-api/test"] = clusterAPIVersion
 	build.Replace["sigs.k8s.io/cluster-api"] = clusterAPIVersion
