@@ -119,6 +119,8 @@ func planeOptions(workDir string) framework.Options {
 	engineConfig := runtimes.FromEnv()
 	return framework.Options{
 		WorkDir: workDir,
+		// As deployed: the suite has the engine to itself.
+		GuardEngineHost: true,
 		DockyardArgs: []string{
 			"--node-image-repository=" + nodeImageRepo,
 			"--load-balancer-image=" + lbImage,

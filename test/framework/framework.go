@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -77,6 +78,10 @@ type Options struct {
 	DockyardBinary string
 	// DockyardArgs are added to the manager's flags, e.g. --load-balancer-image=...
 	DockyardArgs []string
+	// GuardEngineHost runs the manager with --guard-engine-host, as it is deployed. Off unless
+	// set: the manager guards every cluster network Dockyard made on the engine, and tests that
+	// start a plane share the engine with other packages' engine tests running at once.
+	GuardEngineHost bool
 	// ExtraArgs are added to the flags of a process, by process name (Etcd, ClusterAPICore...).
 	ExtraArgs map[string][]string
 	// Log receives progress lines (builds, process starts, timings); nil discards them.
@@ -87,6 +92,11 @@ type Options struct {
 	// `clusterctl init` would (see InstallClusterctlInventory), so clusterctl move, describe
 	// and generate treat the plane as a management cluster.
 	ClusterctlInventory bool
+}
+
+// dockyardManagerArgs are the manager's flags of the options; DockyardArgs come last and win.
+func (o Options) dockyardManagerArgs() []string {
+	return append([]string{"--guard-engine-host=" + strconv.FormatBool(o.GuardEngineHost)}, o.DockyardArgs...)
 }
 
 func (o Options) withDefaults() Options {
@@ -362,7 +372,7 @@ func start(ctx context.Context, opts Options, bins Binaries, began time.Time) (_
 		[]string{filepath.Join(opts.RepoRoot, "config", "crd", "bases")},
 		map[string]string{"cluster.x-k8s.io/provider": "infrastructure-dockyard"},
 		filepath.Join(opts.RepoRoot, "config", "webhook", "manifests.yaml"),
-		opts.DockyardArgs...)
+		opts.dockyardManagerArgs()...)
 	// Start: etcd, then the API server; everything else needs it.
 	for _, step := range []*process{etcd, apiServer} {
 		if err := p.startAndWait(ctx, step); err != nil {

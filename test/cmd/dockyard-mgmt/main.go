@@ -48,6 +48,7 @@ func main() {
 	fs.StringVar(&opts.EtcdVersion, "etcd-version", framework.DefaultEtcdVersion, "etcd version")
 	fs.StringVar(&opts.ClusterAPIVersion, "cluster-api-version", framework.DefaultClusterAPIVersion, "Cluster API version")
 	fs.StringVar(&opts.DockyardBinary, "dockyard-binary", "", "prebuilt Dockyard manager; built from the repository when empty")
+	fs.BoolVar(&opts.GuardEngineHost, "guard-engine-host", true, "run Dockyard's manager with --guard-engine-host, as deployed")
 	fs.Var(&dockyardArgs, "dockyard-arg", "flag for Dockyard's manager, e.g. --dockyard-arg=--load-balancer-image=... (repeatable)")
 	_ = fs.Parse(os.Args[2:])
 	opts.DockyardArgs = dockyardArgs
