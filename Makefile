@@ -279,10 +279,13 @@ CAPI_E2E_RUN = rm -rf "$(CAPI_E2E_ARTIFACTS)" && $(CHECK_DISK) && cd test/capie2
 test-e2e-capi: images component-images release-manifests ## Cluster API's shared specs labelled blocking (ClusterClass and Ignition quick starts) and Dockyard's install and router specs, on a management cluster in containers.
 	$(CAPI_E2E_RUN) -ginkgo.label-filter=blocking $(CAPI_E2E_FLAGS)
 
-.PHONY: test-e2e-full
-test-e2e-full: images component-images netpol-image release-manifests conformance-images upgrade-node-images e2e-previous-release capi-test-extension ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and from IN_MEMORY_RELEASE (an in-memory workload cluster) and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release, make test-e2e-lifecycle and make fuzz.
+.PHONY: test-e2e-full-capi
+test-e2e-full-capi: images component-images netpol-image release-manifests conformance-images upgrade-node-images e2e-previous-release capi-test-extension ## make test-e2e-full's first step: every Cluster API shared spec test/capie2e runs but those of nodes as Pods.
 	$(MAKE) --no-print-directory test-e2e-capi-run CAPI_E2E_ENV='DOCKYARD_NODE_IMAGE_REPOSITORY=$(UPGRADE_NODE_IMAGE_REPOSITORY) $(CAPI_E2E_UPGRADE_ENV) $(E2E_INMEMORY_ENV)' \
 		CAPI_E2E_FLAGS="-ginkgo.label-filter='!kubernetes' $(CAPI_E2E_FLAGS)"
+
+.PHONY: test-e2e-full
+test-e2e-full: test-e2e-full-capi ## Every Cluster API shared spec test/capie2e runs, upgrades from KUBERNETES_VERSION_UPGRADE_FROM, clusterctl upgrade from FIRST_RELEASE and from IN_MEMORY_RELEASE (an in-memory workload cluster) and Kubernetes conformance through Cluster API's kubetest included (on node images carrying both versions' add-ons), then make test-kubernetes-engine, make test-e2e-kubernetes, make test-e2e-release, make test-e2e-lifecycle and make fuzz.
 	$(MAKE) --no-print-directory test-kubernetes-engine
 	$(MAKE) --no-print-directory test-e2e-kubernetes-run
 	$(MAKE) --no-print-directory test-e2e-release
